@@ -1,0 +1,59 @@
+"""freeact-sub: a code-action agent that acts in a managed IPython kernel.
+
+The public API: `Agent` and `AgentConfig`, the events `Agent.stream()` yields, the shared
+`ApprovalPolicy`, and the errors. The terminal and the notebook front ends use only these.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .agent import Agent
+from .approvals import ApprovalPolicy
+from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, load_mcp_config
+from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError
+from .events import (
+    AgentEvent,
+    ApprovalRequest,
+    CodeExecutionOutput,
+    CodeExecutionOutputChunk,
+    Response,
+    ResponseChunk,
+    SubagentFinished,
+    SubagentStarted,
+    Thoughts,
+    ThoughtsChunk,
+    ToolOutput,
+    TurnCancelled,
+    TurnStarted,
+)
+
+try:
+    __version__ = version("freeact-sub")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
+    __version__ = "0.0.0"
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "Agent",
+    "AgentConfig",
+    "AgentEvent",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "CodeExecutionOutput",
+    "CodeExecutionOutputChunk",
+    "ConfigError",
+    "FreeactError",
+    "KernelError",
+    "McpServerError",
+    "ModelError",
+    "Response",
+    "ResponseChunk",
+    "SubagentFinished",
+    "SubagentStarted",
+    "Thoughts",
+    "ThoughtsChunk",
+    "ToolOutput",
+    "TurnCancelled",
+    "TurnStarted",
+    "__version__",
+    "load_mcp_config",
+]

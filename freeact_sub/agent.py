@@ -1,0 +1,428 @@
+"""`Agent`: the lifecycle of one agent and the `stream()` loop of a turn.
+
+One turn: the prompt goes to the model (streamed through pydantic-ai); each tool call the
+model makes is validated, put to the consumer as an `ApprovalRequest`, and run once approved
+(several calls of one response run concurrently; cells on the one kernel run in order); the
+results go back to the model; this repeats until the model answers without tool calls, a call
+is rejected, or `max_turns` rounds are done.
+
+Rules for faults and cancellation:
+- what the model can correct (unknown tool, bad arguments, a failing cell or MCP call, a failed
+  subagent) becomes a tool result, and the turn goes on;
+- a model request that fails raises `ModelError` out of `stream()`;
+- a failed or cancelled turn leaves the conversation history exactly as it was before the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from .approvals import ApprovalPolicy
+from .config import AgentConfig
+from .errors import ModelError
+from .events import (
+    AgentEvent,
+    ApprovalRequest,
+    CodeExecutionOutput,
+    CodeExecutionOutputChunk,
+    Response,
+    ResponseChunk,
+    Thoughts,
+    ThoughtsChunk,
+    ToolOutput,
+    TurnCancelled,
+    TurnStarted,
+)
+from .kernel import Kernel
+from .mcp import McpConnections
+from .tools import Toolbox, ToolSpec, builtin_tool, parse_arguments
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.models import Model
+
+    from .subagents import SubagentRunner
+
+__all__ = ["Agent"]
+
+Emit = Callable[[AgentEvent], None]
+
+_agent_ids: set[str] = set()
+
+
+def new_agent_id() -> str:
+    """A short id, `agent-` plus hex, unique in this process."""
+    size = 2
+    while True:
+        for _ in range(32):
+            candidate = f"agent-{secrets.token_hex(size)}"
+            if candidate not in _agent_ids:
+                _agent_ids.add(candidate)
+                return candidate
+        size += 1
+
+
+class _TurnEnded:
+    """Marks the end of a turn's event queue."""
+
+
+class Agent:
+    """A code-action agent with its own IPython kernel and its own MCP connections.
+
+    Use it as an async context manager (or call `start()` and `stop()`), then iterate
+    `stream(prompt)` once per user turn::
+
+        async with Agent(AgentConfig(model="openai:gpt-4.1")) as agent:
+            async for event in agent.stream("What is 2**100?"):
+                if isinstance(event, ApprovalRequest):
+                    event.approve(True)
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig | None = None,
+        *,
+        agent_id: str | None = None,
+        approvals: ApprovalPolicy | None = None,
+    ) -> None:
+        self.config = config or AgentConfig()
+        self.agent_id = agent_id or new_agent_id()
+        """This agent's id; every event it produces carries it."""
+        self.approvals = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+        """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
+        self.turns_used = 0
+        """Model rounds of the current (or last) turn."""
+        self.turn_limit_reached = False
+        """Whether the last turn stopped at `max_turns`."""
+        self.last_turn_rejected = False
+        """Whether the last turn ended because the consumer rejected a call."""
+        self._is_subagent = False
+        self._history: list[ModelMessage] = []
+        self._model: Model | None = None
+        self._kernel: Kernel | None = None
+        self._mcp: McpConnections | None = None
+        self._toolbox: Toolbox | None = None
+        self._subagents: SubagentRunner | None = None
+        self._turn: asyncio.Task[None] | None = None
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Agent:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def kernel(self) -> Kernel | None:
+        """This agent's kernel while it runs."""
+        return self._kernel
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools offered to the model (after `start()`)."""
+        return self._toolbox.names if self._toolbox else []
+
+    @property
+    def history(self) -> list[ModelMessage]:
+        """A copy of the conversation so far (pydantic-ai messages)."""
+        return list(self._history)
+
+    async def start(self) -> None:
+        """Resolve the model, then start the kernel and connect the MCP servers concurrently."""
+        await self._start()
+
+    async def _start(self, kernel: Kernel | None = None, acquire_kernel: Any = None) -> None:
+        if self._started:
+            return
+        self._model = self.config.resolve_model()
+        mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir)
+        self._mcp = mcp
+
+        async def start_kernel() -> Kernel:
+            if acquire_kernel is not None:
+                started: Kernel = await acquire_kernel()
+            else:
+                started = kernel or self._new_kernel()
+                await started.start()
+            started.label = self.agent_id
+            return started
+
+        kernel_task = asyncio.create_task(start_kernel())
+        mcp_task = asyncio.create_task(mcp.open())
+        try:
+            await asyncio.gather(kernel_task, mcp_task)
+        except BaseException:
+            for task in (kernel_task, mcp_task):
+                task.cancel()
+            await asyncio.gather(kernel_task, mcp_task, return_exceptions=True)
+            if kernel_task.done() and not kernel_task.cancelled() and kernel_task.exception() is None:
+                await kernel_task.result().shutdown()
+            await mcp.close()
+            self._mcp = None
+            raise
+        self._kernel = kernel_task.result()
+        specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")]
+        if self.config.enable_subagents and not self._is_subagent:
+            from .subagents import SubagentRunner
+
+            specs.append(builtin_tool("task"))
+            self._subagents = SubagentRunner(self)
+            self._subagents.start()
+        specs += [
+            ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
+            for t in mcp.tools
+        ]
+        self._toolbox = Toolbox(specs)
+        self._started = True
+
+    def _new_kernel(self) -> Kernel:
+        return Kernel(
+            working_dir=self.config.working_dir,
+            env=self.config.kernel_env,
+            images_dir=self.config.resolved_images_dir,
+            label=self.agent_id,
+        )
+
+    async def stop(self) -> None:
+        """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
+        turn = self._turn
+        if turn is not None and not turn.done():
+            turn.cancel()
+            with contextlib.suppress(BaseException):
+                await turn
+        closers = []
+        if self._subagents is not None:
+            closers.append(self._subagents.close())
+        if self._kernel is not None:
+            closers.append(self._kernel.shutdown())
+        if self._mcp is not None:
+            closers.append(self._mcp.close())
+        self._subagents, self._kernel, self._mcp = None, None, None
+        self._started = False
+        if closers:
+            await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
+
+    # -- a turn ----------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the current turn promptly: the model stream, approval waits, running cells, subagents."""
+        if self._turn is not None and not self._turn.done():
+            self._turn.cancel()
+
+    async def stream(self, prompt: str, max_turns: int | None = None) -> AsyncIterator[AgentEvent]:
+        """Run one user turn and yield its events as they happen (subagents' events included).
+
+        `max_turns` bounds the model rounds (one model response plus its tool calls) of this turn;
+        default `config.max_turns`. Raises `ModelError` if the model request fails.
+        """
+        if not self._started:
+            raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
+        if self._turn is not None and not self._turn.done():
+            raise RuntimeError("a turn is already running on this agent")
+        events: asyncio.Queue[AgentEvent | _TurnEnded] = asyncio.Queue()
+        before = list(self._history)
+        limit = max_turns if max_turns is not None else self.config.max_turns
+        turn = asyncio.create_task(self._run_turn(prompt, limit, events.put_nowait), name=f"turn:{self.agent_id}")
+        turn.add_done_callback(lambda _: events.put_nowait(_TurnEnded()))
+        self._turn = turn
+        completed = False
+        try:
+            while not isinstance(item := await events.get(), _TurnEnded):
+                yield item
+            if turn.cancelled():
+                self._history = before
+                yield TurnCancelled(agent_id=self.agent_id)
+            elif (error := turn.exception()) is not None:
+                self._history = before
+                raise error
+            completed = True
+        finally:
+            if not turn.done():
+                turn.cancel()
+                with contextlib.suppress(BaseException):
+                    await turn
+            if not completed:
+                self._history = before
+            if self._turn is turn:
+                self._turn = None
+
+    async def _run_turn(self, prompt: str, limit: int | None, emit: Emit) -> None:
+        from pydantic_ai.messages import (
+            ModelRequest,
+            ModelResponse,
+            SystemPromptPart,
+            TextPart,
+            UserPromptPart,
+        )
+
+        self.turns_used = 0
+        self.turn_limit_reached = False
+        self.last_turn_rejected = False
+        user = UserPromptPart(prompt)
+        if not self._history:
+            self._history.append(ModelRequest(parts=[SystemPromptPart(self.config.system_prompt), user]))
+        elif isinstance(last := self._history[-1], ModelRequest):
+            # the previous turn stopped at its limit after tool results: the prompt joins that request
+            self._history[-1] = ModelRequest(parts=[*last.parts, user])
+        else:
+            self._history.append(ModelRequest(parts=[user]))
+
+        last_text = ""
+        while True:
+            if limit is not None and self.turns_used >= limit:
+                self.turn_limit_reached = True
+                note = f"[Stopped: the limit of {limit} turn{'s' if limit != 1 else ''} was reached.]"
+                emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n{note}".strip(), final=True))
+                return
+            self.turns_used += 1
+            emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
+            response = await self._model_round(emit)
+            self._history.append(response)
+            text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+            last_text = text or last_text
+            calls = [p for p in response.parts if p.part_kind == "tool-call"]
+            if text:
+                emit(Response(agent_id=self.agent_id, content=text, final=not calls))
+            if not calls:
+                if not text:
+                    emit(Response(agent_id=self.agent_id, content="", final=True))
+                return
+            outcomes = await asyncio.gather(*(self._run_call(call, emit) for call in calls))
+            self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
+            rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
+            if rejected:
+                names = ", ".join(f"`{name}`" for name in rejected)
+                message = f"The user rejected the call to {names}, so this turn ends here."
+                self._history.append(ModelResponse(parts=[TextPart(message)]))
+                self.last_turn_rejected = True
+                emit(Response(agent_id=self.agent_id, content=message, final=True))
+                return
+
+    async def _model_round(self, emit: Emit) -> ModelResponse:
+        from pydantic_ai.direct import model_request_stream
+        from pydantic_ai.messages import (
+            PartDeltaEvent,
+            PartStartEvent,
+            TextPart,
+            TextPartDelta,
+            ThinkingPart,
+            ThinkingPartDelta,
+        )
+        from pydantic_ai.models import ModelRequestParameters
+
+        assert self._model is not None and self._toolbox is not None
+        parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
+        settings: Any = self.config.model_settings
+        try:
+            async with model_request_stream(
+                self._model, self._history, model_settings=settings, model_request_parameters=parameters
+            ) as stream:
+                async for event in stream:
+                    if isinstance(event, PartStartEvent):
+                        part = event.part
+                        if isinstance(part, TextPart) and part.content:
+                            emit(ResponseChunk(agent_id=self.agent_id, content=part.content))
+                        elif isinstance(part, ThinkingPart) and part.content:
+                            emit(ThoughtsChunk(agent_id=self.agent_id, content=part.content))
+                    elif isinstance(event, PartDeltaEvent):
+                        delta = event.delta
+                        if isinstance(delta, TextPartDelta) and delta.content_delta:
+                            emit(ResponseChunk(agent_id=self.agent_id, content=delta.content_delta))
+                        elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                            emit(ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta))
+                response = stream.get()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
+        for part in response.parts:
+            if isinstance(part, ThinkingPart) and part.content:
+                emit(Thoughts(agent_id=self.agent_id, content=part.content))
+        return response
+
+    async def _run_call(self, call: ToolCallPart, emit: Emit) -> tuple[Any, bool]:
+        """Validate, ask for approval and run one tool call; returns its tool-return part and whether it was rejected."""
+        from pydantic_ai.messages import ToolReturnPart
+
+        assert self._toolbox is not None
+        name, call_id = call.tool_name, call.tool_call_id
+
+        def result(content: str, rejected: bool = False) -> tuple[ToolReturnPart, bool]:
+            return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected
+
+        def refuse(message: str) -> tuple[ToolReturnPart, bool]:
+            emit(ToolOutput(agent_id=self.agent_id, content=message, tool_name=name, tool_call_id=call_id, is_error=True))
+            return result(message)
+
+        try:
+            arguments = parse_arguments(call.args)
+        except ValueError as exc:
+            return refuse(f"Invalid arguments for {name!r}: {exc}. Send the arguments as a JSON object.")
+        if problem := self._toolbox.check(name, arguments):
+            return refuse(problem)
+        arguments = self._toolbox.with_defaults(name, arguments)
+
+        auto = self.approvals.is_approved(self.agent_id)
+        request = ApprovalRequest(
+            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto
+        )
+        if auto:
+            request.approve(True)
+        emit(request)
+        if not await request.approved():
+            return result("The user rejected this call; it did not run.", rejected=True)
+        return result(await self._execute(name, arguments, call_id, emit))
+
+    async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
+        assert self._kernel is not None and self._mcp is not None
+        if name == "execute_ipython_cell":
+            return await self._execute_cell(arguments["code"], call_id, emit)
+        if name == "reset_kernel":
+            await self._kernel.reset()
+            text = "The kernel was restarted: all variables, imports and definitions are gone."
+        elif name == "task":
+            assert self._subagents is not None
+            text = await self._subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+        else:
+            text, is_error = await self._mcp.call(name, arguments, timeout=self.config.execution_timeout)
+            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id, is_error=is_error))
+            return text
+        emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id))
+        return text
+
+    async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> str:
+        assert self._kernel is not None
+
+        def on_output(text: str) -> None:
+            emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
+
+        outcome = await self._kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
+        emit(
+            CodeExecutionOutput(
+                agent_id=self.agent_id,
+                text=outcome.text,
+                images=tuple(outcome.images),
+                tool_call_id=call_id,
+                status=outcome.status,
+            )
+        )
+        return _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit // 2], text[-(limit // 2) :]
+    skipped = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {skipped} characters of output left out ...]\n{tail}"

@@ -1,0 +1,259 @@
+"""`AgentConfig`: what an agent runs with, and loading it from a file, the environment and flags.
+
+Precedence, lowest first: defaults < config file (JSON or TOML) < environment (`FREEACT_SUB_*`)
+< explicit overrides (the CLI's flags). Every problem is a `ConfigError` that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "AgentConfig",
+    "ConfigError",
+    "HttpServerConfig",
+    "StdioServerConfig",
+    "load_mcp_config",
+]
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are a capable assistant that acts by writing Python code.
+
+You have an IPython kernel of your own. To act, call the `execute_ipython_cell` tool with
+Python code; you get back everything the cell printed, the value of its last expression and,
+if it raised, the traceback. The kernel keeps its state between calls, so build on earlier
+cells instead of repeating them. Use IPython features where they help (`%pip install`,
+`!shell commands`). Images and plots you create are saved to files and their paths are shown.
+
+Work in small steps: run a little code, look at the result, then decide the next step. When a
+cell fails, read the traceback and fix the cause. Prefer computing an answer over guessing it.
+`reset_kernel` gives you a clean kernel when its state is broken.
+
+Tools named `<server>_<tool>` come from MCP servers; call them directly when they fit the job.
+If you have a `task` tool, it hands an isolated job to a subagent with a fresh kernel; start
+independent jobs as parallel `task` calls in one response.
+
+Every tool call may need the user's approval; a rejected call ends your turn. When the job is
+done, answer in plain text (Markdown is fine), concisely, with the results the user asked for.
+"""
+
+ENV_PREFIX = "FREEACT_SUB_"
+
+
+class StdioServerConfig(BaseModel):
+    """An MCP server started as a child process and spoken to over stdin/stdout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+
+
+class HttpServerConfig(BaseModel):
+    """An MCP server reached over streamable HTTP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+McpServerConfig = StdioServerConfig | HttpServerConfig
+
+
+class AgentConfig(BaseModel):
+    """What an agent runs with. Subagents inherit their parent's config."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, validate_assignment=True)
+
+    model: Any = "openai:gpt-4.1"
+    """A pydantic-ai model string (`"openai:gpt-4.1"`, `"anthropic:claude-sonnet-4-5"`, …) or a `Model` instance."""
+    model_settings: dict[str, Any] | None = None
+    """pydantic-ai `ModelSettings` (temperature, max_tokens, …)."""
+    base_url: str | None = None
+    """Base URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp); `model` is then its model name."""
+    api_key_env: str | None = None
+    """Name of the environment variable that holds the API key for `base_url`."""
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    """MCP servers by name, in the `mcpServers` shape: `{command, args, env, cwd}` or `{url, headers}`."""
+    kernel_env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the kernel (it never inherits the host's API keys)."""
+    working_dir: Path = Field(default_factory=Path.cwd)
+    """The kernel's working directory."""
+    execution_timeout: float = Field(default=300.0, gt=0)
+    """Seconds a cell may run before it is interrupted and reported as timed out."""
+    max_subagents: int = Field(default=5, ge=1)
+    """How many subagents may run at once."""
+    enable_subagents: bool = True
+    """Offer the `task` tool. Always off for subagents (no nesting)."""
+    kernel_pool_size: int = Field(default=2, ge=0)
+    """Pre-started, never-used kernels kept ready for subagents (0 turns the pool off)."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Default limit on model rounds per `stream()` call (None: unlimited)."""
+    auto_approve: bool = False
+    """Approve every action of every agent (still emitted as decided `ApprovalRequest`s)."""
+    max_output_chars: int = Field(default=20_000, ge=200)
+    """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
+    images_dir: Path | None = None
+    """Where kernel images are saved; default `<working_dir>/.freeact-sub/images`."""
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _servers_by_shape(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        parsed: dict[str, Any] = {}
+        for name, spec in value.items():
+            if isinstance(spec, Mapping) and "url" in spec:
+                parsed[name] = HttpServerConfig.model_validate(spec)
+            elif isinstance(spec, Mapping):
+                parsed[name] = StdioServerConfig.model_validate(spec)
+            else:
+                parsed[name] = spec
+        return parsed
+
+    @property
+    def resolved_images_dir(self) -> Path:
+        return self.images_dir or (self.working_dir / ".freeact-sub" / "images")
+
+    @classmethod
+    def load(
+        cls,
+        config_file: str | Path | None = None,
+        *,
+        mcp_config: str | Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> AgentConfig:
+        """Build a config from a file, the environment and overrides (highest precedence).
+
+        `config_file` is JSON or TOML with the fields of `AgentConfig` (an `mcpServers` key is
+        accepted too). `mcp_config` is a JSON file in the `mcpServers` shape. Overrides whose
+        value is None are ignored, so CLI flags can be passed through as they are.
+        """
+        values: dict[str, Any] = {}
+        if config_file is not None:
+            values.update(_read_config_file(Path(config_file)))
+        if mcp_config is not None:
+            values["mcp_servers"] = load_mcp_config(mcp_config)
+        values.update(_from_environment(os.environ if environ is None else environ))
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.validated(values, source=str(config_file) if config_file else "configuration")
+
+    @classmethod
+    def validated(cls, values: Mapping[str, Any], *, source: str = "configuration") -> AgentConfig:
+        """Validate `values`, turning pydantic's errors into one `ConfigError` that names each field."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, source)) from None
+
+    def resolve_model(self) -> Model:
+        """The pydantic-ai `Model` this config names; a `ConfigError` says what is missing or unknown."""
+        from pydantic_ai.models import Model, infer_model
+
+        if isinstance(self.model, Model):
+            return self.model
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError("model: expected a pydantic-ai model string such as 'openai:gpt-4.1'")
+        if self.base_url:
+            from pydantic_ai.models.openai import OpenAIChatModel
+            from pydantic_ai.providers.openai import OpenAIProvider
+
+            api_key = None
+            if self.api_key_env:
+                api_key = os.environ.get(self.api_key_env)
+                if not api_key:
+                    raise ConfigError(
+                        f"api_key_env: the environment variable {self.api_key_env} is not set"
+                    )
+            name = self.model.removeprefix("openai:")
+            provider = OpenAIProvider(base_url=self.base_url, api_key=api_key or "not-needed")
+            return OpenAIChatModel(name, provider=provider)
+        try:
+            return infer_model(self.model)
+        except Exception as exc:  # pydantic-ai raises UserError for unknown names and missing keys
+            raise ConfigError(f"model {self.model!r}: {exc}") from None
+
+
+def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:
+    """Read a JSON file in the `mcpServers` shape (`{"mcpServers": {name: {...}}}` or the inner mapping)."""
+    data = _read_config_file(Path(path))
+    servers = data.get("mcpServers", data.get("mcp_servers", data))
+    if not isinstance(servers, Mapping):
+        raise ConfigError(f"{path}: mcpServers must be an object mapping server names to their settings")
+    try:
+        return AgentConfig.model_validate({"mcp_servers": servers}).mcp_servers
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, str(path))) from None
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        kind = "TOML" if path.suffix == ".toml" else "JSON"
+        raise ConfigError(f"{path}: not valid {kind}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected an object at the top level")
+    if "mcpServers" in data:
+        data["mcp_servers"] = data.pop("mcpServers")
+    return data
+
+
+_ENV_FIELDS: dict[str, str] = {
+    "MODEL": "model",
+    "BASE_URL": "base_url",
+    "API_KEY_ENV": "api_key_env",
+    "WORKING_DIR": "working_dir",
+    "EXECUTION_TIMEOUT": "execution_timeout",
+    "MAX_SUBAGENTS": "max_subagents",
+    "MAX_TURNS": "max_turns",
+    "KERNEL_POOL_SIZE": "kernel_pool_size",
+    "AUTO_APPROVE": "auto_approve",
+    "SYSTEM_PROMPT": "system_prompt",
+}
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for suffix, field in _ENV_FIELDS.items():
+        raw = environ.get(ENV_PREFIX + suffix)
+        if raw is not None and raw != "":
+            values[field] = raw
+    return values
+
+
+def auto_approve_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `FREEACT_SUB_AUTO_APPROVE` asks to approve every action."""
+    raw = (os.environ if environ is None else environ).get(ENV_PREFIX + "AUTO_APPROVE", "")
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    lines = []
+    for error in exc.errors(include_url=False):
+        location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        lines.append(f"{location}: {error['msg']}")
+    fields = "\n  ".join(lines)
+    return f"invalid {source}:\n  {fields}"
+

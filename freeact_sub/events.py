@@ -1,0 +1,219 @@
+"""Events emitted by `Agent.stream()`.
+
+Every event derives from `AgentEvent` and carries the `agent_id` of the agent that produced it.
+Events of a subagent flow through its parent's stream unchanged, still tagged with the
+subagent's id, so one `async for` loop sees every agent at work.
+
+Event family::
+
+    AgentEvent
+    ├── TurnStarted                  a model round begins (turn number, for "turns used")
+    ├── ThoughtsChunk / Thoughts     the model's thinking, streamed / complete
+    ├── ResponseChunk / Response     the model's text, streamed / complete
+    ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy)
+    ├── CodeExecutionOutputChunk     output of a running cell, as it arrives
+    ├── CodeExecutionOutput          the complete output of a cell (text and saved images)
+    ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
+    ├── SubagentStarted              a `task` call started a child agent
+    ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
+    └── TurnCancelled                the turn was cancelled; history is as before the turn
+
+All events are frozen dataclasses; dispatch on them with `match`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "AgentEvent",
+    "ApprovalRequest",
+    "CodeExecutionOutput",
+    "CodeExecutionOutputChunk",
+    "Response",
+    "ResponseChunk",
+    "SubagentFinished",
+    "SubagentStarted",
+    "SubagentStatus",
+    "Thoughts",
+    "ThoughtsChunk",
+    "ToolOutput",
+    "TurnCancelled",
+    "TurnStarted",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentEvent:
+    """Base of every event."""
+
+    agent_id: str
+    """Id of the agent that produced the event (`agent-` plus hex)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnStarted(AgentEvent):
+    """A model round begins: one model response plus the tool calls it makes is one turn."""
+
+    turn: int
+    """1 for the first round of this `stream()` call, 2 for the next, and so on."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResponseChunk(AgentEvent):
+    """A piece of the model's text, as it streams."""
+
+    content: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Response(AgentEvent):
+    """The model's complete text of one model response (or the final answer of a turn)."""
+
+    content: str
+    final: bool = False
+    """True for the answer that ends the turn (no further tool calls follow)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThoughtsChunk(AgentEvent):
+    """A piece of the model's thinking, as it streams."""
+
+    content: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thoughts(AgentEvent):
+    """The model's complete thinking of one model response."""
+
+    content: str
+
+
+def _new_decision() -> asyncio.Future[bool]:
+    return asyncio.get_running_loop().create_future()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequest(AgentEvent):
+    """A tool call that runs only once it is approved.
+
+    Answer it with `approve(True)` or `approve(False)`; the agent that asked waits until then.
+    A request decided by a standing approval (see `Agent.approvals`) arrives already decided:
+    `auto_approved` is true and `approve()` does nothing.
+    """
+
+    tool_name: str
+    """The tool the model calls: `execute_ipython_cell`, `reset_kernel`, `task` or `<server>_<tool>`."""
+    tool_args: dict[str, Any]
+    """The validated arguments, e.g. `{"code": "..."}` for `execute_ipython_cell`."""
+    tool_call_id: str
+    """Id of the tool call; the output events of the call carry the same id."""
+    auto_approved: bool = False
+    """True when a standing approval decided this request before it was emitted."""
+    _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
+
+    def approve(self, decision: bool = True) -> None:
+        """Decide the request: True runs the call, False rejects it. Later calls are ignored.
+
+        Safe to call from any thread (e.g. a widget callback).
+        """
+        loop = self._decision.get_loop()
+        try:
+            same_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            same_loop = False
+        if same_loop:
+            self._settle(bool(decision))
+        else:
+            loop.call_soon_threadsafe(self._settle, bool(decision))
+
+    def _settle(self, decision: bool) -> None:
+        if not self._decision.done():
+            self._decision.set_result(decision)
+
+    def reject(self) -> None:
+        """Same as `approve(False)`."""
+        self.approve(False)
+
+    @property
+    def decided(self) -> bool:
+        """Whether a decision has been made."""
+        return self._decision.done()
+
+    async def approved(self) -> bool:
+        """Wait for the decision and return it."""
+        return await asyncio.shield(self._decision)
+
+    @property
+    def code(self) -> str | None:
+        """The code of an `execute_ipython_cell` call, else None."""
+        code = self.tool_args.get("code") if self.tool_name == "execute_ipython_cell" else None
+        return code if isinstance(code, str) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeExecutionOutputChunk(AgentEvent):
+    """Output of a running cell, as it arrives (stdout, stderr, results, tracebacks)."""
+
+    text: str
+    tool_call_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeExecutionOutput(AgentEvent):
+    """The complete output of one cell."""
+
+    text: str
+    """All text output, ANSI escapes removed; also what the model receives (possibly shortened)."""
+    images: tuple[Path, ...] = ()
+    """Files the cell's images (`image/png`) were saved to."""
+    tool_call_id: str
+    status: Literal["ok", "error", "timeout", "kernel_died"] = "ok"
+    """How the cell ended: normally, with an exception, interrupted after the timeout, or the kernel died."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolOutput(AgentEvent):
+    """The result of a non-code tool call: an MCP tool, `reset_kernel`, or a subagent's final answer (`task`)."""
+
+    content: str
+    tool_name: str
+    tool_call_id: str
+    is_error: bool = False
+
+
+SubagentStatus = Literal["done", "failed", "cancelled", "turn_limit", "rejected"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubagentStarted(AgentEvent):
+    """A `task` call started a child agent. `agent_id` is the parent's id."""
+
+    subagent_id: str
+    """The child's agent id: every event the child produces carries it."""
+    tool_call_id: str
+    """The parent's `task` call that started the child; the child's result is a `ToolOutput` with this id."""
+    prompt: str
+    max_turns: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubagentFinished(AgentEvent):
+    """A child agent ended; its kernel is shut down and its MCP connections are closed. `agent_id` is the parent's id."""
+
+    subagent_id: str
+    tool_call_id: str
+    status: SubagentStatus
+    turns_used: int
+    elapsed: float
+    """Seconds from start to end."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnCancelled(AgentEvent):
+    """The turn was cancelled (`Agent.cancel()`); the conversation history is as it was before the turn."""
+
+    reason: str = "cancelled"

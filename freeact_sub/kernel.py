@@ -1,0 +1,334 @@
+"""`Kernel`: one IPython kernel, driven through `jupyter_client`.
+
+A kernel is a child process of the host, started with its own private connection folder and
+`ipc` sockets inside it (so parallel kernels never collide and nothing listens on TCP). It
+executes one cell at a time and reports output as it arrives. A cell is complete only at the
+iopub `status: idle` for its request; the shell's `execute_reply` may come before the last output.
+
+Failure modes, each leaving the kernel usable:
+- a cell past its timeout is interrupted (SIGINT); if it does not stop, the kernel is restarted;
+- a kernel that dies (`os._exit`, a segfault) is detected and restarted, and the result says so;
+- cancelling `execute()` interrupts the running cell before the cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import queue
+import re
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+
+from .errors import KernelError
+
+__all__ = ["ExecutionResult", "Kernel", "KernelError", "kernel_environment"]
+
+ExecutionStatus = Literal["ok", "error", "timeout", "kernel_died"]
+OutputCallback = Callable[[str], Awaitable[None] | None]
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# Host variables a kernel may see; anything else (API keys above all) must be named in `kernel_env`.
+_INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE")
+_INTERRUPT_GRACE = 5.0
+_LIVENESS_POLL = 0.5
+
+
+@dataclass
+class ExecutionResult:
+    """The outcome of one cell."""
+
+    text: str
+    """All text output in arrival order, ANSI escapes removed."""
+    images: list[Path] = field(default_factory=list)
+    """Files the cell's `image/png` outputs were saved to."""
+    status: ExecutionStatus = "ok"
+
+
+def kernel_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a kernel starts with: PATH, HOME, locale and a few basics, plus `extra`."""
+    env = {name: os.environ[name] for name in _INHERITED_VARIABLES if name in os.environ}
+    env.update({name: value for name, value in os.environ.items() if name.startswith("LC_")})
+    env.update(extra or {})
+    return env
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI_ESCAPE.sub("", text)
+
+
+class _HostPythonSpecs(KernelSpecManager):
+    """Kernel specs that always run ipykernel in the host's own Python, whatever is installed elsewhere."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
+
+
+class Kernel:
+    """One IPython kernel. Use `async with Kernel(...)` or `start()` / `shutdown()`."""
+
+    def __init__(
+        self,
+        *,
+        working_dir: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        images_dir: str | Path | None = None,
+        label: str = "kernel",
+    ) -> None:
+        self.working_dir = Path(working_dir or Path.cwd())
+        self.images_dir = Path(images_dir) if images_dir else self.working_dir / ".freeact-sub" / "images"
+        self.label = label
+        """Prefix of saved image files; the agent sets its id here."""
+        self._env = kernel_environment(env)
+        self._manager: AsyncKernelManager | None = None
+        self._client: Any = None
+        self._connection_dir: str | None = None
+        self._lock = asyncio.Lock()
+        self._image_count = 0
+        self.restarts = 0
+        """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
+
+    async def __aenter__(self) -> Kernel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the kernel process, if it runs."""
+        manager = self._manager
+        provisioner = getattr(manager, "provisioner", None) if manager else None
+        process = getattr(provisioner, "process", None)
+        return getattr(process, "pid", None)
+
+    @property
+    def started(self) -> bool:
+        return self._manager is not None
+
+    async def start(self, timeout: float = 60.0) -> None:
+        """Start the kernel and wait until it answers."""
+        if self._manager is not None:
+            return
+        self._connection_dir = tempfile.mkdtemp(prefix="freeact-sub-kernel-")
+        manager = AsyncKernelManager(
+            kernel_name="python3",
+            kernel_spec_manager=_HostPythonSpecs(),
+            transport="ipc",
+            ip=os.path.join(self._connection_dir, "socket"),
+            connection_file=os.path.join(self._connection_dir, "connection.json"),
+        )
+        manager.shutdown_wait_time = 2.0
+        self._manager = manager
+        self.working_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            await manager.start_kernel(env=dict(self._env), cwd=str(self.working_dir))
+            await self._connect(timeout)
+        except BaseException as exc:
+            await self.shutdown()
+            if isinstance(exc, Exception):
+                raise KernelError(f"the IPython kernel did not start: {exc}") from exc
+            raise
+
+    async def _connect(self, timeout: float) -> None:
+        assert self._manager is not None
+        if self._client is not None:
+            self._client.stop_channels()
+        client = self._manager.client()
+        client.start_channels()
+        self._client = client
+        try:
+            await client.wait_for_ready(timeout=timeout)
+        except RuntimeError as exc:
+            raise KernelError(str(exc)) from exc
+
+    async def is_alive(self) -> bool:
+        return self._manager is not None and bool(await self._manager.is_alive())
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> ExecutionResult:
+        """Run `code` as one cell; `on_output` gets each piece of text output as it arrives.
+
+        Cells on one kernel run one after another. A cell that runs past `timeout` seconds is
+        interrupted and reported with status `timeout`.
+        """
+        async with self._lock:
+            if self._manager is None:
+                raise KernelError("the kernel is not running")
+            if not await self.is_alive():
+                await self._restart()
+            return await self._execute(code, timeout, on_output)
+
+    async def _execute(
+        self, code: str, timeout: float | None, on_output: OutputCallback | None
+    ) -> ExecutionResult:
+        client = self._client
+        msg_id = client.execute(code, store_history=True, allow_stdin=False)
+        result = ExecutionResult(text="")
+        parts: list[str] = []
+
+        async def emit(text: str) -> None:
+            if not text:
+                return
+            parts.append(text)
+            if on_output is not None:
+                outcome = on_output(text)
+                if outcome is not None:
+                    await outcome
+
+        deadline = time.monotonic() + timeout if timeout else None
+        interrupted_at: float | None = None
+        try:
+            while True:
+                now = time.monotonic()
+                if interrupted_at is not None and now - interrupted_at > _INTERRUPT_GRACE:
+                    await self._restart()
+                    await emit("\nThe cell did not stop after an interrupt; the kernel was restarted "
+                               "and its state was lost.\n")
+                    break
+                if deadline is not None and interrupted_at is None and now >= deadline:
+                    result.status = "timeout"
+                    interrupted_at = now
+                    await self.interrupt()
+                    continue
+                wait = _LIVENESS_POLL
+                if deadline is not None and interrupted_at is None:
+                    wait = max(0.0, min(wait, deadline - now))
+                try:
+                    msg = await client.get_iopub_msg(timeout=wait)
+                except queue.Empty:
+                    if not await self.is_alive():
+                        result.status = "kernel_died"
+                        await self._restart()
+                        await emit("\nThe kernel died while running this cell and was restarted: all its "
+                                   "state (variables, imports, definitions) was lost.\n")
+                        break
+                    continue
+                if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                kind = msg["msg_type"]
+                content = msg["content"]
+                if kind == "status" and content.get("execution_state") == "idle":
+                    break
+                if kind == "error" and result.status == "ok":
+                    result.status = "error"
+                await emit(self._render(kind, content, result))
+            if result.status == "timeout":
+                await emit(f"\nExecution timed out after {timeout:g} s and was interrupted.\n")
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._stop_running_cell(msg_id))
+            raise
+        finally:
+            await self._drain_shell()
+        result.text = "".join(parts)
+        return result
+
+    def _render(self, kind: str, content: dict[str, Any], result: ExecutionResult) -> str:
+        if kind == "stream":
+            return strip_ansi(content.get("text", ""))
+        if kind == "error":
+            return strip_ansi("\n".join(content.get("traceback", []))) + "\n"
+        if kind in ("execute_result", "display_data"):
+            data = content.get("data", {})
+            if "image/png" in data:
+                path = self._save_image(data["image/png"])
+                result.images.append(path)
+                return f"[image saved: {path}]\n"
+            text = data.get("text/plain")
+            return strip_ansi(text) + "\n" if text else ""
+        return ""
+
+    def _save_image(self, encoded: str) -> Path:
+        self.images_dir.mkdir(parents=True, exist_ok=True)
+        self._image_count += 1
+        path = self.images_dir / f"{self.label}-{self._image_count}-{uuid.uuid4().hex[:6]}.png"
+        path.write_bytes(base64.b64decode(encoded))
+        return path
+
+    async def _stop_running_cell(self, msg_id: str) -> None:
+        """After a cancellation: interrupt, then wait briefly for the cell's idle status."""
+        await self.interrupt()
+        deadline = time.monotonic() + _INTERRUPT_GRACE
+        while time.monotonic() < deadline:
+            try:
+                msg = await self._client.get_iopub_msg(timeout=_LIVENESS_POLL)
+            except queue.Empty:
+                if not await self.is_alive():
+                    break
+                continue
+            if (
+                msg.get("parent_header", {}).get("msg_id") == msg_id
+                and msg["msg_type"] == "status"
+                and msg["content"].get("execution_state") == "idle"
+            ):
+                return
+        await self._restart()
+
+    async def _drain_shell(self) -> None:
+        # execute_reply messages are not needed (iopub carries everything); drop them so they do not pile up.
+        client = self._client
+        if client is None:
+            return
+        with contextlib.suppress(Exception):
+            while await client.shell_channel.msg_ready():
+                await client.shell_channel.get_msg(timeout=0)
+
+    async def interrupt(self) -> None:
+        """Send an interrupt (SIGINT) to the running cell."""
+        if self._manager is not None:
+            with contextlib.suppress(Exception):
+                await self._manager.interrupt_kernel()
+
+    async def reset(self) -> None:
+        """Restart the kernel with a clean state (waits for a running cell's lock)."""
+        async with self._lock:
+            await self._restart()
+
+    async def _restart(self) -> None:
+        assert self._manager is not None
+        self.restarts += 1
+        if await self.is_alive():
+            await self._manager.restart_kernel(now=True)
+        else:
+            await self._manager.start_kernel(env=dict(self._env), cwd=str(self.working_dir))
+        await self._connect(timeout=60.0)
+
+    async def shutdown(self) -> None:
+        """Stop the kernel: a shutdown request first, SIGKILL if it does not exit in time."""
+        manager, self._manager = self._manager, None
+        client, self._client = self._client, None
+        try:
+            if client is not None:
+                client.stop_channels()
+            if manager is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._stop_process(manager))
+        finally:
+            if self._connection_dir is not None:
+                shutil.rmtree(self._connection_dir, ignore_errors=True)
+                self._connection_dir = None
+
+    @staticmethod
+    async def _stop_process(manager: AsyncKernelManager) -> None:
+        if manager.has_kernel:
+            await manager.shutdown_kernel(now=False)

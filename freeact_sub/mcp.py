@@ -1,0 +1,247 @@
+"""One agent's MCP connections, held with the official `mcp` SDK.
+
+Each configured server gets a task of its own that opens the transport and the
+`ClientSession`, lists the tools, then holds the connection until `close()`. Keeping the
+SDK's context managers inside one task lets an agent open its connections in one task and
+close them in another (a notebook cell starts the agent, a later cell stops it).
+
+Tools are offered to the model as `<server>_<tool>`. A server that fails to start raises
+`McpServerError` naming it; a server that dies mid-session turns its calls into error results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import tempfile
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from .config import HttpServerConfig, McpServerConfig, StdioServerConfig
+from .errors import McpServerError
+
+__all__ = ["McpConnections", "McpTool"]
+
+_CONNECT_TIMEOUT = 60.0
+_TOOL_NAME_MAX = 64
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """A tool of an MCP server, as offered to the model."""
+
+    server: str
+    name: str
+    """The tool's own name on its server."""
+    qualified_name: str
+    """`<server>_<tool>`: the name the model calls."""
+    description: str
+    input_schema: dict[str, Any]
+
+
+def qualified_tool_name(server: str, tool: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}_{tool}")
+    return name[:_TOOL_NAME_MAX]
+
+
+class _Connection:
+    """One server: its task, its session once open, and the error that ended it."""
+
+    def __init__(self, name: str, spec: McpServerConfig, default_cwd: Path) -> None:
+        self.name = name
+        self.spec = spec
+        self.default_cwd = default_cwd
+        self.session: Any = None
+        self.tools: list[McpTool] = []
+        self.failure: BaseException | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.closing = asyncio.Event()
+        self.stderr: IO[str] | None = None
+
+    async def run(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                from mcp import ClientSession
+
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await asyncio.wait_for(session.initialize(), _CONNECT_TIMEOUT)
+                listing = await asyncio.wait_for(session.list_tools(), _CONNECT_TIMEOUT)
+                self.tools = [
+                    McpTool(
+                        server=self.name,
+                        name=tool.name,
+                        qualified_name=qualified_tool_name(self.name, tool.name),
+                        description=tool.description or "",
+                        input_schema=dict(tool.input_schema or {"type": "object", "properties": {}}),
+                    )
+                    for tool in listing.tools
+                ]
+                self.session = session
+                self.ready.set_result(None)
+                await self.closing.wait()
+        except BaseException as exc:
+            self.failure = exc
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.session = None
+            if self.stderr is not None:
+                self.stderr.close()
+
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        spec = self.spec
+        if isinstance(spec, StdioServerConfig):
+            from mcp import StdioServerParameters, stdio_client
+
+            self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8")
+            params = StdioServerParameters(
+                command=spec.command,
+                args=spec.args,
+                env=spec.env,
+                cwd=spec.cwd or str(self.default_cwd),
+            )
+            return stdio_client(params, errlog=self.stderr)
+        assert isinstance(spec, HttpServerConfig)
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        return _http_transport(spec.url, create_mcp_http_client(headers=dict(spec.headers)))
+
+    def stderr_tail(self, lines: int = 8) -> str:
+        if self.stderr is None or self.stderr.closed:
+            return ""
+        with contextlib.suppress(Exception):
+            self.stderr.flush()
+            self.stderr.seek(0)
+            return "\n".join(self.stderr.read().strip().splitlines()[-lines:])
+        return ""
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, client: Any) -> Any:
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+class McpConnections:
+    """The MCP sessions of one agent: opened together, closed together."""
+
+    def __init__(self, servers: Mapping[str, McpServerConfig], *, cwd: str | Path | None = None) -> None:
+        self._servers = dict(servers)
+        self._cwd = Path(cwd or Path.cwd())
+        self._connections: dict[str, _Connection] = {}
+        self._by_tool: dict[str, tuple[_Connection, McpTool]] = {}
+
+    @property
+    def tools(self) -> list[McpTool]:
+        """All tools of all servers, in configuration order."""
+        return [tool for _, tool in self._by_tool.values()]
+
+    async def open(self) -> None:
+        """Connect to every server at once; if one fails, close all and raise `McpServerError` naming it."""
+        for name, spec in self._servers.items():
+            connection = _Connection(name, spec, self._cwd)
+            connection.task = asyncio.create_task(connection.run(), name=f"mcp:{name}")
+            self._connections[name] = connection
+        try:
+            await asyncio.gather(*(c.ready for c in self._connections.values()))
+        except BaseException as exc:
+            failed = next((c for c in self._connections.values() if c.failure is not None), None)
+            details = failed.stderr_tail() if failed else ""
+            await self.close()
+            if isinstance(exc, asyncio.CancelledError) or failed is None:
+                raise
+            message = _describe_failure(failed.spec, exc)
+            if details:
+                message += f"\nserver stderr:\n{details}"
+            raise McpServerError(failed.name, message) from exc
+        for connection in self._connections.values():
+            for tool in connection.tools:
+                self._by_tool[tool.qualified_name] = (connection, tool)
+
+    def has_tool(self, qualified_name: str) -> bool:
+        return qualified_name in self._by_tool
+
+    async def call(self, qualified_name: str, arguments: dict[str, Any], *, timeout: float | None = None) -> tuple[str, bool]:
+        """Call a tool; returns its text and whether it is an error. Never raises for server faults."""
+        connection, tool = self._by_tool[qualified_name]
+        session = connection.session
+        if session is None:
+            reason = f": {connection.failure}" if connection.failure else ""
+            return f"MCP server {connection.name!r} is not running{reason}", True
+        try:
+            result = await session.call_tool(tool.name, arguments, read_timeout_seconds=timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            tail = connection.stderr_tail()
+            message = f"MCP server {connection.name!r} failed while running {tool.name!r}: {_error_text(exc)}"
+            return (message + (f"\nserver stderr:\n{tail}" if tail else "")), True
+        return _result_text(result), bool(getattr(result, "is_error", False))
+
+    async def close(self) -> None:
+        """Close every session and stop every server process started for it."""
+        connections = list(self._connections.values())
+        self._connections.clear()
+        self._by_tool.clear()
+        for connection in connections:
+            connection.closing.set()
+        tasks = [c.task for c in connections if c.task is not None]
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=10.0)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5.0)
+        for task in done:
+            if not task.cancelled():
+                task.exception()  # retrieved: a crash was already reported through call()
+
+
+def _describe_failure(spec: McpServerConfig, exc: BaseException) -> str:
+    if isinstance(spec, StdioServerConfig):
+        command = " ".join([spec.command, *spec.args])
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            return f"could not start {command!r}: {exc.strerror or exc}"
+        return f"{command!r} did not start as an MCP server: {_error_text(exc)}"
+    return f"could not connect to {spec.url}: {_error_text(exc)}"
+
+
+def _error_text(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def _result_text(result: Any) -> str:
+    pieces: list[str] = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            pieces.append(block.text)
+        elif kind in ("image", "audio"):
+            pieces.append(f"[{kind} content: {getattr(block, 'mime_type', '') or 'binary'}]")
+        elif kind == "resource":
+            resource = block.resource
+            pieces.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
+        elif kind == "resource_link":
+            pieces.append(f"[resource link {block.uri}]")
+        else:
+            pieces.append(str(block))
+    structured = getattr(result, "structured_content", None)
+    if not pieces and structured is not None:
+        pieces.append(json.dumps(structured, ensure_ascii=False))
+    return "\n".join(pieces)

@@ -1,0 +1,98 @@
+"""The `task` tool: run a child agent for an isolated job and return only its final answer.
+
+A child has its parent's model, model settings, system prompt and MCP configuration, but a
+fresh kernel (from the pool), new MCP connections, its own id and no `task` tool. At most
+`max_subagents` children exist at once: the bound is taken before the child's kernel is
+acquired. Every event of the child flows into the parent's stream tagged with the child's id;
+`SubagentStarted` / `SubagentFinished` (tagged with the parent's id) frame its life. Whatever
+happens in the child (done, failed, cancelled, turn limit) it is stopped at once when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .events import AgentEvent, Response, SubagentFinished, SubagentStarted, SubagentStatus
+from .kernel_pool import KernelPool
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["SubagentRunner"]
+
+
+class SubagentRunner:
+    """Starts, bounds and cleans up the children of one agent."""
+
+    def __init__(self, parent: Agent) -> None:
+        self._parent = parent
+        self._bound = asyncio.Semaphore(parent.config.max_subagents)
+        self._pool = KernelPool(parent._new_kernel, parent.config.kernel_pool_size)
+        self.running: dict[str, Agent] = {}
+        """The children alive now, by agent id."""
+
+    def start(self) -> None:
+        """Begin filling the kernel pool in the background."""
+        self._pool.fill()
+
+    async def run(self, tool_call_id: str, prompt: str, max_turns: int, emit: Callable[[AgentEvent], None]) -> str:
+        """Run one child to its end and return the text that becomes the `task` call's result."""
+        from .agent import Agent
+
+        parent = self._parent
+        async with self._bound:
+            config = parent.config.model_copy(update={"model": parent._model, "enable_subagents": False})
+            child = Agent(config, approvals=parent.approvals)
+            child._is_subagent = True
+            started = time.monotonic()
+            status: SubagentStatus = "failed"
+            emit(
+                SubagentStarted(
+                    agent_id=parent.agent_id,
+                    subagent_id=child.agent_id,
+                    tool_call_id=tool_call_id,
+                    prompt=prompt,
+                    max_turns=max_turns,
+                )
+            )
+            self.running[child.agent_id] = child
+            try:
+                await child._start(acquire_kernel=self._pool.acquire)
+                answer = ""
+                async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:
+                    async for event in events:
+                        emit(event)
+                        if isinstance(event, Response) and event.final:
+                            answer = event.content
+                if child.turn_limit_reached:
+                    status = "turn_limit"
+                    return f"[The subagent {child.agent_id} reached its limit of {max_turns} turns.]\n{answer}"
+                status = "rejected" if child.last_turn_rejected else "done"
+                return answer
+            except asyncio.CancelledError:
+                status = "cancelled"
+                raise
+            except Exception as exc:
+                return f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}"
+            finally:
+                self.running.pop(child.agent_id, None)
+                await asyncio.shield(child.stop())
+                emit(
+                    SubagentFinished(
+                        agent_id=parent.agent_id,
+                        subagent_id=child.agent_id,
+                        tool_call_id=tool_call_id,
+                        status=status,
+                        turns_used=child.turns_used,
+                        elapsed=time.monotonic() - started,
+                    )
+                )
+
+    async def close(self) -> None:
+        """Stop every running child and shut the kernel pool down."""
+        children = list(self.running.values())
+        await asyncio.gather(*(c.stop() for c in children), self._pool.close(), return_exceptions=True)

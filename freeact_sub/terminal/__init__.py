@@ -1,0 +1,1 @@
+"""The `freeact-sub` terminal front end."""

@@ -1,0 +1,106 @@
+"""The tools the model sees: loaded from the JSON files beside this module, plus MCP tools.
+
+The JSON files (`execute_ipython_cell.json`, `reset_kernel.json`, `task.json`) are the one
+source of truth for names, descriptions and argument schemas; they ship inside the wheel.
+Arguments the model sends are checked against these schemas here, and every problem comes
+back as a message the model can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+__all__ = ["BUILTIN_TOOL_NAMES", "ToolSpec", "Toolbox", "builtin_tool", "parse_arguments"]
+
+BUILTIN_TOOL_NAMES = ("execute_ipython_cell", "reset_kernel", "task")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool's name, description and JSON schema for its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def definition(self) -> Any:
+        """The pydantic-ai `ToolDefinition` for this tool."""
+        from pydantic_ai.tools import ToolDefinition
+
+        return ToolDefinition(
+            name=self.name, description=self.description, parameters_json_schema=self.parameters
+        )
+
+
+@cache
+def builtin_tool(name: str) -> ToolSpec:
+    """Load one of the JSON tool definitions shipped in this package."""
+    text = resources.files(__package__).joinpath(f"{name}.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    jsonschema.Draft202012Validator.check_schema(data["parameters"])
+    return ToolSpec(name=data["name"], description=data["description"], parameters=data["parameters"])
+
+
+def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """Turn a tool call's raw arguments into a dict; `ValueError` says what is wrong with them."""
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos}): {raw[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"the arguments must be a JSON object, got {type(value).__name__}: {raw[:200]!r}")
+    return value
+
+
+class Toolbox:
+    """The tools one agent offers, by name, with argument validation."""
+
+    def __init__(self, specs: Iterable[ToolSpec]) -> None:
+        self._specs = {spec.name: spec for spec in specs}
+        self._validators = {
+            name: jsonschema.Draft202012Validator(spec.parameters) for name, spec in self._specs.items()
+        }
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def definitions(self) -> list[Any]:
+        return [spec.definition() for spec in self._specs.values()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def check(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """None if the call is valid, else a message for the model saying what to correct."""
+        if name not in self._specs:
+            available = ", ".join(self._specs) or "none"
+            return f"Unknown tool {name!r}. Available tools: {available}."
+        errors = sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
+        if not errors:
+            return None
+        problems = []
+        for error in errors[:5]:
+            where = ".".join(str(p) for p in error.path) or "arguments"
+            problems.append(f"- {where}: {error.message}")
+        return f"Invalid arguments for {name!r}:\n" + "\n".join(problems)
+
+    def with_defaults(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Fill in the schema's top-level defaults for arguments the model left out."""
+        properties = self._specs[name].parameters.get("properties", {})
+        filled = dict(arguments)
+        for key, schema in properties.items():
+            if key not in filled and isinstance(schema, dict) and "default" in schema:
+                filled[key] = schema["default"]
+        return filled
