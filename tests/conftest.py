@@ -1,0 +1,72 @@
+"""Shared fixtures: every test is checked for processes it left running."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CALC_SERVER = ROOT / "tests" / "servers" / "calc_server.py"
+
+
+def _children() -> dict[int, str]:
+    found = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            found[child.pid] = " ".join(child.cmdline())[:200]
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_processes(request: pytest.FixtureRequest):
+    """Fail a test that leaves a child process (kernel, MCP server, browser, …) behind.
+
+    Processes that existed before the test are ignored. Survivors get a few seconds to exit,
+    then they are killed by PID (only our own children) and the test fails naming them.
+    """
+    before = set(_children())
+    yield
+    deadline = time.monotonic() + 8.0
+    leaked: dict[int, str] = {}
+    while time.monotonic() < deadline:
+        leaked = {pid: cmd for pid, cmd in _children().items() if pid not in before}
+        if not leaked:
+            return
+        time.sleep(0.1)
+    for pid in leaked:
+        try:
+            psutil.Process(pid).kill()
+        except psutil.Error:
+            pass
+    pytest.fail(f"{request.node.nodeid} left processes running: {leaked}")
+
+
+@pytest.fixture
+def calc_server_config() -> dict:
+    """The `mcpServers` entry of our own test MCP server."""
+    return {"command": sys.executable, "args": [str(CALC_SERVER)]}
+
+
+@pytest.fixture
+def time_server_config() -> dict:
+    """The `mcpServers` entry of a third-party MCP server from PyPI (`mcp-server-time`)."""
+    return {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests must not reach a real provider by accident.
+    os.environ.pop("OPENAI_API_KEY", None)
