@@ -1,0 +1,198 @@
+"""Script a model for tests: pre-planned streamed responses through pydantic-ai's `FunctionModel`.
+
+A `Script` is a list of steps, one per model request. A step is a list of items that are
+streamed in order (or a callable that gets the messages and returns such a list):
+
+- `"text"`: a chunk of the model's text (several strings make several `ResponseChunk`s);
+- `Think("...")`: a chunk of thinking;
+- `Call(name, args)`: a tool call; `args` is a dict (sent as JSON) or a raw string (sent as is,
+  so invalid JSON can be scripted); the id defaults to `call-1`, `call-2`, … across the script;
+- `Fail(exc)`: the model raises `exc` at that point of the stream;
+- `Block(event)`: the stream waits until `event` is set (forever without one), e.g. to cancel
+  a turn while the model is streaming.
+
+The script records what each request received, so a test can assert on the model's view::
+
+    from tests.scripting import Call, Script
+
+    script = Script(
+        ["Let me compute.", Call("execute_ipython_cell", {"code": "print(6 * 7)"})],
+        ["The answer is 42."],
+    )
+    config = AgentConfig(model=script.model, working_dir=tmp_path, enable_subagents=False)
+    async with Agent(config) as agent:
+        async for event in agent.stream("What is 6*7?"):
+            if isinstance(event, ApprovalRequest):
+                event.approve(True)
+    assert "42" in script.tool_results(1)["call-1"]   # what request #1 (0-based) got back
+    assert script.calls == 2
+
+Running out of steps raises `ScriptExhausted` inside the model (the agent reports it as a
+`ModelError`), so a test whose agent asks the model more often than planned fails loudly.
+
+Several agents sharing one model (a parent and its subagents) make requests in an order
+that depends on scheduling; `Router` picks a script per conversation by its first prompt::
+
+    model = Router({"main job": main_script, "sub job": child_script}).model
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
+
+__all__ = [
+    "Block",
+    "Call",
+    "Fail",
+    "Router",
+    "Script",
+    "ScriptExhausted",
+    "Think",
+    "first_prompt",
+    "tool_results",
+]
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call the model makes."""
+
+    name: str
+    args: dict[str, Any] | str | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Think:
+    """A chunk of the model's thinking."""
+
+    content: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """The model raises `error` at this point of its stream."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Block:
+    """The stream pauses until `event` is set (forever if None)."""
+
+    event: asyncio.Event | None = None
+
+
+Item = str | Call | Think | Fail | Block
+Step = Sequence[Item] | Callable[[list[ModelMessage]], Sequence[Item]]
+
+
+class ScriptExhausted(AssertionError):
+    """The model was asked more often than the script planned."""
+
+
+@dataclass
+class Script:
+    """A model that streams pre-planned responses, one step per request, and records the requests."""
+
+    steps: list[Step] = field(default_factory=list)
+    requests: list[list[ModelMessage]] = field(default_factory=list)
+    """The messages each request received, in order."""
+    infos: list[AgentInfo] = field(default_factory=list)
+    """What each request was offered (tools and their schemas: `infos[i].function_tools`)."""
+
+    def __init__(self, *steps: Step) -> None:
+        self.steps = list(steps)
+        self.requests = []
+        self.infos = []
+        self._ids = itertools.count(1)
+        self.model = FunctionModel(stream_function=self._stream, model_name="scripted")
+        """The `FunctionModel` to put in `AgentConfig(model=...)`."""
+
+    @property
+    def calls(self) -> int:
+        """How many requests the model received."""
+        return len(self.requests)
+
+    def add(self, *steps: Step) -> Script:
+        """Plan more steps (e.g. for the next `stream()` call); returns the script."""
+        self.steps.extend(steps)
+        return self
+
+    def tool_results(self, request: int) -> dict[str, str]:
+        """Tool results (by tool call id) in the last message of request number `request` (0-based)."""
+        return tool_results(self.requests[request])
+
+    def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        index = len(self.requests)
+        self.requests.append(list(messages))
+        self.infos.append(info)
+        if index >= len(self.steps):
+            raise ScriptExhausted(f"the model was asked {index + 1} times, the script plans {len(self.steps)}")
+        step = self.steps[index]
+        items = step(list(messages)) if callable(step) else step
+        return self._play(list(items))
+
+    async def _play(self, items: list[Item]) -> AsyncIterator[Any]:
+        for position, item in enumerate(items):
+            if isinstance(item, str):
+                yield item
+            elif isinstance(item, Think):
+                yield {position: DeltaThinkingPart(content=item.content)}
+            elif isinstance(item, Call):
+                args = item.args if isinstance(item.args, str) or item.args is None else json.dumps(item.args)
+                call_id = item.id or f"call-{next(self._ids)}"
+                yield {position: DeltaToolCall(name=item.name, json_args=args, tool_call_id=call_id)}
+            elif isinstance(item, Fail):
+                raise item.error
+            elif isinstance(item, Block):
+                if item.event is None:
+                    await asyncio.Event().wait()
+                else:
+                    await item.event.wait()
+            else:  # pragma: no cover - a mistake in the test
+                raise TypeError(f"not a script item: {item!r}")
+
+
+class Router:
+    """One model for several conversations: each request goes to the script whose key is in its first prompt."""
+
+    def __init__(self, scripts: Mapping[str, Script]) -> None:
+        self.scripts = dict(scripts)
+        self.model = FunctionModel(stream_function=self._stream, model_name="scripted-router")
+
+    def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        prompt = first_prompt(messages)
+        for key, script in self.scripts.items():
+            if key in prompt:
+                return script._stream(messages, info)
+        raise ScriptExhausted(f"no script for a conversation that starts with {prompt[:200]!r}")
+
+
+def first_prompt(messages: Sequence[ModelMessage]) -> str:
+    """The text of the first user prompt in a conversation."""
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+    return ""
+
+
+def tool_results(messages: Sequence[ModelMessage]) -> dict[str, str]:
+    """Tool results (by tool call id) in the last message of a conversation."""
+    if not messages or not isinstance(messages[-1], ModelRequest):
+        return {}
+    return {
+        part.tool_call_id: part.model_response_str()
+        for part in messages[-1].parts
+        if isinstance(part, ToolReturnPart)
+    }
