@@ -1,0 +1,328 @@
+"""The scripted demo model: what it answers, decided from the request alone.
+
+The model keeps no state between requests, so one server can answer a main agent and its
+subagents at the same time. It reads the OpenAI chat-completions request:
+
+- an agent offered the `task` tool is the main agent; one without it is a subagent;
+- the prompt that matters is the last `user` message, and the step is the number of
+  `assistant` messages after it (each step is one model round of the current turn);
+- the tool results after that prompt are what the earlier steps produced.
+
+Main agent scripts, chosen by words in the user's prompt:
+
+- anything (the tour): run a cell that draws a small PNG, start two subagents in parallel
+  (one counts primes, one estimates π and asks the demo MCP server for the reference
+  value), then answer in Markdown with their results;
+- ``slow``: run a cell that prints a tick every half second for a minute (try Ctrl-C);
+- ``one cell``: run one quick cell, then answer;
+- ``model error``: the server answers the request with HTTP 400 (a failing model).
+
+Subagents follow the script their prompt names (primes or π); each thinks aloud, asks for
+approval of its code, and reports a number the main agent quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DEMO_MODEL", "ModelErrorReply", "Reply", "ToolCall", "respond"]
+
+DEMO_MODEL = "freeact-sub-demo"
+"""The model name the demo server answers to (any name works; this one is shown in banners)."""
+
+PRIMES_TASK = (
+    "Count the prime numbers below 200,000 with a simple sieve of Eratosthenes in Python. "
+    "Print the count on a line of its own as `RESULT: <count>` and answer with the count."
+)
+PI_TASK = (
+    "Estimate pi with a Monte Carlo simulation of 400,000 random points (seed 7). First ask the "
+    "demo MCP server's `constant` tool for the reference value of pi, then print the estimate as "
+    "`RESULT: <estimate>` and answer with the estimate and its error against the reference."
+)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the scripted model makes."""
+
+    name: str
+    arguments: dict[str, Any]
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted model response: thinking (`reasoning_content`), text and tool calls, in that order."""
+
+    reasoning: str = ""
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelErrorReply:
+    """The request fails with this HTTP status and message."""
+
+    status: int
+    message: str
+
+
+@dataclass(frozen=True)
+class _Conversation:
+    prompt: str
+    step: int
+    results: list[str]
+    """Contents of the tool results after the prompt, in order."""
+    tools: list[str]
+    """Names of the tools the request offers."""
+
+    @property
+    def is_main(self) -> bool:
+        return "task" in self.tools
+
+    def tool_ending(self, suffix: str) -> str | None:
+        return next((name for name in self.tools if name.endswith(suffix)), None)
+
+
+def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
+    """The scripted answer to one chat-completions request."""
+    conversation = _read(request)
+    prompt = conversation.prompt.lower()
+    if not conversation.is_main:
+        if "pi" in re.findall(r"[a-z]+", prompt):
+            return _pi_subagent(conversation)
+        if "prime" in prompt:
+            return _primes_subagent(conversation)
+        return _generic_subagent(conversation)
+    if "model error" in prompt:
+        return ModelErrorReply(400, "the scripted demo model was asked to fail ('model error' in the prompt)")
+    if "slow" in prompt:
+        return _slow(conversation)
+    if "one cell" in prompt:
+        return _one_cell(conversation)
+    return _tour(conversation)
+
+
+def _read(request: Mapping[str, Any]) -> _Conversation:
+    messages: Sequence[Mapping[str, Any]] = request.get("messages") or []
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    prompt = _text(messages[last_user].get("content")) if last_user >= 0 else ""
+    after = messages[last_user + 1 :]
+    tools = [t.get("function", {}).get("name", "") for t in request.get("tools") or []]
+    return _Conversation(
+        prompt=prompt,
+        step=sum(1 for m in after if m.get("role") == "assistant"),
+        results=[_text(m.get("content")) for m in after if m.get("role") == "tool"],
+        tools=tools,
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def _result_value(text: str) -> str | None:
+    match = re.search(r"RESULT:\s*(\S+)", text)
+    return match.group(1) if match else None
+
+
+def _cell(code: str) -> ToolCall:
+    return ToolCall("execute_ipython_cell", {"code": code})
+
+
+# -- main agent -----------------------------------------------------------------------------
+
+_IMAGE_CELL = '''\
+import struct, sys, zlib
+from IPython.display import Image, display
+
+def png(width, height, pixel):
+    """Encode an RGB image as PNG with the standard library only."""
+    rows = b"".join(
+        b"\\x00" + bytes(c for x in range(width) for c in pixel(x, y)) for y in range(height)
+    )
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return b"\\x89PNG\\r\\n\\x1a\\n" + body
+
+print(f"Python {sys.version.split()[0]} in the kernel")
+display(Image(data=png(96, 96, lambda x, y: (x * 255 // 95, y * 255 // 95, 180))))
+sum(i * i for i in range(1, 101))'''
+
+
+def _tour(c: _Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(
+            reasoning=(
+                "The user wants to see the whole flow. First I'll check that my kernel works: "
+                "print the Python version, draw a small gradient as a PNG with the standard "
+                "library only, and compute a sum of squares."
+            ),
+            text="Let me first check my kernel and draw a small image.",
+            tool_calls=(_cell(_IMAGE_CELL),),
+        )
+    if c.step == 1:
+        return Reply(
+            reasoning=(
+                "The kernel works. Counting primes and estimating pi are independent jobs, so "
+                "I'll give each to a subagent and run both at the same time."
+            ),
+            text="The kernel works. Now I'll hand two independent jobs to two subagents running in parallel.",
+            tool_calls=(
+                ToolCall("task", {"prompt": PRIMES_TASK, "max_turns": 4}),
+                ToolCall("task", {"prompt": PI_TASK, "max_turns": 5}),
+            ),
+        )
+    return _tour_answer(c)
+
+
+def _tour_answer(c: _Conversation) -> Reply:
+    answers = c.results[1:3] if len(c.results) >= 3 else c.results[-2:]
+    labels = ("Primes below 200,000", "Monte Carlo estimate of π")
+    lines = []
+    for label, answer in zip(labels, answers, strict=False):
+        if "rejected" in answer.lower():
+            lines.append(f"- **{label}:** not computed, the subagent's action was rejected.")
+        elif "failed" in answer.lower() or not answer.strip():
+            lines.append(f"- **{label}:** the subagent did not finish ({answer.strip()[:120] or 'no answer'}).")
+        else:
+            lines.append(f"- **{label}:** {answer.strip()}")
+    return Reply(
+        reasoning="Both subagents reported back. I'll summarise their results for the user.",
+        text=(
+            "## Results\n\n"
+            "My kernel drew a 96×96 gradient (its file is shown above), and the subagents reported:\n\n"
+            + "\n".join(lines)
+            + "\n\nEach subagent ran in a fresh kernel of its own, and both ran at the same time."
+        ),
+    )
+
+
+def _slow(c: _Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(
+            reasoning="The user asked for something slow; a cell that ticks for a minute will do.",
+            text="Starting a slow cell: it prints a tick every half second for a minute.",
+            tool_calls=(
+                _cell("import time\nfor i in range(1, 121):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.5)"),
+            ),
+        )
+    return Reply(text="The slow cell finished.")
+
+
+def _one_cell(c: _Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(
+            reasoning="One quick computation answers this.",
+            text="Computing it.",
+            tool_calls=(_cell("print(f'RESULT: {sum(range(1, 101))}')"),),
+        )
+    value = _result_value(c.results[-1]) if c.results else None
+    if value is None:
+        return Reply(text="The cell did not print a result.")
+    return Reply(reasoning="The cell printed the sum.", text=f"The sum of 1 to 100 is **{value}**.")
+
+
+# -- subagents ------------------------------------------------------------------------------
+
+_PRIMES_CELL = """\
+import time
+limit = 200_000
+sieve = bytearray([1]) * limit
+sieve[0:2] = b"\\x00\\x00"
+for n in range(2, int(limit ** 0.5) + 1):
+    if sieve[n]:
+        sieve[n * n :: n] = bytes(len(range(n * n, limit, n)))
+for part in range(1, 4):
+    print(f"checking part {part} of 3 ...", flush=True)
+    time.sleep(0.4)
+print(f"RESULT: {sum(sieve)}")"""
+
+_PI_CELL = """\
+import random, time
+random.seed(7)
+points, inside = 400_000, 0
+for batch in range(4):
+    for _ in range(points // 4):
+        x, y = random.random(), random.random()
+        inside += x * x + y * y <= 1.0
+    print(f"batch {batch + 1} of 4 done", flush=True)
+    time.sleep(0.2)
+print(f"RESULT: {4 * inside / points:.5f}")"""
+
+
+def _primes_subagent(c: _Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(
+            reasoning="A sieve of Eratosthenes up to 200,000 is quick in pure Python.",
+            text="Sieving the numbers below 200,000.",
+            tool_calls=(_cell(_PRIMES_CELL),),
+        )
+    value = _result_value(c.results[-1]) if c.results else None
+    if value is None:
+        return Reply(text="The sieve did not print a count.")
+    return Reply(reasoning="The sieve printed the count.", text=f"There are {value} primes below 200,000.")
+
+
+def _pi_subagent(c: _Conversation) -> Reply:
+    if c.step == 0:
+        constant = c.tool_ending("_constant")
+        if constant is not None:
+            return Reply(
+                reasoning="First the reference value of pi from the demo MCP server.",
+                text="Asking the demo MCP server for the reference value of π.",
+                tool_calls=(ToolCall(constant, {"name": "pi"}),),
+            )
+    reference = _reference(c.results)
+    if c.step <= 1 and not any(_result_value(r) for r in c.results):
+        return Reply(
+            reasoning="Now the simulation: 400,000 random points in the unit square.",
+            text="Running the Monte Carlo simulation.",
+            tool_calls=(_cell(_PI_CELL),),
+        )
+    value = next((v for r in reversed(c.results) if (v := _result_value(r))), None)
+    if value is None:
+        return Reply(text="The simulation did not print an estimate.")
+    if reference is None:
+        return Reply(text=f"π ≈ {value} (no reference value to compare with).")
+    error = abs(float(value) - reference)
+    return Reply(
+        reasoning="Compare the estimate with the reference value.",
+        text=f"π ≈ {value}, off by {error:.5f} from the reference {reference:.5f}.",
+    )
+
+
+def _reference(results: list[str]) -> float | None:
+    for text in results:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = text
+        candidate = data.get("value") if isinstance(data, dict) else data
+        try:
+            return float(str(candidate).strip())
+        except ValueError:
+            continue
+    return None
+
+
+def _generic_subagent(c: _Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(
+            reasoning="A generic job; a short cell shows I can run code.",
+            text="Running a short cell.",
+            tool_calls=(_cell(f"print('RESULT: ' + str(len({c.prompt[:200]!r})))"),),
+        )
+    value = _result_value(c.results[-1]) if c.results else None
+    return Reply(text=f"Done: the prompt had {value} characters.")

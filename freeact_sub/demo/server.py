@@ -1,0 +1,214 @@
+"""A scripted model served over the OpenAI chat-completions protocol on a local port.
+
+`POST /v1/chat/completions` answers with what `scenario.respond()` decides, streamed as
+server-sent events when the request says `"stream": true` (reasoning as `reasoning_content`
+deltas, then text deltas, then tool-call deltas, then a usage chunk), or as one JSON
+completion otherwise. `GET /v1/models` lists the demo model. The server runs with uvicorn in
+a daemon thread with an event loop of its own, so it works from plain code and from inside a
+running event loop (a notebook cell) alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from .scenario import DEMO_MODEL, ModelErrorReply, Reply, respond
+
+__all__ = ["DemoServer", "start_demo_server"]
+
+DEFAULT_CHUNK_DELAY = 0.02
+"""Seconds between streamed chunks: slow enough to watch, fast enough not to wait."""
+
+
+class DemoServer:
+    """A running scripted-model server. Stop it with `close()` or use it as a context manager."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, chunk_delay: float = DEFAULT_CHUNK_DELAY) -> None:
+        import uvicorn
+
+        self.chunk_delay = chunk_delay
+        self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self._socket.listen(64)
+        bound_host, bound_port = self._socket.getsockname()[:2]
+        self.host: str = bound_host
+        self.port: int = bound_port
+        config = uvicorn.Config(
+            _application(self), log_config=None, log_level="warning", access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"freeact-sub-demo-server:{self.port}", daemon=True)
+        self._closed = False
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL of this server, e.g. `http://127.0.0.1:8123/v1`."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._server.serve(sockets=[self._socket]))
+        except BaseException as exc:  # reported by start() if it happens before the server listens
+            self._failure = exc
+
+    def start(self, timeout: float = 10.0) -> DemoServer:
+        """Start serving and return once the server accepts requests."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if self._failure is not None or not self._thread.is_alive():
+                self.close()
+                raise RuntimeError(f"the demo model server did not start: {self._failure!r}")
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the demo model server did not start in time")
+            time.sleep(0.005)
+        return self
+
+    def close(self) -> None:
+        """Stop the server; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+            if self._thread.is_alive():
+                self._server.force_exit = True  # a stream still open: stop without waiting for it
+                self._thread.join(timeout=3.0)
+        self._socket.close()
+
+    def __enter__(self) -> DemoServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<DemoServer {self.base_url}{' closed' if self._closed else ''}>"
+
+
+def start_demo_server(
+    host: str = "127.0.0.1", port: int = 0, *, chunk_delay: float = DEFAULT_CHUNK_DELAY
+) -> DemoServer:
+    """Start the scripted demo model server in a background thread; returns once it listens.
+
+    `port=0` picks a free port (see `DemoServer.base_url`). `chunk_delay` is the pause between
+    streamed chunks in seconds.
+    """
+    return DemoServer(host, port, chunk_delay=chunk_delay).start()
+
+
+def _application(server: DemoServer) -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    async def completions(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _error(400, "the request body is not valid JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error(400, "the request needs a list of messages")
+        reply = respond(body)
+        if isinstance(reply, ModelErrorReply):
+            return _error(reply.status, reply.message)
+        model = str(body.get("model") or DEMO_MODEL)
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunks = _sse(reply, model, body, usage, server.chunk_delay)
+            return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return JSONResponse(_completion(reply, model, body))
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": DEMO_MODEL, "object": "model", "owned_by": "freeact-sub"}]}
+        )
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", completions, methods=["POST"]),
+            Route("/chat/completions", completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+        ]
+    )
+
+
+def _error(status: int, message: str) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(
+        {"error": {"message": message, "type": "invalid_request_error", "code": None}}, status_code=status
+    )
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """Split text into small streamable pieces (a word with its following space)."""
+    yield from (m.group(0) for m in re.finditer(r"\S+\s*|\s+", text))
+
+
+def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    prompt = len(json.dumps(body.get("messages", []))) // 4
+    completion = (
+        len(reply.reasoning) + len(reply.text) + sum(len(json.dumps(c.arguments)) for c in reply.tool_calls)
+    ) // 4
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def _sse(reply: Reply, model: str, body: dict[str, Any], usage: bool, delay: float) -> AsyncIterator[bytes]:
+    ident, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
+
+    def event(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        chunk = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices}
+        chunk.update(extra)
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    yield event({"role": "assistant", "content": ""})
+    for field, text in (("reasoning_content", reply.reasoning), ("content", reply.text)):
+        for piece in _pieces(text):
+            await asyncio.sleep(delay)
+            yield event({field: piece})
+    for index, call in enumerate(reply.tool_calls):
+        await asyncio.sleep(delay)
+        start = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        yield event({"tool_calls": [start]})
+        arguments = json.dumps(call.arguments)
+        for offset in range(0, len(arguments), 48):
+            yield event({"tool_calls": [{"index": index, "function": {"arguments": arguments[offset : offset + 48]}}]})
+    yield event({}, "tool_calls" if reply.tool_calls else "stop")
+    if usage:
+        yield event(None, usage=_usage(body, reply))
+    yield b"data: [DONE]\n\n"
+
+
+def _completion(reply: Reply, model: str, body: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for c in reply.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": _usage(body, reply),
+    }

@@ -1,0 +1,178 @@
+"""The scripted demo model server, spoken to through pydantic-ai's real OpenAI chat model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from pydantic_ai.direct import model_request, model_request_stream
+from pydantic_ai.messages import (
+    ModelRequest,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.tools import ToolDefinition
+
+from freeact_sub import AgentConfig
+from freeact_sub.demo import DEMO_MODEL, PI_TASK, PRIMES_TASK, DemoServer, demo_config, start_demo_server
+from freeact_sub.demo.scenario import Reply, respond
+
+
+def _tool(name: str) -> ToolDefinition:
+    return ToolDefinition(name=name, description=name, parameters_json_schema={"type": "object", "properties": {}})
+
+
+MAIN_TOOLS = ModelRequestParameters(function_tools=[_tool("execute_ipython_cell"), _tool("task")])
+SUB_TOOLS = ModelRequestParameters(function_tools=[_tool("execute_ipython_cell"), _tool("demo_constant")])
+
+
+def _model(server: DemoServer):
+    return AgentConfig(model=DEMO_MODEL, base_url=server.base_url).resolve_model()
+
+
+@pytest.fixture
+def server():
+    with start_demo_server(chunk_delay=0) as running:
+        yield running
+
+
+async def test_streams_thinking_text_and_a_code_call_through_pydantic_ai(server: DemoServer) -> None:
+    messages = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart("Show me the tour")])]
+    thinking_deltas = []
+    async with model_request_stream(_model(server), messages, model_request_parameters=MAIN_TOOLS) as stream:
+        async for event in stream:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, ThinkingPart):
+                thinking_deltas.append(event.part.content)
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, ThinkingPartDelta):
+                thinking_deltas.append(event.delta.content_delta)
+        response = stream.get()
+    kinds = [type(p) for p in response.parts]
+    assert kinds == [ThinkingPart, TextPart, ToolCallPart]
+    assert len(thinking_deltas) > 3  # the thinking arrived in pieces, not at once
+    assert "".join(d or "" for d in thinking_deltas) == response.parts[0].content
+    call = response.parts[2]
+    assert call.tool_name == "execute_ipython_cell"
+    assert "display(Image(" in call.args_as_dict()["code"]
+
+
+async def test_main_agent_starts_two_parallel_tasks_then_answers_with_their_results(server: DemoServer) -> None:
+    model = _model(server)
+    history: list = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart("Show me the tour")])]
+    first = await model_request(model, history, model_request_parameters=MAIN_TOOLS)
+    cell = first.parts[-1]
+    history += [
+        first,
+        ModelRequest(parts=[ToolReturnPart("execute_ipython_cell", "338350", tool_call_id=cell.tool_call_id)]),
+    ]
+    second = await model_request(model, history, model_request_parameters=MAIN_TOOLS)
+    tasks = [p for p in second.parts if isinstance(p, ToolCallPart)]
+    assert [t.tool_name for t in tasks] == ["task", "task"]
+    assert [t.args_as_dict()["prompt"] for t in tasks] == [PRIMES_TASK, PI_TASK]
+    answers = ["There are 17984 primes below 200,000.", "The user rejected the call to `execute_ipython_cell`."]
+    history += [
+        second,
+        ModelRequest(
+            parts=[ToolReturnPart("task", a, tool_call_id=t.tool_call_id) for t, a in zip(tasks, answers, strict=True)]
+        ),
+    ]
+    final = await model_request(model, history, model_request_parameters=MAIN_TOOLS)
+    text = "".join(p.content for p in final.parts if isinstance(p, TextPart))
+    assert not any(isinstance(p, ToolCallPart) for p in final.parts)
+    assert "17984" in text
+    assert "rejected" in text  # a rejected subagent is reported, not invented
+
+
+async def test_a_subagent_request_gets_the_subagent_script(server: DemoServer) -> None:
+    messages = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart(PI_TASK)])]
+    response = await model_request(_model(server), messages, model_request_parameters=SUB_TOOLS)
+    call = response.parts[-1]
+    assert isinstance(call, ToolCallPart)
+    assert (call.tool_name, call.args_as_dict()) == ("demo_constant", {"name": "pi"})
+    assert isinstance(response.parts[0], ThinkingPart)
+
+
+def test_the_decision_depends_only_on_the_request() -> None:
+    main = {"messages": [{"role": "user", "content": "hi"}], "tools": [{"function": {"name": "task"}}]}
+    sub = {
+        "messages": [{"role": "user", "content": PRIMES_TASK}],
+        "tools": [{"function": {"name": "execute_ipython_cell"}}],
+    }
+    replies = [respond(main), respond(sub), respond(main)]
+    assert all(isinstance(r, Reply) for r in replies)
+    assert replies[0].text == replies[2].text != replies[1].text
+    assert "sieve" in replies[1].tool_calls[0].arguments["code"]
+
+
+def test_a_new_prompt_starts_the_script_again_after_an_earlier_turn() -> None:
+    tools = [{"function": {"name": "task"}}]
+    earlier = [
+        {"role": "user", "content": "one cell please"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "RESULT: 5050"},
+        {"role": "assistant", "content": "The sum of 1 to 100 is **5050**."},
+    ]
+    follow_up = respond({"messages": [*earlier, {"role": "user", "content": "one cell again"}], "tools": tools})
+    assert isinstance(follow_up, Reply) and follow_up.tool_calls  # step 0 of the new turn, not the answer
+
+
+def test_non_streaming_completion_and_model_error() -> None:
+    with start_demo_server(chunk_delay=0) as server:
+        body = {
+            "model": DEMO_MODEL,
+            "messages": [{"role": "user", "content": "one cell"}],
+            "tools": [{"type": "function", "function": {"name": "task", "parameters": {}}}],
+        }
+        reply = _post(server, body)
+        message = reply["choices"][0]["message"]
+        assert message["reasoning_content"] and message["tool_calls"][0]["function"]["name"] == "execute_ipython_cell"
+        body["messages"][0]["content"] = "please cause a model error"
+        with pytest.raises(urllib.error.HTTPError) as failure:
+            _post(server, body)
+        assert failure.value.code == 400
+        assert "asked to fail" in json.loads(failure.value.read())["error"]["message"]
+
+
+def _post(server: DemoServer, body: dict) -> dict:
+    request = urllib.request.Request(
+        f"{server.base_url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+async def test_starts_from_inside_a_running_event_loop_and_closes_idempotently() -> None:
+    server = start_demo_server(chunk_delay=0)
+    try:
+        assert server.base_url.startswith("http://127.0.0.1:") and server.base_url.endswith("/v1")
+        messages = [ModelRequest(parts=[UserPromptPart("one cell")])]
+        response = await model_request(_model(server), messages, model_request_parameters=MAIN_TOOLS)
+        assert isinstance(response, ModelResponse)
+    finally:
+        server.close()
+    server.close()
+    assert not any(t.name.startswith(f"freeact-sub-demo-server:{server.port}") for t in threading.enumerate())
+    with pytest.raises(urllib.error.URLError):
+        _post(server, {"messages": []})
+    await asyncio.sleep(0)
+
+
+def test_demo_config_points_at_the_server_with_the_demo_mcp_server(tmp_path) -> None:
+    with start_demo_server() as server:
+        config = demo_config(server, working_dir=tmp_path, max_subagents=2)
+    assert config.base_url == server.base_url and config.model == DEMO_MODEL
+    assert "demo" in config.mcp_servers and config.max_subagents == 2 and config.working_dir == tmp_path
