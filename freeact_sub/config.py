@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import InitErrorDetails
 
 from .errors import ConfigError
 
@@ -120,12 +121,19 @@ class AgentConfig(BaseModel):
             return value
         parsed: dict[str, Any] = {}
         for name, spec in value.items():
-            if isinstance(spec, Mapping) and "url" in spec:
-                parsed[name] = HttpServerConfig.model_validate(spec)
-            elif isinstance(spec, Mapping):
-                parsed[name] = StdioServerConfig.model_validate(spec)
-            else:
+            if not isinstance(spec, Mapping):
                 parsed[name] = spec
+                continue
+            shape = HttpServerConfig if "url" in spec else StdioServerConfig
+            try:
+                parsed[name] = shape.model_validate(spec)
+            except ValidationError as exc:
+                # re-raised with the server's name in each location, so the message says which server is wrong
+                details = [
+                    InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"], ctx=e.get("ctx", {}))
+                    for e in exc.errors()
+                ]
+                raise ValidationError.from_exception_data(exc.title, details) from None
         return parsed
 
     @property
