@@ -1,0 +1,134 @@
+"""Event types: a common base carrying `agent_id`, frozen dataclasses, and the approval future."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import threading
+from pathlib import Path
+
+import pytest
+
+import freeact_sub
+from freeact_sub import events
+from freeact_sub.events import AgentEvent, ApprovalRequest, CodeExecutionOutput
+
+
+def _event_classes() -> list[type]:
+    return [
+        obj
+        for name in events.__all__
+        if inspect.isclass(obj := getattr(events, name)) and dataclasses.is_dataclass(obj)
+    ]
+
+
+def test_every_event_type_derives_from_agent_event_and_is_frozen() -> None:
+    classes = _event_classes()
+    names = {cls.__name__ for cls in classes}
+    assert {
+        "ApprovalRequest",
+        "CodeExecutionOutput",
+        "CodeExecutionOutputChunk",
+        "Response",
+        "ResponseChunk",
+        "Thoughts",
+        "ThoughtsChunk",
+        "ToolOutput",
+        "TurnCancelled",
+    } <= names
+    for cls in classes:
+        assert issubclass(cls, AgentEvent), cls
+        assert cls.__dataclass_params__.frozen, cls  # type: ignore[attr-defined]
+        assert "agent_id" in {f.name for f in dataclasses.fields(cls)}, cls
+
+
+def test_events_are_exported_by_the_package() -> None:
+    for cls in _event_classes():
+        if cls.__name__ in freeact_sub.__all__:
+            assert getattr(freeact_sub, cls.__name__) is cls
+    assert freeact_sub.AgentEvent is AgentEvent
+    assert freeact_sub.ApprovalRequest is ApprovalRequest
+
+
+def test_an_event_cannot_be_changed() -> None:
+    event = CodeExecutionOutput(agent_id="agent-1", text="hi", tool_call_id="c1", images=(Path("a.png"),))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.text = "changed"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.agent_id = "agent-2"  # type: ignore[misc]
+
+
+def test_agent_id_is_required() -> None:
+    with pytest.raises(TypeError):
+        events.ResponseChunk(content="x")  # type: ignore[call-arg]
+
+
+def test_events_dispatch_with_match() -> None:
+    event: AgentEvent = events.ResponseChunk(agent_id="agent-1", content="hel")
+    match event:
+        case events.ResponseChunk(agent_id=agent, content=text):
+            assert (agent, text) == ("agent-1", "hel")
+        case _:
+            pytest.fail("not matched")
+
+
+async def test_approval_request_resolves_with_the_decision() -> None:
+    request = ApprovalRequest(agent_id="agent-1", tool_name="execute_ipython_cell", tool_args={"code": "1"}, tool_call_id="c")
+    assert not request.decided
+    waiter = asyncio.create_task(request.approved())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    request.approve(True)
+    assert await waiter is True
+    assert request.decided
+
+
+async def test_rejecting_and_later_decisions_are_ignored() -> None:
+    request = ApprovalRequest(agent_id="agent-1", tool_name="reset_kernel", tool_args={}, tool_call_id="c")
+    request.reject()
+    request.approve(True)  # too late: the first decision stands
+    assert await request.approved() is False
+
+
+async def test_approve_defaults_to_true_and_accepts_truthy_values() -> None:
+    first = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="1")
+    first.approve()
+    second = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="2")
+    second.approve(0)  # type: ignore[arg-type]
+    assert await first.approved() is True
+    assert await second.approved() is False
+
+
+async def test_approve_from_another_thread() -> None:
+    request = ApprovalRequest(agent_id="agent-1", tool_name="reset_kernel", tool_args={}, tool_call_id="c")
+    thread = threading.Thread(target=request.approve, args=(True,))
+    thread.start()
+    assert await asyncio.wait_for(request.approved(), 10) is True
+    thread.join()
+
+
+async def test_cancelling_a_waiter_does_not_decide_the_request() -> None:
+    request = ApprovalRequest(agent_id="agent-1", tool_name="reset_kernel", tool_args={}, tool_call_id="c")
+    waiter = asyncio.create_task(request.approved())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert not request.decided
+    request.approve(True)
+    assert await request.approved() is True
+
+
+async def test_code_property_only_for_cells() -> None:
+    cell = ApprovalRequest(agent_id="a", tool_name="execute_ipython_cell", tool_args={"code": "x = 1"}, tool_call_id="1")
+    mcp = ApprovalRequest(agent_id="a", tool_name="calc_echo", tool_args={"code": "not code"}, tool_call_id="2")
+    assert cell.code == "x = 1"
+    assert mcp.code is None
+
+
+async def test_approval_requests_compare_by_content_not_by_future() -> None:
+    one = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="1")
+    two = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="1")
+    assert one == two
+    assert "_decision" not in repr(one)
