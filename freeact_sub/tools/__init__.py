@@ -15,8 +15,6 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import jsonschema
-
 __all__ = ["BUILTIN_TOOL_NAMES", "ToolSpec", "Toolbox", "builtin_tool", "parse_arguments"]
 
 BUILTIN_TOOL_NAMES = ("execute_ipython_cell", "reset_kernel", "task")
@@ -44,6 +42,8 @@ def builtin_tool(name: str) -> ToolSpec:
     """Load one of the JSON tool definitions shipped in this package."""
     text = resources.files(__package__).joinpath(f"{name}.json").read_text(encoding="utf-8")
     data = json.loads(text)
+    import jsonschema  # imported here: it costs ~1 s at import time, and `freeact-sub --help` should not pay it
+
     jsonschema.Draft202012Validator.check_schema(data["parameters"])
     return ToolSpec(name=data["name"], description=data["description"], parameters=data["parameters"])
 
@@ -67,6 +67,8 @@ class Toolbox:
     """The tools one agent offers, by name, with argument validation."""
 
     def __init__(self, specs: Iterable[ToolSpec]) -> None:
+        import jsonschema
+
         self._specs = {spec.name: spec for spec in specs}
         self._validators = {
             name: jsonschema.Draft202012Validator(spec.parameters) for name, spec in self._specs.items()
