@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import ApprovalPolicy
 from .config import AgentConfig
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["Agent"]
 
 Emit = Callable[[AgentEvent], None]
+_T = TypeVar("_T")
 
 _agent_ids: set[str] = set()
 
@@ -298,7 +299,7 @@ class Agent:
                 if not text:
                     emit(Response(agent_id=self.agent_id, content="", final=True))
                 return
-            outcomes = await asyncio.gather(*(self._run_call(call, emit) for call in calls))
+            outcomes = await _all_or_none([self._run_call(call, emit) for call in calls])
             self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
             rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
             if rejected:
@@ -418,6 +419,22 @@ class Agent:
             )
         )
         return _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+
+
+async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """Run `calls` concurrently; if one fails or the turn is cancelled, cancel the rest and wait for all.
+
+    A bare `gather` returns as soon as one task is cancelled or fails, leaving the others (a
+    subagent still shutting down its kernel, say) running past the end of the turn.
+    """
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _shorten(text: str, limit: int) -> str:
