@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
 from .approvals import ApprovalPolicy
-from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, load_mcp_config
+from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, auto_approve_from_env, load_mcp_config
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError
 from .events import (
     AgentEvent,
@@ -55,5 +55,6 @@ __all__ = [
     "TurnCancelled",
     "TurnStarted",
     "__version__",
+    "auto_approve_from_env",
     "load_mcp_config",
 ]
