@@ -1,0 +1,19 @@
+"""Watch and approve agents in JupyterLab with ipywidgets.
+
+    from freeact_sub.notebook import AgentView
+
+    view = AgentView(agent)
+    await view.run("...")        # or: task = view.start("...") to get the cell back at once
+
+Kept out of `freeact_sub` itself so that importing the core never imports ipywidgets.
+Needs `ipykernel>=7.4` in the notebook's kernel: older kernels hold a button click until the
+running cell ends, so an approval could never arrive.
+"""
+
+from .agent_panel import AgentPanel
+from .approval_panel import ApprovalPanel
+from .call_view import CallView
+from .run_panel import RunPanel
+from .view import AgentView
+
+__all__ = ["AgentPanel", "AgentView", "ApprovalPanel", "CallView", "RunPanel"]

@@ -1,0 +1,70 @@
+"""HTML snippets for the widgets: Markdown, highlighted code, escaped text.
+
+Everything the model or a kernel wrote is escaped here before it reaches an `HTML` widget;
+Markdown is rendered with raw HTML turned off, so a model cannot inject markup or scripts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import cache
+from typing import Any
+
+__all__ = ["code", "escape", "markdown", "preformatted", "tool_arguments"]
+
+_MAX_SHOWN = 20_000
+"""Characters of a cell's output kept on screen (the tail); the full text stays in the event."""
+
+
+def escape(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+@cache
+def _highlighter() -> Any:
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(noclasses=True, nowrap=True, style="default")
+
+
+def code(source: str, language: str = "python") -> str:
+    """`source` as a `<pre>` block with inline-styled syntax highlighting."""
+    from pygments import highlight
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        lexer = get_lexer_by_name(language)
+    except ClassNotFound:
+        return preformatted(source, "freeact-code")
+    body = highlight(source, lexer, _highlighter()).rstrip("\n")
+    return f'<pre class="freeact-code">{body}</pre>'
+
+
+def preformatted(text: str, css_class: str = "freeact-pre") -> str:
+    """Escaped text in a `<pre>`; very long text is cut to its tail."""
+    if len(text) > _MAX_SHOWN:
+        text = f"[... {len(text) - _MAX_SHOWN} characters not shown ...]\n" + text[-_MAX_SHOWN:]
+    return f'<pre class="{css_class}">{escape(text)}</pre>'
+
+
+def tool_arguments(arguments: dict[str, Any]) -> str:
+    """A tool call's arguments as highlighted JSON."""
+    return code(json.dumps(arguments, indent=2, ensure_ascii=False), "json")
+
+
+@cache
+def _markdown_renderer() -> Any:
+    from markdown_it import MarkdownIt
+
+    def fence(source: str, language: str, _attrs: str) -> str:
+        return code(source, language or "text")
+
+    renderer = MarkdownIt("commonmark", {"html": False, "highlight": fence})
+    return renderer.enable(["table", "strikethrough"])
+
+
+def markdown(text: str) -> str:
+    """Markdown rendered to HTML; raw HTML in the text is shown as text, never interpreted."""
+    return f'<div class="freeact-markdown">{_markdown_renderer().render(text)}</div>'

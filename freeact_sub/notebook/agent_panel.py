@@ -1,0 +1,275 @@
+"""`AgentPanel`: everything one agent does in a run, under a header with its id and state."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+import ipywidgets as widgets
+
+from freeact_sub import (
+    AgentEvent,
+    ApprovalPolicy,
+    ApprovalRequest,
+    CodeExecutionOutput,
+    CodeExecutionOutputChunk,
+    Response,
+    ResponseChunk,
+    Thoughts,
+    ThoughtsChunk,
+    ToolOutput,
+    TurnCancelled,
+    TurnStarted,
+)
+
+from . import _html
+from .call_view import CallView
+
+__all__ = ["AgentPanel", "AgentState"]
+
+AgentState = Literal["starting", "running", "done", "failed", "cancelled", "turn limit", "rejected"]
+
+
+class AgentPanel(widgets.VBox):
+    """The panel of one agent (main agent or subagent).
+
+    The header shows the agent's id, its state (running / waiting for approval / done / failed /
+    cancelled), the time since it started and the turns it used, and a toggle for the standing
+    decision "always approve this agent". Below it, in order: streamed text (Markdown once
+    complete), the main agent's thinking (a subagent's thinking is not shown), and one `CallView`
+    per tool call, pending ones with their approval buttons.
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        policy: ApprovalPolicy,
+        subagent: bool = False,
+        max_turns: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.agent_id = agent_id
+        self.subagent = subagent
+        self.max_turns = max_turns
+        self.state: AgentState = "starting" if not subagent else "running"
+        self.turns = 0
+        self.calls: dict[str, CallView] = {}
+        """The tool calls of this agent, by tool call id."""
+        self.error: str | None = None
+        self._policy = policy
+        self._started = time.monotonic()
+        self._elapsed: float | None = None
+        self._text: widgets.HTML | None = None
+        self._text_buffer = ""
+        self._thoughts: widgets.HTML | None = None
+        self._thoughts_buffer = ""
+        self._syncing = False
+
+        self._header = widgets.HTML()
+        self.always_toggle = widgets.ToggleButton(
+            description=f"Always approve {agent_id}",
+            tooltip=f"Standing decision: run every action of {agent_id} without asking",
+            layout=widgets.Layout(width="auto"),
+        )
+        self.always_toggle.add_class("freeact-always-toggle")
+        self.always_toggle.add_class(f"freeact-by-{agent_id}")
+        self.always_toggle.observe(self._on_toggle, names="value")
+        header = widgets.HBox([self._header, self.always_toggle])
+        header.add_class("freeact-panel-header")
+        self._body = widgets.VBox()
+        self.children = (header, self._body)
+        self.add_class("freeact-panel")
+        self.add_class("freeact-subagent" if subagent else "freeact-main")
+        self.add_class(f"freeact-panel-{agent_id}")
+        self.refresh()
+
+    # -- what the header shows ---------------------------------------------------------------
+
+    @property
+    def shown_state(self) -> str:
+        """The state as a person reads it; a running agent with a pending request is waiting."""
+        if self.state == "running" and any(call.pending for call in self.calls.values()):
+            return "waiting for approval"
+        return self.state
+
+    @property
+    def finished(self) -> bool:
+        return self.state not in ("starting", "running")
+
+    @property
+    def elapsed(self) -> float:
+        return self._elapsed if self._elapsed is not None else time.monotonic() - self._started
+
+    def refresh(self) -> None:
+        """Redraw the header (state, elapsed time, turns) and follow the standing decision."""
+        shown = self.shown_state
+        css = {"waiting for approval": "waiting", "turn limit": "turn-limit", "starting": "running"}.get(shown, shown)
+        role = "subagent" if self.subagent else "main agent"
+        turns = f"{self.turns}/{self.max_turns}" if self.max_turns else str(self.turns)
+        error = f' <span class="freeact-error">{_html.escape(self.error)}</span>' if self.error else ""
+        value = (
+            f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
+            f'<span class="freeact-role">{role}</span> '
+            f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span> '
+            f'<span class="freeact-meta">{_format_seconds(self.elapsed)} · turns used: {turns}</span>{error}'
+        )
+        if self._header.value != value:
+            self._header.value = value
+        self._sync_toggle()
+
+    def _sync_toggle(self) -> None:
+        # The policy may also change outside the widgets (another cell, another agent's panel).
+        everything = self._policy.everything
+        approved = self._policy.is_approved(self.agent_id)
+        self._syncing = True
+        try:
+            if self.always_toggle.value != approved:
+                self.always_toggle.value = approved
+            if self.always_toggle.disabled != everything:
+                self.always_toggle.disabled = everything
+        finally:
+            self._syncing = False
+
+    # -- the standing decision -------------------------------------------------------------
+
+    def _on_toggle(self, change: dict) -> None:
+        if self._syncing:
+            return
+        if change["new"]:
+            self._policy.always(self.agent_id)
+            self.approve_pending()
+        else:
+            self._policy.clear(self.agent_id)
+        self.refresh()
+
+    def always_approve(self) -> None:
+        """Set the standing decision for this agent and approve what it waits for now."""
+        if not self._policy.is_approved(self.agent_id):
+            self._policy.always(self.agent_id)
+        self.approve_pending()
+        self.refresh()
+
+    def approve_pending(self) -> None:
+        for call in list(self.calls.values()):
+            call.decide(True)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def handle(self, event: AgentEvent) -> None:
+        """Show one event of this agent."""
+        match event:
+            case TurnStarted(turn=turn):
+                self.turns = turn
+                if self.state == "starting":
+                    self.state = "running"
+            case ResponseChunk(content=content):
+                self._stream_text(content)
+            case Response(content=content):
+                self._complete_text(content)
+            case ThoughtsChunk(content=content) if not self.subagent:
+                self._stream_thoughts(content)
+            case Thoughts(content=content) if not self.subagent:
+                self._complete_thoughts(content)
+            case ApprovalRequest():
+                self._add_call(event)
+            case CodeExecutionOutputChunk(tool_call_id=call_id, text=text):
+                if call := self.calls.get(call_id):
+                    call.add_output(text)
+            case CodeExecutionOutput(tool_call_id=call_id):
+                if call := self.calls.get(call_id):
+                    call.set_output(event)
+            case ToolOutput(tool_call_id=call_id):
+                call = self.calls.get(call_id) or self._add_refused_call(event)
+                call.set_result(event)
+            case TurnCancelled():
+                self.finish("cancelled")
+        self.refresh()
+
+    def attach_subagent(self, tool_call_id: str, panel: AgentPanel) -> None:
+        """Nest a subagent's panel under the `task` call that started it."""
+        if call := self.calls.get(tool_call_id):
+            call.attach_subagent(panel)
+        else:
+            self._append(panel)
+
+    def finish(self, state: AgentState, *, elapsed: float | None = None, turns: int | None = None) -> None:
+        """The agent ended: freeze the clock and take away buttons no one can use any more."""
+        if self.finished and state != "failed":
+            return
+        self.state = state
+        self._elapsed = elapsed if elapsed is not None else time.monotonic() - self._started
+        if turns is not None:
+            self.turns = turns
+        for call in self.calls.values():
+            call.cancel()
+        self.refresh()
+
+    def fail(self, message: str) -> None:
+        self.error = message
+        self.finish("failed")
+
+    # -- building blocks -------------------------------------------------------------------
+
+    def _append(self, widget: widgets.Widget) -> None:
+        self._body.children = (*self._body.children, widget)
+
+    def _add_call(self, request: ApprovalRequest) -> None:
+        call = CallView(
+            tool_name=request.tool_name,
+            tool_call_id=request.tool_call_id,
+            request=request,
+            on_change=self.refresh,
+            on_always=self.always_approve,
+        )
+        self.calls[request.tool_call_id] = call
+        self._append(call)
+
+    def _add_refused_call(self, event: ToolOutput) -> CallView:
+        call = CallView(tool_name=event.tool_name, tool_call_id=event.tool_call_id)
+        self.calls[event.tool_call_id] = call
+        self._append(call)
+        return call
+
+    def _stream_text(self, content: str) -> None:
+        if self._text is None:
+            self._text = widgets.HTML()
+            self._text.add_class("freeact-text")
+            self._text_buffer = ""
+            self._append(self._text)
+        self._text_buffer += content
+        self._text.value = _html.preformatted(self._text_buffer, "freeact-streaming")
+
+    def _complete_text(self, content: str) -> None:
+        if not content:
+            self._text = None
+            return
+        if self._text is None:
+            self._text = widgets.HTML()
+            self._text.add_class("freeact-text")
+            self._append(self._text)
+        self._text.value = _html.markdown(content)
+        self._text = None
+
+    def _stream_thoughts(self, content: str) -> None:
+        if self._thoughts is None:
+            self._thoughts = widgets.HTML()
+            self._thoughts_buffer = ""
+            self._append(self._thoughts)
+        self._thoughts_buffer += content
+        self._thoughts.value = f'<div class="freeact-thoughts">Thinking: {_html.escape(self._thoughts_buffer)}</div>'
+
+    def _complete_thoughts(self, content: str) -> None:
+        if self._thoughts is None:
+            self._thoughts = widgets.HTML()
+            self._append(self._thoughts)
+        self._thoughts.value = f'<div class="freeact-thoughts">Thinking: {_html.escape(content)}</div>'
+        self._thoughts = None
+
+
+def _format_seconds(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes}m {seconds:02d}s"

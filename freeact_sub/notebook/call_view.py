@@ -1,0 +1,167 @@
+"""`CallView`: one tool call of one agent — what it does, the decision on it, and its result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import ipywidgets as widgets
+
+from freeact_sub import ApprovalRequest, CodeExecutionOutput, ToolOutput
+
+from . import _html
+from .approval_panel import ApprovalPanel
+
+__all__ = ["CallView", "Decision"]
+
+Decision = Literal["waiting for approval", "approved", "auto-approved", "rejected", "cancelled", "refused"]
+
+_DECISION_CLASS = {
+    "waiting for approval": "waiting",
+    "approved": "approved",
+    "auto-approved": "auto",
+    "rejected": "rejected",
+    "cancelled": "cancelled",
+    "refused": "rejected",
+}
+
+
+class CallView(widgets.VBox):
+    """A tool call: the code (highlighted) or the tool and its arguments, then its output.
+
+    While the call waits for a decision it holds an `ApprovalPanel`. A `task` call also holds
+    the panel of the subagent it started.
+    """
+
+    def __init__(
+        self,
+        *,
+        tool_name: str,
+        tool_call_id: str,
+        request: ApprovalRequest | None = None,
+        on_change: Callable[[], None] = lambda: None,
+        on_always: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__()
+        self.add_class("freeact-call")
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id
+        self.request = request
+        self._on_change = on_change
+        self._output_text = ""
+        self._title = widgets.HTML()
+        self._body = widgets.HTML(_describe(tool_name, request.tool_args if request else {}))
+        self._output = widgets.HTML()
+        self._images = widgets.HBox()
+        self._images.add_class("freeact-images")
+        self._subagents = widgets.VBox()
+        self.approval: ApprovalPanel | None = None
+        self.decision: Decision
+        if request is None:
+            self.decision = "refused"
+        elif request.auto_approved or request.decided:
+            self.decision = "auto-approved"
+        else:
+            self.decision = "waiting for approval"
+            self.approval = ApprovalPanel(request, on_decision=self.decide, on_always=on_always)
+            self.add_class("freeact-pending")
+        self._layout()
+
+    @property
+    def pending(self) -> bool:
+        """Whether the call still waits for a person's decision."""
+        return self.decision == "waiting for approval"
+
+    def decide(self, approved: bool) -> None:
+        """Answer the request (once); the agent that asked goes on."""
+        if not self.pending or self.request is None:
+            return
+        self.request.approve(approved)
+        self._settle("approved" if approved else "rejected")
+
+    def cancel(self) -> None:
+        """The run ended before anyone decided: the buttons stop working."""
+        if self.pending:
+            self._settle("cancelled")
+
+    def add_output(self, text: str) -> None:
+        """Show more output of a running cell."""
+        self._output_text += text
+        self._show_output(self._output_text, error=False)
+
+    def set_output(self, event: CodeExecutionOutput) -> None:
+        """Show the complete output of the cell, with its images."""
+        text = event.text
+        if event.status == "timeout":
+            text += "\n[the cell timed out and was interrupted]"
+        elif event.status == "kernel_died":
+            text += "\n[the kernel died and was restarted]"
+        self._output_text = text
+        self._show_output(text or "(no output)", error=event.status != "ok")
+        images = []
+        for path in event.images:
+            try:
+                images.append(widgets.Image(value=path.read_bytes(), format="png", layout={"max_width": "480px"}))
+            except OSError:
+                images.append(widgets.HTML(_html.preformatted(f"[image not readable: {path}]", "freeact-error")))
+        self._images.children = tuple(images)
+        self._layout()
+
+    def set_result(self, event: ToolOutput) -> None:
+        """Show the result of an MCP tool, of `reset_kernel`, or a subagent's final answer."""
+        if event.is_error:
+            self._output.value = _html.preformatted(event.content, "freeact-pre freeact-error")
+        elif event.tool_name == "task":
+            self._output.value = f"<b>Result:</b>{_html.markdown(event.content)}"
+        else:
+            self._output.value = _html.preformatted(event.content, "freeact-pre freeact-output")
+        self._layout()
+
+    def attach_subagent(self, panel: widgets.Widget) -> None:
+        """Nest the panel of the subagent this `task` call started."""
+        self._subagents.children = (*self._subagents.children, panel)
+        self._layout()
+
+    def _show_output(self, text: str, *, error: bool) -> None:
+        css = "freeact-pre freeact-output" + (" freeact-error" if error else "")
+        self._output.value = _html.preformatted(text, css)
+        if self._output not in self.children:
+            self._layout()
+
+    def _settle(self, decision: Decision) -> None:
+        self.decision = decision
+        if self.approval is not None:
+            self.approval.disable()
+            self.approval = None
+        self.remove_class("freeact-pending")
+        self._layout()
+        self._on_change()
+
+    def _layout(self) -> None:
+        css = _DECISION_CLASS[self.decision]
+        self._title.value = (
+            f'<span class="freeact-call-title">{_html.escape(self.tool_name)}</span> '
+            f'<span class="freeact-decision freeact-decision-{css}">{self.decision}</span>'
+        )
+        parts: list[widgets.Widget] = [self._title, self._body]
+        if self.approval is not None:
+            parts.append(self.approval)
+        if self._output.value:
+            parts.append(self._output)
+        if self._images.children:
+            parts.append(self._images)
+        if self._subagents.children:
+            parts.append(self._subagents)
+        self.children = tuple(parts)  # traitlets sends an update only if the tuple changed
+
+
+def _describe(tool_name: str, arguments: dict) -> str:
+    if tool_name == "execute_ipython_cell" and isinstance(arguments.get("code"), str):
+        return _html.code(arguments["code"])
+    if tool_name == "task" and isinstance(arguments.get("prompt"), str):
+        limit = arguments.get("max_turns")
+        note = f' <span class="freeact-meta">(at most {limit} turns)</span>' if limit else ""
+        return f"<b>Job for a subagent</b>{note}{_html.preformatted(arguments['prompt'])}"
+    if tool_name == "reset_kernel":
+        return '<span class="freeact-meta">restart the kernel: all variables are lost</span>'
+    return _html.tool_arguments(arguments) if arguments else ""

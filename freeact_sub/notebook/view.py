@@ -1,0 +1,147 @@
+"""`AgentView`: run an agent from a notebook cell and watch and approve every agent in widgets."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+from freeact_sub import Agent, AgentEvent, Response, TurnCancelled, auto_approve_from_env
+
+from .run_panel import RunPanel
+
+__all__ = ["AgentView"]
+
+AUTO_APPROVE_NOTE = (
+    "Auto-approve is on (FREEACT_SUB_AUTO_APPROVE=1): every action of every agent runs without asking."
+)
+_TICK = 1.0
+
+
+class AgentView:
+    """Widgets for an `Agent` in JupyterLab: a live panel per agent, approval buttons, a Stop button.
+
+    In a notebook cell::
+
+        view = AgentView(agent)
+        await view.run("Plot the first 20 primes")   # the cell runs until the turn ends
+
+    or, to get the cell back at once and let the run go on in the background::
+
+        task = view.start("Plot the first 20 primes")
+
+    Each run shows its own widget tree in the cell that started it. The view never blocks the
+    event loop: clicks arrive while the cell awaits (this needs `ipykernel>=7.4`).
+
+    With `auto_approve=True`, or the environment variable `FREEACT_SUB_AUTO_APPROVE=1` when
+    `auto_approve` is not given, every action of every agent is approved and the output says so.
+    """
+
+    def __init__(self, agent: Agent, *, auto_approve: bool | None = None) -> None:
+        self.agent = agent
+        self.auto_approve = auto_approve_from_env() if auto_approve is None else auto_approve
+        """Whether this view approves every action of every agent."""
+        self.answer: str | None = None
+        """The main agent's final answer of the last run that completed."""
+        self.events: list[AgentEvent] = []
+        """Every event of the last run, in order (subagents' events included)."""
+        self.panel: RunPanel | None = None
+        """The widget tree of the last run."""
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether a run of this view is in progress."""
+        return self._task is not None and not self._task.done()
+
+    async def run(self, prompt: str, *, max_turns: int | None = None) -> None:
+        """Run one turn of the agent, showing it in this cell; returns when the turn ends.
+
+        The final answer is in `view.answer` afterwards. A failing model request is shown in the
+        main agent's panel and raised.
+        """
+        await self.start(prompt, max_turns=max_turns)
+
+    def start(self, prompt: str, *, max_turns: int | None = None) -> asyncio.Task[None]:
+        """Show the run in this cell and run it as a background task; returns the task at once."""
+        if self.running:
+            raise RuntimeError("this view is already running a turn; wait for it or call view.stop()")
+        from IPython.display import display
+
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        if self.auto_approve:
+            self.agent.approvals.always_all()
+            print(AUTO_APPROVE_NOTE)
+        panel = RunPanel(
+            self.agent.agent_id,
+            prompt,
+            policy=self.agent.approvals,
+            on_stop=self.stop,
+            auto_approve_note=AUTO_APPROVE_NOTE if self.agent.approvals.everything else None,
+        )
+        self.panel = panel
+        self.events = []
+        display(panel)
+        task = asyncio.create_task(self._drive(panel, prompt, max_turns), name=f"view:{self.agent.agent_id}")
+        task.add_done_callback(_retrieve)
+        self._task = task
+        return task
+
+    def stop(self) -> None:
+        """Cancel the running turn: its subagents stop and their kernels shut down."""
+        panel = self.panel
+        if panel is not None and self.running:
+            self._in_loop(lambda: panel.set_status("stopping"))
+        self._in_loop(self.agent.cancel)
+
+    def _in_loop(self, action: Callable[[], object]) -> None:
+        # Widget callbacks run on the kernel's loop thread in ipykernel 7.4; be safe if one does not.
+        if self._loop is None or threading.get_ident() == self._loop_thread:
+            action()
+        else:
+            self._loop.call_soon_threadsafe(action)
+
+    async def _drive(self, panel: RunPanel, prompt: str, max_turns: int | None) -> None:
+        ticker = asyncio.create_task(_tick(panel))
+        state = "done"
+        try:
+            if not self.agent.started:
+                panel.set_status("starting the agent")
+                await self.agent.start()
+            panel.set_status("running")
+            stream = self.agent.stream(prompt, max_turns=max_turns)
+            try:
+                async for event in stream:
+                    self.events.append(event)
+                    if isinstance(event, TurnCancelled) and event.agent_id == self.agent.agent_id:
+                        state = "cancelled"
+                    elif isinstance(event, Response) and event.final and event.agent_id == self.agent.agent_id:
+                        self.answer = event.content
+                    panel.handle(event)
+            finally:
+                await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+        except asyncio.CancelledError:
+            panel.end("cancelled")
+            raise
+        except Exception as exc:
+            panel.end("failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        else:
+            panel.end("cancelled" if state == "cancelled" else "done")
+        finally:
+            ticker.cancel()
+
+
+async def _tick(panel: RunPanel) -> None:
+    while True:
+        await asyncio.sleep(_TICK)
+        panel.tick()
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    # The error is shown in the panel (and raised by `run()`); a background run must not also log it as unretrieved.
+    if not task.cancelled():
+        task.exception()

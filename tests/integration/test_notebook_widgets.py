@@ -1,0 +1,172 @@
+"""The notebook widgets driven in-process: a real agent, real kernels, a scripted model, clicks on the buttons.
+
+`Button.click()` runs the same handlers a browser click runs; the kernel-level test in
+`test_notebook_kernel.py` sends the real comm messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from freeact_sub import Agent, AgentConfig
+from freeact_sub.notebook import AgentView
+from freeact_sub.notebook.agent_panel import AgentPanel
+from tests.scripting import Block, Call, Router, Script, Think
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
+    """Wait for `condition` while the agent works (the limit only turns a hang into a failure)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"gave up waiting for: {what}")
+        await asyncio.sleep(0.02)
+
+
+def subagent_panels(view: AgentView) -> list[AgentPanel]:
+    assert view.panel is not None
+    return [p for p in view.panel.panels.values() if p.subagent]
+
+
+def pending(panel: AgentPanel):
+    return [call for call in panel.calls.values() if call.pending]
+
+
+def parallel_script() -> Router:
+    main = Script(
+        [Think("Two independent jobs: I will hand them to subagents."), "First a quick check.",
+         Call("execute_ipython_cell", {"code": "print(6 * 7)"})],
+        [Call("task", {"prompt": "[sub-a] say A", "max_turns": 3}), Call("task", {"prompt": "[sub-b] say B"})],
+        ["Both subagents reported. The answer is **42**."],
+    )
+    sub_a = Script(
+        [Think("secret thoughts of A"), Call("execute_ipython_cell", {"code": "print('from A')"})],
+        ["A is done"],
+    )
+    sub_b = Script([Call("execute_ipython_cell", {"code": "print('from B')"})], ["B is done"])
+    return Router({"[main]": main, "[sub-a]": sub_a, "[sub-b]": sub_b})
+
+
+def config(model, workdir: Path, **extra) -> AgentConfig:
+    return AgentConfig(model=model, working_dir=workdir, kernel_pool_size=0, **extra)
+
+
+async def test_parallel_subagents_approved_out_of_order_and_one_rejected(workdir: Path) -> None:
+    router = parallel_script()
+    async with Agent(config(router.model, workdir)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        task = view.start("[main] do two jobs")
+        assert view.panel is not None
+        main = view.panel.main
+
+        await until(lambda: pending(main), "the main agent's approval panel")
+        assert main.shown_state == "waiting for approval"
+        (call,) = pending(main)
+        assert call.approval is not None and call.request.code == "print(6 * 7)"
+        assert 'class="freeact-code"' in call._body.value  # highlighted
+        call.approval.approve_button.click()
+        await until(lambda: len(pending(main)) == 2, "approval of the two task calls")
+        for call in pending(main):
+            call.approval.approve_button.click()
+
+        await until(lambda: len(subagent_panels(view)) == 2 and all(pending(p) for p in subagent_panels(view)),
+                    "both subagents waiting for approval")
+        first, second = subagent_panels(view)
+        # each subagent panel is nested under the task call that started it, in call order
+        task_calls = [c for c in main.calls.values() if c.tool_name == "task"]
+        assert [c._subagents.children for c in task_calls] == [(first,), (second,)]
+        assert first.shown_state == second.shown_state == "waiting for approval"
+        assert "[sub-a]" in task_calls[0]._body.value
+
+        pending(second)[0].approval.approve_button.click()
+        await until(lambda: second.state == "done", "the second subagent to finish")
+        assert first.shown_state == "waiting for approval"  # still waiting: answered in any order
+
+        pending(first)[0].approval.reject_button.click()
+        await task
+
+    assert view.answer == "Both subagents reported. The answer is **42**."
+    assert first.state == "rejected" and second.state == "done" and main.state == "done"
+    assert first.turns == 1 and second.turns == 2 and main.turns == 3
+    assert "from B" in next(iter(second.calls.values()))._output.value
+    assert "rejected" in next(iter(first.calls.values()))._title.value
+    assert "42" in main.calls[next(iter(main.calls))]._output.value
+    # the main agent's thinking is shown, a subagent's is not
+    shown = " ".join(w.value for p in (main, first) for w in p._body.children if hasattr(w, "value"))
+    assert "Two independent jobs" in shown and "secret thoughts of A" not in shown
+    assert "<strong>42</strong>" in shown  # the final answer rendered as Markdown
+
+
+async def test_always_approve_a_subagent_from_its_approval_panel(workdir: Path) -> None:
+    main = Script([Call("task", {"prompt": "[sub] two cells"})], ["done"])
+    sub = Script(
+        [Call("execute_ipython_cell", {"code": "x = 1"})],
+        [Call("execute_ipython_cell", {"code": "print(x + 1)"})],
+        ["two"],
+    )
+    router = Router({"[main]": main, "[sub]": sub})
+    async with Agent(config(router.model, workdir)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        task = view.start("[main] delegate")
+        main_panel = view.panel.main
+        await until(lambda: pending(main_panel), "the task call's approval")
+        pending(main_panel)[0].approval.approve_button.click()
+        await until(lambda: subagent_panels(view) and pending(subagent_panels(view)[0]), "the subagent's approval")
+        (child,) = subagent_panels(view)
+        pending(child)[0].approval.always_button.click()
+        await task
+        assert agent.approvals.is_approved(child.agent_id)
+        assert child.always_toggle.value is True
+        decisions = [c.decision for c in child.calls.values()]
+        assert decisions == ["approved", "auto-approved"]  # the second cell never asked
+        # the standing decision is cleared from the agent's panel
+        child.always_toggle.value = False
+        assert not agent.approvals.is_approved(child.agent_id)
+
+
+async def test_stop_cancels_the_run_and_its_subagents(workdir: Path) -> None:
+    main = Script([Call("task", {"prompt": "[sub] wait"}), Call("task", {"prompt": "[sub] wait too"})])
+    sub = Script([Block()], [Block()])
+    router = Router({"[main]": main, "[sub]": sub})
+    async with Agent(config(router.model, workdir, auto_approve=True)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        task = view.start("[main] never ends")
+        await until(lambda: len(subagent_panels(view)) == 2, "two subagents running")
+        assert view.panel.banner_shown
+        view.panel.stop_button.click()
+        await task
+        assert view.panel.main.state == "cancelled"
+        assert [p.state for p in subagent_panels(view)] == ["cancelled", "cancelled"]
+        assert view.panel.stop_button.disabled
+        assert not view.running
+
+
+async def test_auto_approve_from_the_environment_says_so(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FREEACT_SUB_AUTO_APPROVE", "1")
+    script = Script([Call("execute_ipython_cell", {"code": "print('ran')"})], ["ok"])
+    async with Agent(config(script.model, workdir, enable_subagents=False)) as agent:
+        view = AgentView(agent)
+        await view.run("go")
+    assert "FREEACT_SUB_AUTO_APPROVE=1" in capsys.readouterr().out
+    assert view.panel.banner_shown
+    (call,) = view.panel.main.calls.values()
+    assert call.decision == "auto-approved" and "ran" in call._output.value
+
+
+async def test_a_failing_model_is_shown_and_raised(workdir: Path) -> None:
+    script = Script()  # no steps: the first request fails
+    async with Agent(config(script.model, workdir, enable_subagents=False)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        with pytest.raises(Exception, match="the model request failed"):
+            await view.run("go")
+    assert view.panel.main.state == "failed"
+    assert "the model request failed" in view.panel.main._header.value
