@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import ApprovalPolicy
@@ -221,7 +221,7 @@ class Agent:
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
 
-    async def stream(self, prompt: str, max_turns: int | None = None) -> AsyncIterator[AgentEvent]:
+    async def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn and yield its events as they happen (subagents' events included).
 
         `max_turns` bounds the model rounds (one model response plus its tool calls) of this turn;
