@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from jupyter_client import AsyncKernelManager
+import zmq
+from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from .errors import KernelError
@@ -75,6 +76,23 @@ class _HostPythonSpecs(KernelSpecManager):
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
         return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
+
+
+class _UnboundedIOPubClient(AsyncKernelClient):
+    """A client whose iopub socket never drops output.
+
+    ZeroMQ's default receive high-water mark (1000 messages) lets a kernel that prints faster
+    than we read (e.g. 10,000 `print(..., flush=True)`) lose messages: the kernel's publisher
+    drops what the subscriber cannot queue. An unlimited receive queue keeps every message.
+    """
+
+    def connect_iopub(self, identity: bytes | None = None) -> zmq.Socket:
+        socket = self.context.socket(zmq.SUB)
+        socket.linger = 1000
+        socket.rcvhwm = 0
+        socket.connect(self._make_url("iopub"))
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        return socket
 
 
 class Kernel:
@@ -133,9 +151,10 @@ class Kernel:
             connection_file=os.path.join(self._connection_dir, "connection.json"),
         )
         manager.shutdown_wait_time = 2.0
+        manager.client_factory = _UnboundedIOPubClient
         self._manager = manager
-        self.working_dir.mkdir(parents=True, exist_ok=True)
         try:
+            self.working_dir.mkdir(parents=True, exist_ok=True)
             await manager.start_kernel(env=dict(self._env), cwd=str(self.working_dir))
             await self._connect(timeout)
         except BaseException as exc:
@@ -174,12 +193,15 @@ class Kernel:
         async with self._lock:
             if self._manager is None:
                 raise KernelError("the kernel is not running")
+            notice = ""
             if not await self.is_alive():
                 await self._restart()
-            return await self._execute(code, timeout, on_output)
+                notice = ("The kernel had died since the last cell and was restarted: all its state (variables, "
+                          "imports, definitions) was lost.\n")
+            return await self._execute(code, timeout, on_output, notice)
 
     async def _execute(
-        self, code: str, timeout: float | None, on_output: OutputCallback | None
+        self, code: str, timeout: float | None, on_output: OutputCallback | None, notice: str = ""
     ) -> ExecutionResult:
         client = self._client
         msg_id = client.execute(code, store_history=True, allow_stdin=False)
@@ -195,6 +217,7 @@ class Kernel:
                 if outcome is not None:
                     await outcome
 
+        await emit(notice)
         deadline = time.monotonic() + timeout if timeout else None
         interrupted_at: float | None = None
         try:
@@ -214,7 +237,7 @@ class Kernel:
                 if deadline is not None and interrupted_at is None:
                     wait = max(0.0, min(wait, deadline - now))
                 try:
-                    msg = await client.get_iopub_msg(timeout=wait)
+                    batch = await self._receive_batch(wait)
                 except queue.Empty:
                     if not await self.is_alive():
                         result.status = "kernel_died"
@@ -223,15 +246,22 @@ class Kernel:
                                    "state (variables, imports, definitions) was lost.\n")
                         break
                     continue
-                if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                    continue
-                kind = msg["msg_type"]
-                content = msg["content"]
-                if kind == "status" and content.get("execution_state") == "idle":
+                # Output that arrives together is passed on as one piece: fewer, larger chunks.
+                texts: list[str] = []
+                finished = False
+                for msg in batch:
+                    if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                        continue
+                    kind, content = msg["msg_type"], msg["content"]
+                    if kind == "status" and content.get("execution_state") == "idle":
+                        finished = True
+                        break
+                    if kind == "error" and result.status == "ok":
+                        result.status = "error"
+                    texts.append(self._render(kind, content, result))
+                await emit("".join(texts))
+                if finished:
                     break
-                if kind == "error" and result.status == "ok":
-                    result.status = "error"
-                await emit(self._render(kind, content, result))
             if result.status == "timeout":
                 await emit(f"\nExecution timed out after {timeout:g} s and was interrupted.\n")
         except asyncio.CancelledError:
@@ -242,6 +272,17 @@ class Kernel:
             await self._drain_shell()
         result.text = "".join(parts)
         return result
+
+    async def _receive_batch(self, wait: float) -> list[dict[str, Any]]:
+        """The next iopub message (waiting up to `wait` s) and every message already queued behind it."""
+        client = self._client
+        batch = [await client.get_iopub_msg(timeout=wait)]
+        while len(batch) < 1000:
+            try:
+                batch.append(await client.get_iopub_msg(timeout=0))
+            except queue.Empty:
+                break
+        return batch
 
     def _render(self, kind: str, content: dict[str, Any], result: ExecutionResult) -> str:
         if kind == "stream":
