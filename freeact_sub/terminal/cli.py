@@ -1,19 +1,270 @@
-"""Entry point of the `freeact-sub` command (placeholder until the terminal UI lands)."""
+"""The `freeact-sub` command: flags, configuration, and the lifecycle of one session.
+
+Configuration precedence, highest first: flags > `FREEACT_SUB_*` environment variables >
+`--config FILE`; a `.env` file in the working directory is loaded into the environment first
+(without overriding variables already set). Every configuration problem (a bad file, an unknown
+model, a missing API key) is reported in one line before any kernel starts; a failing MCP server
+is reported the same way, and whatever had started is stopped.
+
+Exit codes: 0 done; 1 the turn failed, was rejected or hit its turn limit, or an MCP server or
+kernel failed to start; 2 a usage or configuration error; 130 cancelled with Ctrl-C; 128+N
+ended by signal N.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import os
+import signal
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from freeact_sub import Agent, AgentConfig
+    from freeact_sub.demo import DemoServer
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """A problem with the command line, the configuration or the environment: one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from freeact_sub import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="freeact-sub",
+        description=(
+            "A code-action agent in your terminal: it writes Python that runs in an IPython kernel, "
+            "starts subagents for independent jobs, and asks you before each action, naming the agent."
+        ),
+        epilog=(
+            "Enter sends, Alt-Enter or Ctrl-J starts a new line; Ctrl-C cancels a running turn, and at an "
+            "empty prompt Ctrl-C or Ctrl-D exits. Try it without an API key: freeact-sub --demo"
+        ),
+    )
+    parser.add_argument("-p", "--prompt", help="one-shot mode: run this prompt, print the final answer, exit")
+    parser.add_argument(
+        "--model",
+        help="a pydantic-ai model string (openai:gpt-4.1, anthropic:…), or with --base-url the server's model name",
+    )
+    parser.add_argument("--base-url", help="base URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp)")
+    parser.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the API key for --base-url")
+    parser.add_argument("--mcp-config", metavar="FILE", help='MCP servers, a JSON file in the "mcpServers" shape')
+    parser.add_argument("--max-subagents", type=int, metavar="N", help="how many subagents may run at once")
+    parser.add_argument("--max-turns", type=int, metavar="N", help="limit on model rounds per prompt")
+    parser.add_argument("--working-dir", metavar="DIR", help="the kernels' working directory (default: here)")
+    parser.add_argument("--config", metavar="FILE", help="a JSON or TOML file with AgentConfig fields")
+    parser.add_argument(
+        "--auto-approve",
+        action="store_true",
+        default=None,
+        help="run every action of every agent without asking (also FREEACT_SUB_AUTO_APPROVE=1)",
+    )
+    parser.add_argument("--demo", action="store_true", help="offline demo: a scripted model, real kernels and MCP")
+    parser.add_argument("--version", action="version", version=f"freeact-sub {__version__}")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from freeact_sub import __version__
+    """Run the command; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    runner = _Runner(args)
+    try:
+        return asyncio.run(runner.run())
+    except UsageError as exc:
+        print(f"freeact-sub: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+    except asyncio.CancelledError:
+        return 128 + (runner.ended_by or signal.SIGTERM)
 
-    parser = argparse.ArgumentParser(prog="freeact-sub", description="A code-action agent in your terminal.")
-    parser.add_argument("--version", action="version", version=f"freeact-sub {__version__}")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+
+class _Runner:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.ended_by: int | None = None
+        self.stopping = False
+        """Set while the agent stops: a signal then must not cut the cleanup short."""
+        self.demo: DemoServer | None = None
+
+    async def run(self) -> int:
+        self._end_on_signals()
+        try:
+            code = await self._run()
+        finally:
+            if self.demo is not None:
+                self.demo.close()
+        return 128 + self.ended_by if self.ended_by else code
+
+    def _end_on_signals(self) -> None:
+        """SIGTERM and SIGHUP (terminal closed) cancel everything, so the cleanup below runs."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def end(signum: int) -> None:
+            self.ended_by = signum
+            if not self.stopping:
+                task.cancel()
+
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(signum, end, signum)
+
+    async def _run(self) -> int:
+        from rich.console import Console
+
+        from freeact_sub import ConfigError, FreeactError
+
+        args = self.args
+        one_shot = args.prompt is not None
+        if not one_shot and not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise UsageError("the interactive session needs a terminal; use -p PROMPT for one-shot mode")
+        working_dir = _working_dir(args.working_dir)
+        _load_dotenv(working_dir)
+        if args.demo:
+            self.demo = _start_demo()
+        try:
+            config = _build_config(args, working_dir, self.demo)
+            if one_shot and not sys.stdin.isatty() and not config.auto_approve:
+                raise UsageError(
+                    "-p without a terminal cannot ask for approvals; add --auto-approve "
+                    "(or set FREEACT_SUB_AUTO_APPROVE=1) to run every action of every agent without asking"
+                )
+            config.resolve_model()  # a missing API key or an unknown model is reported before any kernel starts
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+
+        from freeact_sub import Agent
+
+        console = Console(stderr=one_shot)
+        agent = Agent(config)
+        try:
+            with console.status("Starting the kernel and MCP servers …", spinner="dots"):
+                await agent.start()
+        except FreeactError as exc:
+            self.stopping = True
+            await agent.stop()
+            print(f"freeact-sub: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        try:
+            return await self._session(agent, config, console)
+        finally:
+            self.stopping = True
+            with _sigint_ignored(), console.status("Stopping kernels and MCP servers …", spinner="dots"):
+                await agent.stop()
+
+    async def _session(self, agent: Agent, config: AgentConfig, console: Any) -> int:
+        from .banner import banner
+        from .session import Session
+
+        args = self.args
+        session = Session(agent, console, ask_keys=sys.stdin.isatty(), show_final=args.prompt is None)
+        console.print(banner(agent, config, session.palette, demo=self.demo, one_shot=args.prompt is not None))
+        if args.prompt is None:
+            from .prompt import PromptReader
+
+            await session.interactive(PromptReader(config.working_dir / ".freeact-sub" / "history"))
+            return EXIT_OK
+        outcome = await session.run_turn(args.prompt)
+        if outcome.status == "failed":
+            print(f"freeact-sub: {outcome.error}", file=sys.stderr)
+            return EXIT_FAILED
+        if outcome.status == "cancelled":
+            print("freeact-sub: cancelled", file=sys.stderr)
+            return EXIT_CANCELLED
+        _print_answer(outcome.answer or "")
+        if outcome.status != "done":
+            reason = "an action was rejected" if outcome.status == "rejected" else "the turn limit was reached"
+            print(f"freeact-sub: {reason}", file=sys.stderr)
+            return EXIT_FAILED
+        return EXIT_OK
+
+
+def _working_dir(flag: str | None) -> Path:
+    raw = flag or os.environ.get("FREEACT_SUB_WORKING_DIR") or os.getcwd()
+    path = Path(raw).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"working directory {raw}: not a directory")
+    return path
+
+
+def _load_dotenv(working_dir: Path) -> None:
+    env_file = working_dir / ".env"
+    if env_file.is_file():
+        from dotenv import load_dotenv
+
+        load_dotenv(env_file, override=False)
+
+
+def _start_demo() -> DemoServer:
+    from freeact_sub.demo import start_demo_server
+    from freeact_sub.demo.server import DEFAULT_CHUNK_DELAY
+
+    raw = os.environ.get("FREEACT_SUB_DEMO_CHUNK_DELAY", "")
+    try:
+        delay = float(raw) if raw else DEFAULT_CHUNK_DELAY
+    except ValueError:
+        raise UsageError(f"FREEACT_SUB_DEMO_CHUNK_DELAY: expected seconds, got {raw!r}") from None
+    return start_demo_server(chunk_delay=delay)
+
+
+def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer | None) -> AgentConfig:
+    from freeact_sub import AgentConfig, load_mcp_config
+
+    overrides: dict[str, Any] = {
+        "model": args.model,
+        "base_url": args.base_url,
+        "api_key_env": args.api_key_env,
+        "max_subagents": args.max_subagents,
+        "max_turns": args.max_turns,
+        "working_dir": working_dir,
+        "auto_approve": args.auto_approve,
+    }
+    mcp_config = args.mcp_config
+    if demo is not None:
+        if args.model or args.base_url:
+            raise UsageError("--demo uses the scripted demo model: leave out --model and --base-url")
+        from freeact_sub.demo import DEMO_MCP_SERVER, DEMO_MODEL
+
+        servers = load_mcp_config(mcp_config) if mcp_config else {}
+        overrides.update(
+            model=DEMO_MODEL, base_url=demo.base_url, mcp_servers={"demo": dict(DEMO_MCP_SERVER), **servers}
+        )
+        mcp_config = None
+    config = AgentConfig.load(args.config, mcp_config=mcp_config, **overrides)
+    if demo is not None and config.api_key_env:
+        config.api_key_env = None  # the demo server needs no key, whatever the environment says
+    return config
+
+
+def _print_answer(answer: str) -> None:
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(answer))
+    else:
+        sys.stdout.write(answer.rstrip("\n") + "\n")
+        sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ctrl-C while kernels and MCP servers stop must not cut the cleanup short."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""The banner at the start of a session: model, agent, MCP tools, working directory, approvals, keys."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from freeact_sub import __version__
+
+from .palette import Palette
+
+if TYPE_CHECKING:
+    from freeact_sub import Agent, AgentConfig
+    from freeact_sub.demo import DemoServer
+
+__all__ = ["banner"]
+
+_BUILTIN_TOOLS = {"execute_ipython_cell", "reset_kernel", "task"}
+
+
+def banner(
+    agent: Agent, config: AgentConfig, palette: Palette, *, demo: DemoServer | None, one_shot: bool
+) -> RenderableType:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    model = config.model if isinstance(config.model, str) else type(config.model).__name__
+    if demo is not None:
+        grid.add_row(
+            "model", Text.assemble((model, "bold"), (" — a scripted demo model, offline, at ", "yellow"), demo.base_url)
+        )
+    elif config.base_url:
+        grid.add_row("model", Text.assemble((model, "bold"), f" at {config.base_url}"))
+    else:
+        grid.add_row("model", Text(model, style="bold"))
+    subagents = f"up to {config.max_subagents} subagents at once" if config.enable_subagents else "no subagents"
+    grid.add_row("agent", Text.assemble(palette.label(agent.agent_id), f" (main) · {subagents}"))
+    mcp_tools = [name for name in agent.tool_names if name not in _BUILTIN_TOOLS]
+    grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
+    grid.add_row("working dir", str(config.working_dir))
+    if config.auto_approve or agent.approvals.everything:
+        grid.add_row(
+            "approvals", Text("AUTO-APPROVE: every action of every agent runs without asking", style="bold red")
+        )
+    else:
+        grid.add_row("approvals", "asked for every action: y yes · n no · a always for that agent · A all agents")
+    if not one_shot:
+        grid.add_row("keys", "Enter sends · Alt-Enter or Ctrl-J new line · Ctrl-C cancels a turn · Ctrl-D exits")
+        if demo is not None:
+            grid.add_row(
+                "try",
+                Text.assemble(
+                    ("show me what you can do", "italic"),
+                    " (the tour: code, two parallel subagents, MCP) · ",
+                    ("slow", "italic"),
+                    " (a long cell to stop with Ctrl-C) · ",
+                    ("one cell", "italic"),
+                ),
+            )
+    return Panel(grid, title=f"freeact-sub {__version__}", title_align="left", border_style="dim", expand=False)

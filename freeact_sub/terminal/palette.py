@@ -1,0 +1,40 @@
+"""A distinct, stable colour per agent id, and the label every rendered line starts with."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+__all__ = ["Palette"]
+
+_COLOURS = (
+    "bright_cyan",
+    "bright_magenta",
+    "bright_green",
+    "bright_yellow",
+    "bright_blue",
+    "orange1",
+    "orchid",
+    "spring_green2",
+    "deep_sky_blue1",
+    "light_salmon1",
+)
+
+
+class Palette:
+    """Hands out colours in the order agents first appear; an agent keeps its colour for the session."""
+
+    def __init__(self) -> None:
+        self._colours: dict[str, str] = {}
+
+    def colour(self, agent_id: str) -> str:
+        if agent_id not in self._colours:
+            self._colours[agent_id] = _COLOURS[len(self._colours) % len(_COLOURS)]
+        return self._colours[agent_id]
+
+    def label(self, agent_id: str) -> Text:
+        """`agent-3fa2` in the agent's colour, bold."""
+        return Text(agent_id, style=f"bold {self.colour(agent_id)}")
+
+    def tag(self, agent_id: str) -> Text:
+        """`[agent-3fa2]` in the agent's colour, bold."""
+        return Text(f"[{agent_id}]", style=f"bold {self.colour(agent_id)}")

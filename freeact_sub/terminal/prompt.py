@@ -1,0 +1,56 @@
+"""The input line: editing and history (prompt_toolkit); Enter sends, Alt-Enter or Ctrl-J adds a line.
+
+Ctrl-C clears a line that has text and exits at an empty one; Ctrl-D exits at an empty line.
+Both exits show up as `EOFError` from `read()`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PromptReader"]
+
+
+class PromptReader:
+    """Reads one prompt at a time from the terminal."""
+
+    def __init__(self, history_file: Path | None = None) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.key_binding import KeyBindings
+
+        bindings = KeyBindings()
+
+        @bindings.add("c-c")
+        def _clear_or_exit(event: Any) -> None:
+            buffer = event.current_buffer
+            if buffer.text:
+                buffer.reset()
+            else:
+                event.app.exit(exception=EOFError())
+
+        @bindings.add("escape", "enter")
+        @bindings.add("c-j")
+        def _newline(event: Any) -> None:
+            event.current_buffer.insert_text("\n")
+
+        history: Any = InMemoryHistory()
+        if history_file is not None:
+            try:
+                history_file.parent.mkdir(parents=True, exist_ok=True)
+                history = FileHistory(str(history_file))
+            except OSError:
+                pass  # an unwritable working directory costs only the saved history
+        self._session: Any = PromptSession(
+            history=history,
+            key_bindings=bindings,
+            prompt_continuation=lambda width, line_number, wrap_count: "." * (width - 1) + " ",
+        )
+
+    async def read(self) -> str:
+        """The next prompt the person sends; `EOFError` when they exit."""
+        from prompt_toolkit.formatted_text import FormattedText
+
+        text: str = await self._session.prompt_async(FormattedText([("bold ansibrightcyan", "you › ")]))
+        return text

@@ -1,0 +1,250 @@
+"""Events to rich output: every line says which agent it came from, in that agent's colour.
+
+Complete items (thinking, responses, code, output lines, tool results, subagent lifecycles) are
+printed as they happen; text still streaming is kept as a partial that the live view shows.
+The main agent's thinking is shown dimmed; subagents' thinking is not shown at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from freeact_sub import (
+    AgentEvent,
+    ApprovalRequest,
+    CodeExecutionOutput,
+    CodeExecutionOutputChunk,
+    Response,
+    ResponseChunk,
+    SubagentFinished,
+    SubagentStarted,
+    Thoughts,
+    ThoughtsChunk,
+    ToolOutput,
+    TurnCancelled,
+    TurnStarted,
+)
+
+from .palette import Palette
+from .status import SubagentBoard
+
+__all__ = ["Renderer"]
+
+_TOOL_RESULT_LINES = 20
+_PARTIAL_LINES = 3
+
+
+class Renderer:
+    """Prints the events of one session to a rich console."""
+
+    def __init__(
+        self, console: Console, palette: Palette, board: SubagentBoard, *, main_id: str, show_final: bool = True
+    ) -> None:
+        self.console = console
+        self.palette = palette
+        self.board = board
+        self.main_id = main_id
+        self.show_final = show_final
+        """Whether the main agent's final answer is printed (one-shot mode prints it to stdout instead)."""
+        self._partials: dict[tuple[str, str], str] = {}
+        self._open_lines: dict[str, tuple[str, str]] = {}
+        """Per cell (tool call id): its agent and the output line not yet ended by a newline."""
+        self._shown_images: set[str] = set()
+        self.after_print: Callable[[], None] | None = None
+        """Called after each printed item (the session redraws its live view)."""
+        self._children: dict[str, str] = {}
+        """Subagent ids by the `task` call that started them."""
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def handle(self, event: AgentEvent) -> None:
+        """Render one event (or remember it as a partial) and update the subagent board."""
+        agent = event.agent_id
+        is_main = agent == self.main_id
+        match event:
+            case TurnStarted(turn=turn):
+                self.board.turn(agent, turn)
+            case ThoughtsChunk(content=content):
+                if is_main:
+                    self._grow(agent, "thinking", content)
+            case Thoughts(content=content):
+                self._partials.pop((agent, "thinking"), None)
+                if is_main:
+                    self._row(agent, Text("thinks", style="dim"), Text(content.strip(), style="dim italic"))
+            case ResponseChunk(content=content):
+                self._grow(agent, "text", content)
+            case Response(content=content, final=final):
+                self._partials.pop((agent, "text"), None)
+                if content.strip() and (self.show_final or not (is_main and final)):
+                    self._row(agent, Text("›", style=self.palette.colour(agent)), Markdown(content))
+            case ApprovalRequest() as request:
+                if request.auto_approved:
+                    self.show_request(request, note="auto-approved")
+                else:
+                    self.board.set_state(agent, "waiting for approval")
+            case CodeExecutionOutputChunk(text=text, tool_call_id=call_id):
+                self._output(agent, call_id, text)
+            case CodeExecutionOutput() as output:
+                self._output_done(output)
+            case ToolOutput() as output:
+                self._tool_output(output)
+            case SubagentStarted(subagent_id=child, prompt=prompt, max_turns=max_turns, tool_call_id=call_id):
+                self.board.started(child, max_turns)
+                self._children[call_id] = child
+                first_line = prompt.strip().splitlines()[0] if prompt.strip() else ""
+                body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
+                self._row(agent, Text("+", style="bold"), body)
+            case SubagentFinished(subagent_id=child, status=status, turns_used=turns, elapsed=elapsed):
+                self.board.finished(child, status, turns, elapsed)
+                style = "green" if status == "done" else "yellow" if status != "failed" else "red"
+                body = Text.assemble(
+                    self.palette.label(child),
+                    Text(f" {status.replace('_', ' ')}", style=style),
+                    Text(f" after {elapsed:.1f} s, {turns} turn{'s' if turns != 1 else ''}", style="dim"),
+                )
+                self._row(agent, Text("■", style=style), body)
+            case TurnCancelled():
+                self._flush_lines()
+                self._partials.clear()
+                self._row(agent, Text("✗", style="yellow"), Text("turn cancelled", style="yellow"))
+
+    # -- approvals ------------------------------------------------------------------------
+
+    def show_request(self, request: ApprovalRequest, *, note: str | None = None) -> None:
+        """Print what an approval request would run: code with syntax highlighting, or the tool call.
+
+        A `note` says the request is already approved (auto-approved, a standing decision).
+        """
+        agent = request.agent_id
+        if note:
+            self.board.set_state(agent, _running_state(request))
+        colour = self.palette.colour(agent)
+        title = Text.assemble(Text(request.tool_name, style="bold"), Text(f"  {note}", style="dim") if note else "")
+        body: RenderableType
+        if request.code is not None:
+            body = Syntax(request.code, "python", theme="monokai", word_wrap=True, background_color="default")
+        elif request.tool_name == "task":
+            turns = request.tool_args.get("max_turns")
+            body = Group(Text(str(request.tool_args.get("prompt", ""))), Text(f"max turns: {turns}", style="dim"))
+        else:
+            body = Text(json.dumps(request.tool_args, ensure_ascii=False, indent=None) or "{}")
+        panel = Panel(body, title=title, title_align="left", border_style=colour, padding=(0, 1))
+        self._row(agent, Text("→", style=colour), panel)
+
+    def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool) -> None:
+        mark = Text("✓" if approved else "✗", style="green" if approved else "red")
+        self._row(request.agent_id, mark, Text(text, style="green" if approved else "red"))
+        if approved:
+            self.board.set_state(request.agent_id, _running_state(request))
+        else:
+            self.board.set_state(request.agent_id, "rejected")
+
+    def note(self, text: str, style: str = "dim") -> None:
+        """A line that belongs to no agent (cancelling, errors)."""
+        self.console.print(Text(text, style=style))
+        if self.after_print is not None:
+            self.after_print()
+
+    # -- live view ------------------------------------------------------------------------
+
+    def partials(self) -> list[RenderableType]:
+        """The text still streaming, last few lines per agent, for the live view."""
+        rows: list[RenderableType] = []
+        for (agent, kind), text in list(self._partials.items()):
+            lines = text.strip().splitlines()[-_PARTIAL_LINES:]
+            if not lines:
+                continue
+            style = "dim italic" if kind == "thinking" else ""
+            marker = Text("thinks" if kind == "thinking" else "›", style="dim" if kind == "thinking" else "")
+            rows.append(self._grid(agent, marker, Text("\n".join(lines), style=style)))
+        return rows
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _grow(self, agent: str, kind: str, content: str) -> None:
+        key = (agent, kind)
+        self._partials[key] = self._partials.get(key, "") + content
+
+    def _grid(self, agent: str, marker: Text, body: RenderableType) -> Table:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(no_wrap=True, width=6, justify="right")
+        grid.add_column(ratio=1)
+        grid.add_row(self.palette.label(agent), marker, body)
+        return grid
+
+    def _row(self, agent: str, marker: Text, body: RenderableType) -> None:
+        self.console.print(self._grid(agent, marker, body))
+        if self.after_print is not None:
+            self.after_print()
+
+    def _output(self, agent: str, call_id: str, text: str) -> None:
+        _, pending = self._open_lines.get(call_id, (agent, ""))
+        *complete, rest = (pending + text).split("\n")
+        for line in complete:
+            self._output_line(agent, line)
+        self._open_lines[call_id] = (agent, rest)
+
+    def _output_line(self, agent: str, line: str) -> None:
+        if line.startswith("[image saved: "):
+            self._shown_images.add(line.removeprefix("[image saved: ").rstrip("]"))
+        self._row(agent, Text("│", style=self.palette.colour(agent)), Text.from_ansi(line))
+
+    def _flush_lines(self) -> None:
+        for call_id, (agent, rest) in list(self._open_lines.items()):
+            if rest:
+                self._output_line(agent, rest)
+            del self._open_lines[call_id]
+
+    def _output_done(self, output: CodeExecutionOutput) -> None:
+        agent = output.agent_id
+        _, rest = self._open_lines.pop(output.tool_call_id, (agent, ""))
+        if rest:
+            self._output_line(agent, rest)
+        for image in output.images:
+            if str(image) not in self._shown_images:
+                self._output_line(agent, f"[image saved: {image}]")
+        if output.status != "ok":
+            status = {
+                "error": "the cell raised an error",
+                "timeout": "the cell timed out",
+                "kernel_died": "the kernel died",
+            }
+            self._row(agent, Text("!", style="red"), Text(status.get(output.status, output.status), style="red"))
+        self.board.set_state(agent, "thinking")
+
+    def _tool_output(self, output: ToolOutput) -> None:
+        agent = output.agent_id
+        style = "red" if output.is_error else ""
+        if output.tool_name == "task" and not output.is_error:
+            child = self._children.get(output.tool_call_id)
+            heading = Text.assemble("result of ", self.palette.label(child)) if child else Text("task result")
+            marker = Text("←", style=self.palette.colour(agent))
+            self._row(agent, marker, Group(heading, Markdown(output.content or "(no answer)")))
+            return
+        lines = output.content.splitlines() or [""]
+        if len(lines) > _TOOL_RESULT_LINES:
+            lines = [*lines[:_TOOL_RESULT_LINES], f"… {len(lines) - _TOOL_RESULT_LINES} more lines"]
+        body = Text.assemble(
+            Text(output.tool_name, style="bold"), Text(" → ", style="dim"), Text("\n".join(lines), style=style)
+        )
+        self._row(agent, Text("←", style="red" if output.is_error else self.palette.colour(agent)), body)
+        self.board.set_state(agent, "thinking")
+
+
+def _running_state(request: ApprovalRequest) -> str:
+    names: dict[str, Any] = {
+        "execute_ipython_cell": "running code",
+        "task": "starting subagent",
+        "reset_kernel": "resetting kernel",
+    }
+    return str(names.get(request.tool_name, f"calling {request.tool_name}"))

@@ -1,0 +1,183 @@
+"""One terminal session: run turns, render their events, ask approvals, cancel on Ctrl-C.
+
+During a turn two tasks share the event loop: this one consumes `Agent.stream()` and renders
+each event; the approval desk asks the queued questions one at a time. A live view at the
+bottom of the screen shows text still streaming, the subagents' status and the open question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
+
+from freeact_sub import Agent, ApprovalRequest, ModelError, Response, TurnCancelled
+
+from .approvals import ApprovalDesk
+from .keys import KeyReader
+from .palette import Palette
+from .prompt import PromptReader
+from .render import Renderer
+from .status import SubagentBoard
+
+__all__ = ["Session", "TurnOutcome"]
+
+TurnStatus = Literal["done", "cancelled", "failed", "rejected", "turn_limit"]
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended and the main agent's final answer."""
+
+    status: TurnStatus
+    answer: str | None = None
+    error: str | None = None
+
+
+class Session:
+    """Runs turns of one started agent in the terminal."""
+
+    def __init__(self, agent: Agent, console: Console, *, ask_keys: bool, show_final: bool = True) -> None:
+        self.agent = agent
+        self.console = console
+        self.palette = Palette()
+        self.palette.colour(agent.agent_id)  # the main agent gets the first colour
+        self.board = SubagentBoard(self.palette)
+        self.renderer = Renderer(console, self.palette, self.board, main_id=agent.agent_id, show_final=show_final)
+        self._ask_keys = ask_keys
+        self._cancelling = False
+        self._spinner = Spinner("dots", style="dim")
+        self._turn_started = 0.0
+
+    async def run_turn(self, prompt: str) -> TurnOutcome:
+        """Run one turn to its end (answered, rejected, cancelled with Ctrl-C, or failed)."""
+        main = self.agent.agent_id
+        keys = KeyReader() if self._ask_keys else None
+        desk = ApprovalDesk(self.renderer, self.palette, self.agent.approvals, keys)
+        self.board.clear()
+        self._cancelling = False
+        self._turn_started = time.monotonic()
+        answer: str | None = None
+        status: TurnStatus = "done"
+        error: str | None = None
+        with contextlib.ExitStack() as stack:
+            if keys is not None:
+                stack.enter_context(keys)
+            stack.enter_context(self._ctrl_c_cancels())
+            stack.enter_context(self._live(desk))
+            asker = asyncio.create_task(desk.run(), name="approvals")
+            asker.add_done_callback(self._desk_ended)
+            try:
+                async for event in self.agent.stream(prompt):
+                    self.renderer.handle(event)
+                    if isinstance(event, ApprovalRequest) and not event.decided:
+                        desk.submit(event)
+                    elif isinstance(event, Response) and event.final and event.agent_id == main:
+                        answer = event.content
+                    elif isinstance(event, TurnCancelled) and event.agent_id == main:
+                        status = "cancelled"
+            except ModelError as exc:
+                status, error = "failed", str(exc)
+            finally:
+                asker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asker  # re-raises a crash of the desk
+        if status == "done" and self.agent.last_turn_rejected:
+            status = "rejected"
+        elif status == "done" and self.agent.turn_limit_reached:
+            status = "turn_limit"
+        return TurnOutcome(status, answer, error)
+
+    async def interactive(self, reader: PromptReader) -> None:
+        """Read prompts and run turns until the person exits (Ctrl-D, or Ctrl-C at an empty prompt)."""
+        while True:
+            try:
+                prompt = await reader.read()
+            except (EOFError, KeyboardInterrupt):
+                return
+            if not prompt.strip():
+                continue
+            outcome = await self.run_turn(prompt)
+            if outcome.status == "failed":
+                self.renderer.note(f"The turn failed: {outcome.error}", style="red")
+            elif outcome.status == "cancelled":
+                self.renderer.note("Cancelled. The conversation is as it was before this prompt.", style="yellow")
+            self.console.print()
+
+    # -- during a turn --------------------------------------------------------------------
+
+    def _desk_ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled():
+            self.agent.cancel()  # the desk ends on its own only if it crashed: stop the turn, then re-raise
+
+    @contextlib.contextmanager
+    def _ctrl_c_cancels(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            loop.call_soon_threadsafe(self._cancel)
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _cancel(self) -> None:
+        if self._cancelling:
+            return
+        self._cancelling = True
+        self.renderer.note("Cancelling: stopping the model, interrupting kernels, stopping subagents …", style="yellow")
+        self.agent.cancel()
+
+    @contextlib.contextmanager
+    def _live(self, desk: ApprovalDesk) -> Iterator[None]:
+        if not self.console.is_terminal:
+            yield
+            return
+        live = Live(
+            console=self.console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+            get_renderable=lambda: self._view(desk),
+        )
+
+        async def tick() -> None:
+            while True:
+                live.refresh()
+                await asyncio.sleep(0.1)
+
+        with live:
+            ticker = asyncio.create_task(tick(), name="live-view")
+            # after a line is printed for good, redraw the view at once, or it shows stale partials until the next tick
+            self.renderer.after_print = live.refresh
+            try:
+                yield
+            finally:
+                self.renderer.after_print = None
+                ticker.cancel()
+
+    def _view(self, desk: ApprovalDesk) -> RenderableType:
+        parts: list[RenderableType] = list(self.renderer.partials())
+        board = self.board.render()
+        if board is not None:
+            parts.append(board)
+        elapsed = time.monotonic() - self._turn_started
+        what = "cancelling" if self._cancelling else "working"
+        waiting = f" · {desk.waiting} waiting for approval" if desk.waiting else ""
+        self._spinner.update(text=Text(f"{what} · {elapsed:.0f} s{waiting} · Ctrl-C cancels the turn", style="dim"))
+        parts.append(self._spinner)
+        if desk.question is not None:
+            parts.append(desk.question)
+        return Group(*parts)
