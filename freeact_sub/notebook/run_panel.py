@@ -56,6 +56,10 @@ class RunPanel(widgets.VBox):
         self.children = tuple(parts)
         self.set_status("starting")
 
+    def __repr__(self) -> str:
+        # what a front end without widgets shows (`text/plain`), instead of the whole widget tree
+        return f"<freeact-sub run of {self.main.agent_id}: open the notebook in JupyterLab to see the widgets>"
+
     def set_status(self, text: str) -> None:
         self.status.value = f'<span class="freeact-run-status">{_html.escape(text)}</span>'
 

@@ -12,9 +12,7 @@ from .run_panel import RunPanel
 
 __all__ = ["AgentView"]
 
-AUTO_APPROVE_NOTE = (
-    "Auto-approve is on (FREEACT_SUB_AUTO_APPROVE=1): every action of every agent runs without asking."
-)
+AUTO_APPROVE_NOTE = "Auto-approve is on (FREEACT_SUB_AUTO_APPROVE=1): every action of every agent runs without asking."
 _TICK = 1.0
 
 

@@ -41,8 +41,11 @@ def pending(panel: AgentPanel):
 
 def parallel_script() -> Router:
     main = Script(
-        [Think("Two independent jobs: I will hand them to subagents."), "First a quick check.",
-         Call("execute_ipython_cell", {"code": "print(6 * 7)"})],
+        [
+            Think("Two independent jobs: I will hand them to subagents."),
+            "First a quick check.",
+            Call("execute_ipython_cell", {"code": "print(6 * 7)"}),
+        ],
         [Call("task", {"prompt": "[sub-a] say A", "max_turns": 3}), Call("task", {"prompt": "[sub-b] say B"})],
         ["Both subagents reported. The answer is **42**."],
     )
@@ -76,8 +79,10 @@ async def test_parallel_subagents_approved_out_of_order_and_one_rejected(workdir
         for call in pending(main):
             call.approval.approve_button.click()
 
-        await until(lambda: len(subagent_panels(view)) == 2 and all(pending(p) for p in subagent_panels(view)),
-                    "both subagents waiting for approval")
+        await until(
+            lambda: len(subagent_panels(view)) == 2 and all(pending(p) for p in subagent_panels(view)),
+            "both subagents waiting for approval",
+        )
         first, second = subagent_panels(view)
         # each subagent panel is nested under the task call that started it, in call order
         task_calls = [c for c in main.calls.values() if c.tool_name == "task"]

@@ -1,0 +1,104 @@
+"""The notebooks in `notebooks/` run headless, unchanged, with `FREEACT_SUB_AUTO_APPROVE=1`.
+
+nbclient executes every cell in a real kernel against the offline demo model and saves the
+widgets' final state in the notebook, which is what these tests read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.integration import widget_state as ws
+
+pytestmark = pytest.mark.timeout(240)
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+AUTO_APPROVE_NOTE = "Auto-approve is on (FREEACT_SUB_AUTO_APPROVE=1)"
+
+
+def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> nbformat.NotebookNode:
+    """Run a copy of `notebooks/<name>` in `tmp_path` (images and state land there, not in the repository)."""
+    copy = tmp_path / name
+    shutil.copy(NOTEBOOKS / name, copy)
+    monkeypatch.setenv("FREEACT_SUB_AUTO_APPROVE", "1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    notebook = nbformat.read(copy, as_version=4)
+    client = NotebookClient(
+        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute(env=dict(os.environ))
+    return notebook
+
+
+def stream_text(notebook: nbformat.NotebookNode) -> list[str]:
+    """The printed output of each code cell."""
+    return [
+        "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+    ]
+
+
+def widgets(notebook: nbformat.NotebookNode) -> ws.Models:
+    saved = notebook.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    return {model_id: model["state"] for model_id, model in saved.items()}
+
+
+def test_the_notebooks_mark_the_one_line_to_switch_to_a_real_provider() -> None:
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        marked = [line for line in source.splitlines() if "REAL PROVIDER" in line]
+        assert len(marked) == 1 and marked[0].startswith("config = demo_config("), path.name
+
+
+def test_every_notebook_is_tested() -> None:
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == ["parallel_subagents.ipynb", "quickstart.ipynb"]
+
+
+def test_quickstart_runs_headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    notebook = execute("quickstart.ipynb", tmp_path, monkeypatch)
+    printed = "\n".join(stream_text(notebook))
+    assert printed.count(AUTO_APPROVE_NOTE) == 2  # said once per run, in the cell that starts it
+    assert "The sum of 1 to 100 is **5050**." in printed  # `print(view.answer)` after the first run
+    assert "There are 17984 primes below 200,000." in printed  # the background run, awaited later
+
+    # nbclient records widget messages only while the cell that caused them runs, so the saved state
+    # of the background run stops where its cell returned; the first run's state is complete.
+    models = widgets(notebook)
+    first = ws.runs(models)[0]
+    assert ws.with_classes(models, "freeact-auto-approve", under=first)
+    (main,) = ws.with_classes(models, "freeact-main", under=first)
+    assert ws.panel_state(models, main) == "done"
+    shown = ws.text(models, first)
+    assert "RESULT: 5050" in shown  # the cell's output
+    assert "<strong>5050</strong>" in shown  # the final answer, rendered from Markdown
+    assert "auto-approved" in shown and "waiting for approval" not in shown
+
+
+def test_parallel_subagents_runs_headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    notebook = execute("parallel_subagents.ipynb", tmp_path, monkeypatch)
+    printed = stream_text(notebook)
+    assert any(AUTO_APPROVE_NOTE in text for text in printed)
+    answer = next(text for text in printed if "## Results" in text)
+    assert "17984 primes" in answer and "π ≈ 3.14" in answer
+
+    models = widgets(notebook)
+    (run,) = ws.runs(models)
+    (main,) = ws.with_classes(models, "freeact-main", under=run)
+    subagents = ws.subagent_panels(models, run)
+    ids = [ws.agent_id(models, p) for p in subagents]
+    assert len(set(ids)) == 2 and ws.agent_id(models, main) not in ids
+    # each subagent panel is nested under one of the main agent's task calls, in call order
+    calls = ws.with_classes(models, "freeact-call", under=main)
+    task_calls = [c for c in calls if ">task</span>" in models[ws.children(models[c])[0]]["value"]]
+    assert [ws.subagent_panels(models, c) for c in task_calls] == [[subagents[0]], [subagents[1]]]
+    assert [ws.panel_state(models, p) for p in (main, *subagents)] == ["done", "done", "done"]
+    # how each subagent ended, as the notebook prints it from `view.events` (primes: 2 turns, pi: 3)
+    endings = next(text for text in printed if "turns" in text)
+    assert f"{ids[0]}: done after 2 turns" in endings and f"{ids[1]}: done after 3 turns" in endings
