@@ -206,7 +206,8 @@ class Agent:
         if self._subagents is not None:
             closers.append(self._subagents.close())
         if self._kernel is not None:
-            closers.append(self._kernel.shutdown())
+            # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
+            closers.append(self._kernel.shutdown(now=self._is_subagent))
         if self._mcp is not None:
             closers.append(self._mcp.close())
         self._subagents, self._kernel, self._mcp = None, None, None
@@ -353,7 +354,7 @@ class Agent:
         return response
 
     async def _run_call(self, call: ToolCallPart, emit: Emit) -> tuple[Any, bool]:
-        """Validate, ask for approval and run one tool call; returns its tool-return part and whether it was rejected."""
+        """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
         from pydantic_ai.messages import ToolReturnPart
 
         assert self._toolbox is not None
@@ -363,7 +364,8 @@ class Agent:
             return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected
 
         def refuse(message: str) -> tuple[ToolReturnPart, bool]:
-            emit(ToolOutput(agent_id=self.agent_id, content=message, tool_name=name, tool_call_id=call_id, is_error=True))
+            emit(ToolOutput(agent_id=self.agent_id, content=message, tool_name=name, tool_call_id=call_id,
+                            is_error=True))
             return result(message)
 
         try:
@@ -397,7 +399,8 @@ class Agent:
             text = await self._subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
         else:
             text, is_error = await self._mcp.call(name, arguments, timeout=self.config.execution_timeout)
-            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id, is_error=is_error))
+            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
+                            is_error=is_error))
             return text
         emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id))
         return text

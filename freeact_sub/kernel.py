@@ -354,8 +354,11 @@ class Kernel:
             await self._manager.start_kernel(env=dict(self._env), cwd=str(self.working_dir))
         await self._connect(timeout=60.0)
 
-    async def shutdown(self) -> None:
-        """Stop the kernel: a shutdown request first, SIGKILL if it does not exit in time."""
+    async def shutdown(self, *, now: bool = False) -> None:
+        """Stop the kernel: a shutdown request first, SIGKILL if it does not exit in time.
+
+        With `now=True` the kernel is killed at once (for throwaway kernels whose state nobody needs).
+        """
         manager, self._manager = self._manager, None
         client, self._client = self._client, None
         try:
@@ -363,13 +366,13 @@ class Kernel:
                 client.stop_channels()
             if manager is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self._stop_process(manager))
+                    await asyncio.shield(self._stop_process(manager, now))
         finally:
             if self._connection_dir is not None:
                 shutil.rmtree(self._connection_dir, ignore_errors=True)
                 self._connection_dir = None
 
     @staticmethod
-    async def _stop_process(manager: AsyncKernelManager) -> None:
+    async def _stop_process(manager: AsyncKernelManager, now: bool) -> None:
         if manager.has_kernel:
-            await manager.shutdown_kernel(now=False)
+            await manager.shutdown_kernel(now=now)

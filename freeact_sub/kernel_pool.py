@@ -10,69 +10,84 @@ from .kernel import Kernel
 
 __all__ = ["KernelPool"]
 
+# Kernels booting at once: each start is ~0.5 s of CPU, so more than this only slows them all down on small machines.
+_CONCURRENT_STARTS = 2
+
 
 class KernelPool:
-    """Keeps up to `size` started kernels ready. A kernel handed out is never handed out again.
+    """Hands out started kernels, each exactly once, and keeps `size` of them ready.
 
-    Refilling happens in the background, one kernel at a time so that it does not compete with
-    the work of running agents for the CPU. `close()` shuts down every kernel still in the pool.
+    Kernels start in the background. `fill(demand)` also starts kernels ahead of time for
+    callers known to be coming (subagents waiting for a free slot), so that a burst of
+    subagents finds its kernels booted while the first wave works. `close()` stops the
+    kernels still booting and shuts down every kernel not handed out.
     """
 
     def __init__(self, new_kernel: Callable[[], Kernel], size: int) -> None:
         self._new_kernel = new_kernel
         self._size = size
-        self._ready: list[Kernel] = []
-        self._filling: asyncio.Task[None] | None = None
+        self._ready: asyncio.Queue[Kernel | BaseException] = asyncio.Queue()
+        self._booting: set[asyncio.Task[None]] = set()
+        self._start_slots = asyncio.Semaphore(_CONCURRENT_STARTS)
+        self._waiting = 0
         self._closed = False
 
     @property
     def ready(self) -> int:
         """How many started kernels wait in the pool."""
-        return len(self._ready)
+        return self._ready.qsize()
 
-    def fill(self) -> None:
-        """Start refilling the pool in the background (does nothing if it is full or filling)."""
-        if self._closed or self._size <= 0 or len(self._ready) >= self._size:
+    def fill(self, demand: int = 0) -> None:
+        """Start kernels in the background until `max(size, demand)` are ready or booting."""
+        if self._closed:
             return
-        if self._filling is None or self._filling.done():
-            self._filling = asyncio.create_task(self._fill(), name="kernel-pool-fill")
+        wanted = max(self._size, demand) - self._ready.qsize() - len(self._booting)
+        for _ in range(wanted):
+            task = asyncio.create_task(self._boot(), name="kernel-pool-boot")
+            self._booting.add(task)
+            task.add_done_callback(self._booting.discard)
 
-    async def _fill(self) -> None:
-        while not self._closed and len(self._ready) < self._size:
-            kernel = self._new_kernel()
-            try:
+    async def _boot(self) -> None:
+        kernel = self._new_kernel()
+        try:
+            async with self._start_slots:
                 await kernel.start()
-            except asyncio.CancelledError:
-                await kernel.shutdown()
-                raise
-            except Exception:
-                await kernel.shutdown()
-                return
-            if self._closed:
-                await kernel.shutdown()
-                return
-            self._ready.append(kernel)
+        except asyncio.CancelledError:
+            await kernel.shutdown()
+            raise
+        except Exception as exc:
+            await kernel.shutdown()
+            self._ready.put_nowait(exc)
+            return
+        if self._closed:
+            await kernel.shutdown()
+        else:
+            self._ready.put_nowait(kernel)
 
     async def acquire(self) -> Kernel:
-        """A started kernel: from the pool if one is ready, else started now."""
-        if self._ready:
-            kernel = self._ready.pop(0)
-        else:
-            kernel = self._new_kernel()
-            try:
-                await kernel.start()
-            except BaseException:
-                await kernel.shutdown()
-                raise
-        self.fill()
-        return kernel
+        """The next started kernel; if none is ready, one is started for this caller."""
+        self._waiting += 1
+        try:
+            if self._ready.empty():
+                self.fill(demand=self._waiting)
+            item = await self._ready.get()
+        finally:
+            self._waiting -= 1
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
     async def close(self) -> None:
-        """Stop refilling and shut down every kernel in the pool."""
+        """Stop booting kernels and shut down every kernel not handed out."""
         self._closed = True
-        if self._filling is not None and not self._filling.done():
-            self._filling.cancel()
-            with contextlib.suppress(BaseException):
-                await self._filling
-        kernels, self._ready = self._ready, []
-        await asyncio.gather(*(k.shutdown() for k in kernels), return_exceptions=True)
+        booting = list(self._booting)
+        for task in booting:
+            task.cancel()
+        await asyncio.gather(*booting, return_exceptions=True)
+        kernels = []
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if isinstance(item, Kernel):
+                kernels.append(item)
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*(k.shutdown() for k in kernels), return_exceptions=True)

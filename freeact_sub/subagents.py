@@ -34,6 +34,7 @@ class SubagentRunner:
         self._pool = KernelPool(parent._new_kernel, parent.config.kernel_pool_size)
         self.running: dict[str, Agent] = {}
         """The children alive now, by agent id."""
+        self._needing_kernel = 0
 
     def start(self) -> None:
         """Begin filling the kernel pool in the background."""
@@ -44,7 +45,15 @@ class SubagentRunner:
         from .agent import Agent
 
         parent = self._parent
-        async with self._bound:
+        # Children that wait for a slot get their kernels booted while the running ones work.
+        self._needing_kernel += 1
+        self._prefill()
+        try:
+            await self._bound.acquire()
+        except BaseException:
+            self._needing_kernel -= 1
+            raise
+        try:
             config = parent.config.model_copy(update={"model": parent._model, "enable_subagents": False})
             child = Agent(config, approvals=parent.approvals)
             child._is_subagent = True
@@ -61,7 +70,11 @@ class SubagentRunner:
             )
             self.running[child.agent_id] = child
             try:
-                await child._start(acquire_kernel=self._pool.acquire)
+                try:
+                    await child._start(acquire_kernel=self._pool.acquire)
+                finally:
+                    self._needing_kernel -= 1
+                self._prefill()  # only now: booting a kernel would slow this child's own MCP start
                 answer = ""
                 async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:
                     async for event in events:
@@ -91,6 +104,11 @@ class SubagentRunner:
                         elapsed=time.monotonic() - started,
                     )
                 )
+        finally:
+            self._bound.release()
+
+    def _prefill(self) -> None:
+        self._pool.fill(demand=min(self._needing_kernel, self._parent.config.max_subagents))
 
     async def close(self) -> None:
         """Stop every running child and shut the kernel pool down."""

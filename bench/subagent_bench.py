@@ -1,0 +1,161 @@
+"""Subagent spawn latency and fan-out, measured in one run on this machine.
+
+    python bench/subagent_bench.py [--spawns 7]
+
+(1) Spawn latency: from the moment the parent's `task` call is approved to the child's first
+    model request, with the kernel pool (warm), without it, and with an MCP server configured;
+    baselines measured in the same run: a plain kernel start and a plain MCP connect.
+    Targets: <= 100 ms median with the pool and no MCP servers; with MCP servers
+    <= 1.2 x the slower of kernel start and MCP connect (they run concurrently, not summed).
+(2) Fan-out: 10 children, each running a 1 s cell, `max_subagents=5`. Target: wall time <= 2.6 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+from freeact_sub import Agent, AgentConfig, ApprovalRequest
+from freeact_sub.kernel import Kernel
+from freeact_sub.mcp import McpConnections
+
+CALC_SERVER = Path(__file__).resolve().parent.parent / "tests" / "servers" / "calc_server.py"
+
+
+def first_prompt(messages: list[ModelMessage]) -> str:
+    for part in messages[0].parts:
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            return part.content
+    return ""
+
+
+class SpawnScript:
+    """Parent: one round of `task` calls, then done. Child: note the time of its first request, answer at once."""
+
+    def __init__(self, children: int, child_code: str | None = None) -> None:
+        self.children = children
+        self.child_code = child_code
+        self.first_request: dict[str, float] = {}
+
+    async def __call__(self, messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+        prompt = first_prompt(messages)
+        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if prompt.startswith("child"):
+            self.first_request.setdefault(prompt, time.perf_counter())
+            if self.child_code and not returns:
+                yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": self.child_code}),
+                                        tool_call_id="cell")}
+            else:
+                yield "child done"
+            return
+        if returns:
+            yield "parent done"
+            return
+        yield {
+            i: DeltaToolCall(name="task", json_args=json.dumps({"prompt": f"child {i}"}), tool_call_id=f"task-{i}")
+            for i in range(self.children)
+        }
+
+
+async def wait_for_pool(agent: Agent) -> None:
+    runner = agent._subagents
+    assert runner is not None
+    while runner._pool.ready < agent.config.kernel_pool_size:  # noqa: ASYNC110 - polling a private counter
+        await asyncio.sleep(0.05)
+
+
+async def spawn_latencies(spawns: int, pool_size: int, mcp: bool) -> list[float]:
+    """One child per parent turn, `spawns` turns; latency = child's first request - approval of the task call."""
+    samples = []
+    with tempfile.TemporaryDirectory() as work:
+        script = SpawnScript(children=1)
+        servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work,
+                             kernel_pool_size=pool_size, mcp_servers=servers)
+        async with Agent(config) as agent:
+            for _ in range(spawns):
+                await wait_for_pool(agent)
+                script.first_request.clear()
+                approved_at = 0.0
+                async for event in agent.stream("spawn one"):
+                    if isinstance(event, ApprovalRequest):
+                        if event.tool_name == "task":
+                            approved_at = time.perf_counter()
+                        event.approve(True)
+                samples.append(script.first_request["child 0"] - approved_at)
+    return samples
+
+
+async def kernel_starts(count: int) -> list[float]:
+    samples = []
+    with tempfile.TemporaryDirectory() as work:
+        for _ in range(count):
+            began = time.perf_counter()
+            kernel = Kernel(working_dir=work)
+            await kernel.start()
+            samples.append(time.perf_counter() - began)
+            await kernel.shutdown()
+    return samples
+
+
+async def mcp_connects(count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        began = time.perf_counter()
+        connections = McpConnections({"calc": AgentConfig(mcp_servers={"calc": {
+            "command": sys.executable, "args": [str(CALC_SERVER)]}}).mcp_servers["calc"]})
+        await connections.open()
+        samples.append(time.perf_counter() - began)
+        await connections.close()
+    return samples
+
+
+async def fan_out() -> float:
+    with tempfile.TemporaryDirectory() as work:
+        script = SpawnScript(children=10, child_code="import time; time.sleep(1)")
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work,
+                             max_subagents=5, auto_approve=True)
+        async with Agent(config) as agent:
+            await wait_for_pool(agent)
+            began = time.perf_counter()
+            async for _ in agent.stream("fan out"):
+                pass
+            return time.perf_counter() - began
+
+
+def ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:.0f} ms"
+
+
+async def main(spawns: int) -> None:
+    base_kernel = await kernel_starts(spawns)
+    base_mcp = await mcp_connects(spawns)
+    pooled = await spawn_latencies(spawns, pool_size=2, mcp=False)
+    unpooled = await spawn_latencies(spawns, pool_size=0, mcp=False)
+    pooled_mcp = await spawn_latencies(spawns, pool_size=2, mcp=True)
+    wall = await fan_out()
+
+    slower = max(statistics.median(base_kernel), statistics.median(base_mcp))
+    print(f"baseline: plain kernel start {ms(base_kernel)}, plain MCP connect (calc server) {ms(base_mcp)}")
+    print(f"spawn latency, pool, no MCP:    {ms(pooled)} (target <= 100 ms)")
+    print(f"spawn latency, no pool, no MCP: {ms(unpooled)} "
+          f"(ratio to kernel start {statistics.median(unpooled) / statistics.median(base_kernel):.2f})")
+    print(f"spawn latency, pool, 1 MCP:     {ms(pooled_mcp)}, "
+          f"ratio to the slower of kernel start and MCP connect {statistics.median(pooled_mcp) / slower:.2f} "
+          f"(target <= 1.2)")
+    print(f"fan-out: 10 children x 1 s cell, max_subagents=5: {wall:.2f} s (target <= 2.6 s)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spawns", type=int, default=7)
+    asyncio.run(main(parser.parse_args().spawns))
