@@ -1,0 +1,141 @@
+"""The notebooks' cells in a real kernel, answered with the comm messages a browser sends for clicks.
+
+No browser: `NotebookKernel` plays JupyterLab's part (cells on the shell channel, widget state
+from iopub, clicks as comm messages). The awaited cell keeps running while the clicks arrive,
+which is what `ipykernel>=7.4` makes possible.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.integration import widget_state as ws
+from tests.integration.notebook_kernel import NotebookKernel
+
+pytestmark = pytest.mark.timeout(240)
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def code_cells(name: str) -> list[str]:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def kernel_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("FREEACT_SUB_AUTO_APPROVE", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    return env
+
+
+def main_panel(kernel: NotebookKernel, run: str) -> str:
+    (panel,) = ws.with_classes(kernel.models, "freeact-main", under=run)
+    return panel
+
+
+async def new_run(kernel: NotebookKernel, number: int = 1) -> tuple[str, str]:
+    """The `number`th run panel of the kernel and its main agent's panel, once they are shown."""
+
+    def shown() -> tuple[str, str] | None:
+        runs = ws.runs(kernel.models)
+        if len(runs) < number:
+            return None
+        main = ws.with_classes(kernel.models, "freeact-main", under=runs[number - 1])
+        return (runs[number - 1], main[0]) if main else None
+
+    return await kernel.until(shown, f"run number {number} to be shown")
+
+
+async def test_parallel_subagents_answered_by_clicks(tmp_path: Path) -> None:
+    shutil.copy(NOTEBOOKS / "parallel_subagents.ipynb", tmp_path)
+    setup, start, run_cell, answer_cell, endings_cell, cleanup = code_cells("parallel_subagents.ipynb")
+    assert "await view.run(" in run_cell
+
+    async with NotebookKernel(tmp_path, kernel_env()) as kernel:
+        models = kernel.models
+        await kernel.run(setup)
+        await kernel.run(start)
+        request = kernel.execute(run_cell)
+        run, main = await new_run(kernel)
+        main_id = ws.agent_id(models, main)
+
+        # the main agent's first cell
+        (approve,) = await kernel.until(lambda: ws.live_buttons(models, "approve", main_id), "the first approval")
+        await kernel.until(lambda: ws.panel_state(models, main) == "waiting for approval", "the main agent to wait")
+        kernel.click(approve)
+        # its two task calls
+        tasks = await kernel.until(
+            lambda: (b := ws.live_buttons(models, "approve", main_id)) and len(b) == 2 and b, "two task approvals"
+        )
+        for button in tasks:
+            kernel.click(button)
+        primes, pi = await kernel.until(
+            lambda: len(s := ws.subagent_panels(models, run)) == 2 and s, "two subagent panels"
+        )
+        primes_id, pi_id = ws.agent_id(models, primes), ws.agent_id(models, pi)
+
+        # the second subagent first: a standing decision from its panel approves its MCP call and its cell
+        await kernel.until(lambda: ws.live_buttons(models, "approve", pi_id), "the pi subagent's approval panel")
+        (toggle,) = ws.with_classes(models, "freeact-always-toggle", f"freeact-by-{pi_id}")
+        kernel.set_value(toggle, True)
+        await kernel.until(lambda: ws.panel_state(models, pi) == "done", "the pi subagent to finish")
+        assert not kernel.finished(request)  # the cell was awaiting all along
+
+        # then the first subagent, which still waits: reject its cell
+        (reject,) = await kernel.until(lambda: ws.live_buttons(models, "reject", primes_id), "the primes approval")
+        await kernel.until(lambda: ws.panel_state(models, primes) == "waiting for approval", "the first to wait")
+        kernel.click(reject)
+        await kernel.until(lambda: kernel.finished(request), "the run cell to finish")
+
+        assert ws.panel_state(models, main) == "done"
+        assert ws.panel_state(models, primes) == "rejected"
+        pi_text = ws.text(models, pi)
+        assert "demo_constant" in pi_text and "RESULT: 3.14" in pi_text
+        assert pi_text.count("freeact-decision-approved") == 1  # the call pending when the toggle was set
+        assert pi_text.count("freeact-decision-auto") == 1  # the cell, decided by the standing decision
+        answer = await kernel.run(answer_cell)
+        assert "not computed, the subagent's action was rejected" in answer and "π ≈ 3.14" in answer
+        endings = await kernel.run(endings_cell)
+        assert f"{primes_id}: rejected" in endings and f"{pi_id}: done" in endings
+        await kernel.run(cleanup)
+
+
+async def test_stop_button_cancels_a_running_cell(tmp_path: Path) -> None:
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", tmp_path)
+    cells = code_cells("quickstart.ipynb")
+    setup, start, cleanup = cells[0], cells[1], cells[-1]
+
+    async with NotebookKernel(tmp_path, kernel_env()) as kernel:
+        models = kernel.models
+        await kernel.run(setup)
+        await kernel.run(start)
+        request = kernel.execute('await view.run("Run something slow.")')
+        run, main = await new_run(kernel)
+        main_id = ws.agent_id(models, main)
+        (approve,) = await kernel.until(lambda: ws.live_buttons(models, "approve", main_id), "the approval")
+        kernel.click(approve)
+        await kernel.until(lambda: "tick 2" in ws.text(models, main), "the slow cell's output")
+
+        (stop,) = ws.with_classes(models, "freeact-stop", under=run)
+        kernel.click(stop)
+        await kernel.until(lambda: kernel.finished(request), "the cell to end after Stop")
+        assert ws.panel_state(models, main) == "cancelled"
+        assert models[stop]["disabled"] is True
+        assert "tick 120" not in ws.text(models, main)
+        printed = await kernel.run("print(type(view.events[-1]).__name__, agent.kernel is not None)")
+        assert printed.split() == ["TurnCancelled", "True"]  # the agent and its kernel are ready for more
+        # the agent goes on with the next cell of the notebook as if nothing happened
+        request = kernel.execute(cells[2])
+        again, _ = await new_run(kernel, 2)
+        (approve,) = await kernel.until(lambda: ws.live_buttons(models, "approve", main_id, under=again), "approval")
+        kernel.click(approve)
+        await kernel.until(lambda: kernel.finished(request), "the second run")
+        assert ws.panel_state(models, main_panel(kernel, again)) == "done"
+        assert "5050" in await kernel.run(cells[3])
+        await kernel.run(cleanup)
