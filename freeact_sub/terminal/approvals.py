@@ -67,6 +67,7 @@ class ApprovalDesk:
                 answer = await self._ask(request)
             finally:
                 self.question = None
+                self._renderer.refresh()  # the answered question leaves the screen before the decision is printed
             self._decide(request, answer)
 
     async def _ask(self, request: ApprovalRequest) -> str:

@@ -148,6 +148,11 @@ class Renderer:
         else:
             self.board.set_state(request.agent_id, "rejected")
 
+    def refresh(self) -> None:
+        """Redraw the live view now (e.g. right after its question was answered)."""
+        if self.after_print is not None:
+            self.after_print()
+
     def note(self, text: str, style: str = "dim") -> None:
         """A line that belongs to no agent (cancelling, errors)."""
         self.console.print(Text(text, style=style))

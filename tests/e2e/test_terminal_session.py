@@ -1,0 +1,181 @@
+"""The interactive `freeact-sub --demo` session in a real pseudo-terminal, against the scripted model server.
+
+Real kernels, a real MCP server, pydantic-ai's real OpenAI provider over HTTP: a person's view of
+the main agent and two parallel subagents, with approvals answered per agent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from terminal_driver import AGENT, Terminal, processes_in, wait_until_gone
+
+pytestmark = pytest.mark.timeout(600)
+
+PRIMES = "Count the prime"
+PI = "Estimate pi"
+
+
+@pytest.fixture
+def demo(workdir: Path) -> Iterator[Terminal]:
+    """`freeact-sub --demo` in a terminal, killed after the test if it is still running."""
+    term = Terminal("--demo", cwd=workdir)
+    try:
+        yield term
+    finally:
+        term.kill()
+
+
+def _ready(term: Terminal) -> str:
+    """Wait for the banner and the prompt; returns the main agent's id."""
+    term.expect(r"scripted demo model")
+    main = term.expect(rf"({AGENT}) \(main\)").group(1)
+    term.expect(r"you ›")
+    return main
+
+
+def _approve(term: Terminal, agent: str, question: str, key: str = "y") -> None:
+    term.expect(rf"\[{agent}\] {re.escape(question)}")
+    term.send(key)
+    term.expect(rf"{agent} +(✓ approved|✗ rejected)")
+
+
+def _tour(term: Terminal, main: str, answers: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Run the tour, answering each subagent question from `answers[job][tool]`; returns {job: agent id}."""
+    start = term.position
+    term.send("show me what you can do\r")
+    _approve(term, main, "Run this code?")
+    _approve(term, main, "Start this subagent?")
+    _approve(term, main, "Start this subagent?")
+    ids = {
+        PRIMES: term.wait_for(rf"started ({AGENT}) +{PRIMES}", since=start).group(1),
+        PI: term.wait_for(rf"started ({AGENT}) +{PI}", since=start).group(1),
+    }
+    jobs = {agent: job for job, agent in ids.items()}
+    pending = sum(len(tools) for tools in answers.values())
+    for _ in range(pending):
+        asked = term.expect(rf"\[({AGENT})\] (Run this code\?|Call demo_constant\?)")
+        agent, tool = asked.group(1), "cell" if asked.group(2).startswith("Run") else "mcp"
+        term.send(answers[jobs[agent]].pop(tool))
+        term.expect(rf"{agent} +(✓ approved|✗ rejected)")
+    term.expect(rf"{main} +› Results")
+    term.expect(r"you ›")
+    return ids
+
+
+def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_agent(
+    demo: Terminal, workdir: Path
+) -> None:
+    term, main = demo, _ready(demo)
+    first = _tour(term, main, {PRIMES: {"cell": "y"}, PI: {"mcp": "a"}})
+    primes, pi = first[PRIMES], first[PI]
+    screen = term.text
+
+    # every kind of event names its agent
+    assert re.search(rf"{main} +thinks The user wants to see the whole flow", screen)
+    assert re.search(rf"{main} +› Let me first check my kernel", screen)
+    assert re.search(rf"{main} +→ ╭─ execute_ipython_cell", screen)
+    image = re.search(rf"{main} +│ \[image saved: (\S+\.png)\]", screen)
+    assert image and Path(image.group(1)).is_file()
+    assert re.search(rf"{main} +→ ╭─ task", screen)
+    assert re.search(rf"{primes} +→ ╭─ execute_ipython_cell", screen)
+    assert re.search(rf"{primes} +│ RESULT: 17984", screen)
+    assert re.search(rf"{primes} +› There are 17984 primes", screen)
+    assert re.search(rf"{pi} +→ ╭─ demo_constant", screen)  # the MCP call …
+    assert re.search(rf"{pi} +← demo_constant → 3\.14159", screen)  # … and its result
+    assert re.search(rf"{pi} +✓ approved, and always for {pi}", screen)
+    assert re.search(rf"{pi} +→ ╭─ execute_ipython_cell +auto-approved", screen)  # "always" took effect, still shown
+    assert not re.search(rf"\[{pi}\] Run this code\?", screen)
+    assert re.search(rf"{pi} +│ RESULT: 3\.1\d+", screen)
+    assert re.search(rf"{main} +■ {primes} done after \d+\.\d s, 2 turns", screen)
+    assert re.search(rf"{main} +← result of {pi}", screen)
+    assert "There are 17984 primes below 200,000." in screen.split(f"{main}      › Results")[-1]
+
+    # the live status listed each subagent with state, elapsed time and turns used
+    assert re.search(r"subagent +state +elapsed +turns", screen)
+    assert re.search(rf"{primes} +[a-z ]+ +\d+\.\d s +\d/4", screen)
+    assert re.search(rf"{pi} +[a-z ]+ +\d+\.\d s +\d/5", screen)
+
+    # the main agent's thinking is shown dimmed; subagents' thinking never reaches the screen
+    assert re.search(r"\x1b\[[0-9;]*\b2;3m[^\x1b]*The user wants to see the whole flow", term.raw)
+    for hidden in ("A sieve of Eratosthenes up to", "First the reference value of pi", "Now the simulation"):
+        assert hidden not in screen
+
+    # one colour per agent, the same on every line, different between agents
+    colours: dict[str, set[str]] = {}
+    for style, agent in re.findall(rf"\x1b\[([0-9;]+)m\[?({AGENT})", term.raw):
+        colours.setdefault(agent, set()).add(style)
+    assert {agent: len(styles) for agent, styles in colours.items()} == {main: 1, primes: 1, pi: 1}
+    assert len({next(iter(s)) for s in colours.values()}) == 3
+
+    # a second tour: the other answers, and new subagents start without standing decisions
+    second = _tour(term, main, {PRIMES: {"cell": "n"}, PI: {"mcp": "y", "cell": "y"}})
+    assert set(second.values()).isdisjoint(first.values())
+    after = term.text[len(screen) :]
+    assert re.search(rf"{second[PRIMES]} +✗ rejected", after)
+    assert re.search(rf"{main} +■ {second[PRIMES]} rejected", after)
+    assert "not computed, the subagent's action was rejected" in after
+    assert re.search(rf"{second[PI]} +› π ≈ 3\.1", after)
+
+    # "A": every agent, for the rest of the session
+    term.send("one cell\r")
+    term.expect(rf"\[{main}\] Run this code\?")
+    term.send("A")
+    term.expect(rf"{main} +✓ approved, and always for every agent")
+    term.expect(r"The sum of 1 to 100 is 5050")
+    term.send("one cell again\r")
+    term.expect(rf"{main} +→ ╭─ execute_ipython_cell +auto-approved")
+    term.expect(r"The sum of 1 to 100 is 5050")
+    term.expect(r"you ›")
+
+    term.send("\x04")  # Ctrl-D at the empty prompt exits
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
+def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(demo: Terminal, workdir: Path) -> None:
+    term, main = demo, _ready(demo)
+    term.send("slow\r")
+    _approve(term, main, "Run this code?")
+    term.expect(rf"{main} +│ tick 3\b")
+    term.send("\x03")
+    term.expect(r"Cancelling")
+    term.expect(rf"{main} +✗ turn cancelled")
+    term.expect(r"you ›")
+    # the kernel was interrupted, not left running the minute-long loop: the next cell runs at once
+    term.send("one cell\r")
+    _approve(term, main, "Run this code?")
+    term.expect(r"The sum of 1 to 100 is 5050", timeout=40)
+    term.expect(r"you ›")
+
+    # cancel while two subagents run and one of them waits for an answer
+    term.send("show me what you can do\r")
+    _approve(term, main, "Run this code?")
+    _approve(term, main, "Start this subagent?")
+    _approve(term, main, "Start this subagent?")
+    term.expect(rf"\[{AGENT}\] (Run this code\?|Call demo_constant\?)")
+    assert len(_demo_mcp_servers(term)) >= 2  # the main agent's and at least one subagent's
+    term.send("\x03")
+    term.expect(rf"{main} +■ {AGENT} cancelled")
+    term.expect(rf"{main} +✗ turn cancelled")
+    term.expect(r"you ›")
+    assert len(_demo_mcp_servers(term)) == 1  # the subagents were stopped: only the main agent's server is left
+
+    term.send("\x03")  # Ctrl-C at the empty prompt exits
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
+def _demo_mcp_servers(term: Terminal) -> list[psutil.Process]:
+    found = []
+    for process in term.descendants():
+        try:
+            if "freeact_sub.demo.mcp_server" in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return wait_until_gone(found, timeout=0) if found else []
