@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from pydantic_ai.messages import ModelMessage, SystemPromptPart
 
 from freeact_sub import (
@@ -138,11 +139,32 @@ async def drive(agent: Agent, prompt: str, *handlers: Handler, watch: Watch | No
     return watch
 
 
+def _is_kernel(process: psutil.Process) -> bool:
+    # launched kernels say so on their command line; a kernel forked from a pre-imported parent may
+    # not, but it binds the ipc sockets in its private `freeact-sub-kernel-*` folder
+    if "ipykernel_launcher" in " ".join(process.cmdline()):
+        return True
+    return any("freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix"))
+
+
 def kernel_processes() -> list[int]:
+    """The IPython kernels running under this test process."""
     found = []
     for process in psutil.Process().children(recursive=True):
         try:
-            if process.status() != psutil.STATUS_ZOMBIE and "ipykernel_launcher" in " ".join(process.cmdline()):
+            if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def calc_servers() -> list[int]:
+    """The calc MCP servers running under this test process."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and "calc_server.py" in " ".join(process.cmdline()):
                 found.append(process.pid)
         except psutil.Error:
             continue
@@ -308,9 +330,11 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
     )
     model = routed(parent, {"look": look})
     async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1)) as agent:
-        pool = agent._subagents._pool  # type: ignore[union-attr]
+        assert agent._subagents is not None
+        pool = agent._subagents._pool
         await eventually(lambda: pool.ready == 1, "the kernel pool should fill")
-        pooled = {kernel.pid for kernel in pool._ready}
+        parent_kernel = agent.kernel.pid if agent.kernel else None
+        pooled = set(kernel_processes()) - {parent_kernel}  # the one ready kernel of the pool
         watch = await drive(agent, PARENT)
 
     runs = children_of(watch, agent.agent_id)
@@ -410,6 +434,13 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
         return next(p.content for m in messages for p in getattr(m, "parts", []) if isinstance(p, SystemPromptPart))
 
     parent_tools = sorted(t.name for t in parent.infos[0].function_tools)
+    (task_tool,) = [t for t in parent.infos[0].function_tools if t.name == "task"]
+    schema = task_tool.parameters_json_schema
+    assert schema["required"] == ["prompt"] and schema["properties"]["prompt"]["type"] == "string"
+    assert schema["properties"]["max_turns"] == {**schema["properties"]["max_turns"], "type": "integer", "default": 10}
+    description = (task_tool.description or "").lower()
+    for promise in ("fresh context", "fresh ipython kernel", "final text", "subagent or subtask", "parallel"):
+        assert promise in description, f"the task tool's description should say {promise!r}"
     assert "task" in parent_tools and "calc_server_pid" in parent_tools
     for script in (parent, *children.values()):
         for messages, info in zip(script.requests, script.infos, strict=True):
@@ -453,17 +484,58 @@ async def test_never_more_than_max_subagents_children_alive(workdir: Path) -> No
         name: Script([cell(interval_cell(marks, name, rendezvous=2, hold=0.5))], [f"finished {name}"]) for name in names
     }
     model = routed(parent, children)
-    # no pool: every kernel in the process tree is the parent's or a child's
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
-        async with KernelCounter() as counter:
-            watch = await drive(agent, PARENT)
+        watch = await drive(agent, PARENT)
 
     runs = children_of(watch, agent.agent_id)
     assert len(runs) == 4 and all(run.finished.status == "done" for run in runs.values())
     assert most_alive_by_events(watch.events) == 2
     assert most_overlapping(read_intervals(marks)) == 2
-    assert counter.peak <= 1 + 2, f"{counter.peak} kernels at once: more than the parent's and two children's"
     assert parent.tool_results(1) == {f"task-{name}": f"finished {name}" for name in names}
+
+
+# ff9db9a made the runner boot kernels for `task` calls still waiting for a slot, and a kernel booted
+# for a call that is then cancelled stays up (unused) until the agent stops. The issue asks for
+# the opposite: "The bound is taken before a child's kernel starts, so no more than max_subagents
+# child kernels exist at once", with a pool whose size is configurable (0: off). These two tests
+# hold the issue's line; they are expected to fail until the lead settles which one is meant.
+PREBOOT = (
+    "kernels are booted for task calls still waiting for a slot (ff9db9a); "
+    "the issue: the bound is taken before a child's kernel starts"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=PREBOOT)
+async def test_no_kernel_starts_before_its_child_takes_a_slot(workdir: Path) -> None:
+    names = [f"k{i}" for i in range(4)]  # 2 x max_subagents
+    parent = Script([task(name) for name in names], ["done"])
+    children = {name: Script([cell(PRINT_PID + "import time\ntime.sleep(1)\n")], ["ok"]) for name in names}
+    model = routed(parent, children)
+    # no pool: every kernel in the process tree is the parent's or a child's
+    async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
+        async with KernelCounter() as counter:
+            watch = await drive(agent, PARENT)
+
+    assert len(children_of(watch, agent.agent_id)) == 4
+    assert counter.peak <= 1 + 2, f"{counter.peak} kernels at once: more than the parent's and two children's"
+
+
+@pytest.mark.xfail(strict=True, reason=PREBOOT)
+async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
+    names = ["w1", "w2", "w3"]  # two take a slot and start, the third waits
+    parent = Script([task(name) for name in names])
+    children = {name: Script([cell(PRINT_PID)]) for name in names}
+    model = routed(parent, children)
+    async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
+
+        def cancel_on_second_start(event: AgentEvent) -> None:
+            if isinstance(event, SubagentStarted) and len(watch.of(SubagentStarted)) == 2:
+                agent.cancel()
+
+        watch = Watch()
+        await drive(agent, PARENT, cancel_on_second_start, watch=watch)
+        parent_kernel = agent.kernel.pid if agent.kernel else None
+        assert kernel_processes() == [parent_kernel], "with the pool off, only the parent's kernel should remain"
 
 
 async def test_seven_subagents_in_one_response(workdir: Path) -> None:
@@ -670,8 +742,6 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
         watch = await drive(agent, PARENT, cancel_when_both_run)
         assert agent._subagents is not None and agent._subagents.running == {}
         assert agent.history == history_before
-        kernels_after_cancel = kernel_processes()
-        parent_kernel = agent.kernel.pid if agent.kernel else None
 
         # the parent is usable again, and its next turn can start children
         parent.add([task("again")], ["second turn done"])
@@ -690,8 +760,84 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
         assert watch.alive_at_finish[event.subagent_id] == [], "a cancelled child's kernel is shut down"
     assert children["c3"].calls == 0
     assert not watch.of(ToolOutput, agent.agent_id), "no task result for a cancelled turn"
-    assert kernels_after_cancel == [parent_kernel]
     assert [run.result.content for run in children_of(second, agent.agent_id).values()] == ["again done"]
+
+
+async def test_cancel_while_children_start(workdir: Path, calc_server_config: dict) -> None:
+    """Cancelled while a child's kernel and MCP server are still starting: both are stopped."""
+    parent = Script([task("s1"), task("s2")])
+    children = {name: Script([cell(PRINT_PID)]) for name in ("s1", "s2")}
+    model = routed(parent, children)
+    cfg = config(model.model, workdir, max_subagents=2, mcp_servers={"calc": calc_server_config})
+    async with Agent(cfg) as agent:
+        started: list[str] = []
+
+        def cancel_on_second_start(event: AgentEvent) -> None:
+            if isinstance(event, SubagentStarted):
+                started.append(event.subagent_id)
+                if len(started) == 2:
+                    agent.cancel()
+
+        watch = await drive(agent, PARENT, cancel_on_second_start)
+        assert agent._subagents is not None and agent._subagents.running == {}
+        assert len(calc_servers()) == 1, "only the parent's MCP server runs: the starting children's are stopped"
+
+    assert all(script.calls == 0 for script in children.values()), "no child got as far as its model"
+    assert sorted(e.subagent_id for e in watch.of(SubagentFinished)) == sorted(started)
+    assert {e.status for e in watch.of(SubagentFinished)} == {"cancelled"}
+    assert isinstance(watch.events[-1], TurnCancelled)
+
+
+async def test_invalid_task_arguments_start_no_child(workdir: Path) -> None:
+    parent = Script(
+        [
+            Call("task", {"max_turns": 3}, id="no-prompt"),
+            Call("task", {"prompt": "CHILD-never: x", "max_turns": 0}, id="zero-turns"),
+            Call("task", {"prompt": "CHILD-never: x", "depth": 2}, id="unknown-argument"),
+        ],
+        ["I will fix my calls."],
+    )
+    never = Script()
+    model = routed(parent, {"never": never})
+    async with Agent(config(model.model, workdir)) as agent:
+        watch = await drive(agent, PARENT)
+
+    assert not watch.of(SubagentStarted) and never.calls == 0
+    results = parent.tool_results(1)
+    assert sorted(results) == ["no-prompt", "unknown-argument", "zero-turns"]
+    assert "prompt" in results["no-prompt"]
+    assert "max_turns" in results["zero-turns"]
+    assert "depth" in results["unknown-argument"]
+    assert all(e.is_error for e in watch.of(ToolOutput, agent.agent_id))
+
+
+async def test_standing_approval_for_a_child_seen_starting(workdir: Path) -> None:
+    """A consumer can approve everything of a child it has just seen start; its calls arrive decided."""
+    parent = Script([task("trusted"), task("asked")], ["done"])
+    children = {
+        name: Script([cell(f"print('{name} 1')")], [cell(f"print('{name} 2')")], [f"{name} done"])
+        for name in ("trusted", "asked")
+    }
+    model = routed(parent, children)
+    async with Agent(config(model.model, workdir, auto_approve=False, max_subagents=2, kernel_pool_size=2)) as agent:
+        asked: list[ApprovalRequest] = []
+
+        def decide(event: AgentEvent) -> None:
+            if isinstance(event, SubagentStarted) and event.prompt.startswith("CHILD-trusted:"):
+                agent.approvals.always(event.subagent_id)
+            elif isinstance(event, ApprovalRequest) and not event.decided:
+                asked.append(event)
+                event.approve(True)
+
+        watch = await drive(agent, PARENT, decide)
+
+    runs = children_of(watch, agent.agent_id)
+    trusted = runs[child("trusted")].started.subagent_id
+    untrusted = runs[child("asked")].started.subagent_id
+    assert [r.auto_approved for r in watch.of(ApprovalRequest, trusted)] == [True, True]
+    assert [r.auto_approved for r in watch.of(ApprovalRequest, untrusted)] == [False, False]
+    assert {r.agent_id for r in asked} == {agent.agent_id, untrusted}
+    assert {run.result.content for run in runs.values()} == {"trusted done", "asked done"}
 
 
 async def test_cancel_while_child_waits_for_approval(workdir: Path) -> None:

@@ -1,0 +1,165 @@
+"""The kernel pool behind subagents: pre-started, never-used kernels, refilled in the background.
+
+Real kernels throughout; `kernel_processes()` counts the IPython kernels this test process runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from freeact_sub import Agent, AgentConfig
+from freeact_sub.kernel import Kernel
+from freeact_sub.kernel_pool import KernelPool
+from tests.scripting import Call, Router, Script
+
+FIRST_CELL_CHECK = (
+    "_builtin = {'In', 'Out', 'exit', 'quit', 'get_ipython', 'open'}\n"
+    "print(len(In) - 1, sorted(n for n in globals() if not n.startswith('_') and n not in _builtin))\n"
+)
+
+
+def _is_kernel(process: psutil.Process) -> bool:
+    # launched kernels say so on their command line; a kernel forked from a pre-imported parent may
+    # not, but it binds the ipc sockets in its private `freeact-sub-kernel-*` folder
+    if "ipykernel_launcher" in " ".join(process.cmdline()):
+        return True
+    return any("freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix"))
+
+
+def kernel_processes() -> list[int]:
+    """The IPython kernels running under this test process."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def eventually(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
+    """Poll `condition` (pool state, with no event to wait on) until it holds."""
+    async with asyncio.timeout(limit):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    assert condition(), what
+
+
+def kernel_factory(workdir: Path, made: list[Kernel]) -> Callable[[], Kernel]:
+    def new_kernel() -> Kernel:
+        kernel = Kernel(working_dir=workdir, label="pool-test")
+        made.append(kernel)
+        return kernel
+
+    return new_kernel
+
+
+async def test_pool_hands_out_each_started_kernel_once_and_refills(workdir: Path) -> None:
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=2)
+    taken: list[Kernel] = []
+    try:
+        pool.fill()
+        await eventually(lambda: pool.ready == 2, "the pool should fill to its size")
+        assert len(made) == 2 and all(k.started for k in made)
+        ready = list(made)
+
+        first = await pool.acquire()
+        taken.append(first)
+        second = await pool.acquire()
+        taken.append(second)
+        assert {first, second} == set(ready), "a full pool hands out the kernels it started"
+        assert first is not second
+        for kernel in (first, second):
+            outcome = await kernel.execute(FIRST_CELL_CHECK)
+            assert outcome.text.strip() == "1 []", "a pooled kernel has never run code"
+
+        # the pool refills in the background, with new kernels
+        pool.fill()
+        await eventually(lambda: pool.ready == 2, "the pool should refill after kernels were taken")
+        assert len(made) == 4
+        third = await pool.acquire()
+        taken.append(third)
+        assert third not in (first, second)
+    finally:
+        await pool.close()
+        await asyncio.gather(*(k.shutdown() for k in taken))
+    assert pool.ready == 0
+    assert kernel_processes() == []
+
+
+async def test_empty_pool_starts_a_kernel_on_demand(workdir: Path) -> None:
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=0)
+    kernel = await pool.acquire()
+    try:
+        assert kernel.started and len(made) == 1
+        assert (await kernel.execute("print(6 * 7)")).text.strip() == "42"
+        pool.fill()  # a pool of size 0 never starts kernels of its own
+        await asyncio.sleep(0)
+        assert pool.ready == 0 and len(made) == 1
+    finally:
+        await kernel.shutdown()
+        await pool.close()
+
+
+@pytest.mark.parametrize("close_after", ["at_once", "process_spawned", "one_ready"])
+async def test_closing_a_filling_pool_leaves_no_kernel(workdir: Path, close_after: str) -> None:
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=2)
+    pool.fill()
+    if close_after == "process_spawned":
+        await eventually(lambda: bool(kernel_processes()), "a kernel process should be starting")
+    elif close_after == "one_ready":
+        await eventually(lambda: pool.ready >= 1, "one kernel should be ready")
+    await pool.close()
+    assert pool.ready == 0
+    assert kernel_processes() == []
+    pool.fill()  # a closed pool stays empty
+    await asyncio.sleep(0)
+    assert kernel_processes() == []
+
+
+async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir: Path) -> None:
+    parent = Script(
+        [Call("task", {"prompt": "CHILD-one: check"}, id="task-one")],
+        [Call("task", {"prompt": "CHILD-two: check"}, id="task-two")],
+        ["done"],
+    )
+    check = [Call("execute_ipython_cell", {"code": "import os\nprint(os.getpid())\n" + FIRST_CELL_CHECK})]
+    one = Script(check, ["one done"])
+    two = Script(check, ["two done"])
+    model = Router({"PARENT": parent, "CHILD-one:": one, "CHILD-two:": two})
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=1)
+    async with Agent(cfg) as agent:
+        runner = agent._subagents
+        assert runner is not None
+        pool = runner._pool
+        await eventually(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
+        parent_kernel = agent.kernel.pid if agent.kernel else None
+        pooled = set(kernel_processes()) - {parent_kernel}
+        assert len(pooled) == 1
+        async with asyncio.timeout(120):
+            async for _ in agent.stream("PARENT"):
+                pass
+        outputs = {key: script.tool_results(1) for key, script in (("one", one), ("two", two))}
+        await eventually(lambda: pool.ready == 1, "the pool should refill after a child took its kernel")
+        # between turns only the parent's kernel and the refilled pool's one kernel run
+        between_turns = set(kernel_processes())
+        assert parent_kernel in between_turns and len(between_turns) == 2
+    assert kernel_processes() == [], "the pool is shut down with the agent"
+
+    pids = []
+    for key, results in outputs.items():
+        (text,) = results.values()
+        pid, rest = text.strip().split("\n", 1)
+        assert rest == "1 ['os']", f"child {key} got a kernel that had run code: {rest!r}"
+        pids.append(int(pid))
+    assert pids[0] in pooled, "the first child should get the kernel pooled at start"
+    assert pids[0] != pids[1] and parent_kernel not in pids
