@@ -87,15 +87,18 @@ async def start_to_first_result(kind: type[RawKernel] | type[OurKernel]) -> floa
     return elapsed
 
 
-async def round_trips(kernel: RawKernel | OurKernel, rounds: int) -> float:
+async def round_trips(raw: RawKernel, ours: OurKernel, rounds: int) -> tuple[float, float]:
+    """Median round trips of both, measured alternately so that both see the same machine load."""
     for _ in range(10):  # warm up
-        await kernel.execute("x = 1")
-    samples = []
+        await raw.execute("x = 1")
+        await ours.execute("x = 1")
+    samples: dict[str, list[float]] = {"raw": [], "ours": []}
     for _ in range(rounds):
-        began = time.perf_counter()
-        await kernel.execute("x = 1")
-        samples.append(time.perf_counter() - began)
-    return statistics.median(samples)
+        for name, kernel in (("raw", raw), ("ours", ours)):
+            began = time.perf_counter()
+            await kernel.execute("x = 1")
+            samples[name].append(time.perf_counter() - began)
+    return statistics.median(samples["raw"]), statistics.median(samples["ours"])
 
 
 async def main(rounds: int, starts: int) -> None:
@@ -108,8 +111,7 @@ async def main(rounds: int, starts: int) -> None:
     await raw.start()
     await ours.start()
     try:
-        rt_raw = await round_trips(raw, rounds)
-        rt_ours = await round_trips(ours, rounds)
+        rt_raw, rt_ours = await round_trips(raw, ours, rounds)
         printed = await ours.execute(f"for i in range({LINES}):\n    print(i, flush=True)")
         lines = printed.splitlines()
         arrived = sum(1 for i, line in enumerate(lines) if line == str(i))

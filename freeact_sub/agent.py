@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
     from pydantic_ai.models import Model
 
+    from .kernel_launcher import KernelZygote
     from .subagents import SubagentRunner
 
 __all__ = ["Agent"]
@@ -187,12 +188,13 @@ class Agent:
         self._toolbox = Toolbox(specs)
         self._started = True
 
-    def _new_kernel(self) -> Kernel:
+    def _new_kernel(self, launcher: KernelZygote | None = None) -> Kernel:
         return Kernel(
             working_dir=self.config.working_dir,
             env=self.config.kernel_env,
             images_dir=self.config.resolved_images_dir,
             label=self.agent_id,
+            launcher=launcher,
         )
 
     async def stop(self) -> None:

@@ -202,7 +202,7 @@ class SubagentStarted(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class SubagentFinished(AgentEvent):
-    """A child agent ended; its kernel is shut down and its MCP connections are closed. `agent_id` is the parent's id."""
+    """A child agent ended; its kernel is shut down and its MCP connections closed. `agent_id` is the parent's id."""
 
     subagent_id: str
     tool_call_id: str

@@ -20,6 +20,7 @@ import os
 import queue
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,13 +28,14 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import zmq
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from .errors import KernelError
+from .kernel_launcher import ForkedProvisioner, KernelZygote
 
 __all__ = ["ExecutionResult", "Kernel", "KernelError", "kernel_environment"]
 
@@ -105,6 +107,7 @@ class Kernel:
         env: Mapping[str, str] | None = None,
         images_dir: str | Path | None = None,
         label: str = "kernel",
+        launcher: KernelZygote | None = None,
     ) -> None:
         self.working_dir = Path(working_dir or Path.cwd())
         self.images_dir = Path(images_dir) if images_dir else self.working_dir / ".freeact-sub" / "images"
@@ -116,6 +119,8 @@ class Kernel:
         self._connection_dir: str | None = None
         self._lock = asyncio.Lock()
         self._image_count = 0
+        self._launcher = launcher
+        self._log_file: IO[bytes] | None = None
         self.restarts = 0
         """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
 
@@ -152,16 +157,44 @@ class Kernel:
         )
         manager.shutdown_wait_time = 2.0
         manager.client_factory = _UnboundedIOPubClient
+        manager.kernel_id = uuid.uuid4().hex
+        provisioner = ForkedProvisioner(kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager)
+        provisioner.zygote = self._launcher
+        provisioner.log_path = self._log_path
+        manager.provisioner = provisioner
         self._manager = manager
         try:
             self.working_dir.mkdir(parents=True, exist_ok=True)
-            await manager.start_kernel(env=dict(self._env), cwd=str(self.working_dir))
+            await self._launch()
             await self._connect(timeout)
         except BaseException as exc:
+            details = "" if isinstance(exc, KernelError) else self._log_details()
             await self.shutdown()
             if isinstance(exc, Exception):
-                raise KernelError(f"the IPython kernel did not start: {exc}") from exc
+                raise KernelError(f"the IPython kernel did not start: {exc}{details}") from exc
             raise
+
+    @property
+    def _log_path(self) -> str:
+        assert self._connection_dir is not None
+        return os.path.join(self._connection_dir, "kernel.log")
+
+    async def _launch(self) -> None:
+        """Start the kernel process: forked by the zygote if there is one, else launched anew."""
+        assert self._manager is not None
+        if self._log_file is None or self._log_file.closed:
+            # The kernel's stderr goes here, not to the host's terminal; restarts reuse the open file.
+            self._log_file = open(self._log_path, "ab")  # noqa: ASYNC230 - a local file, opened in no time
+        await self._manager.start_kernel(
+            env=dict(self._env), cwd=str(self.working_dir), stdout=subprocess.DEVNULL, stderr=self._log_file
+        )
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            with open(self._log_path, encoding="utf-8", errors="replace") as log:
+                return "\n".join(log.read().strip().splitlines()[-lines:])
+        except (OSError, AssertionError):
+            return ""
 
     async def _connect(self, timeout: float) -> None:
         assert self._manager is not None
@@ -170,10 +203,40 @@ class Kernel:
         client = self._manager.client()
         client.start_channels()
         self._client = client
-        try:
-            await client.wait_for_ready(timeout=timeout)
-        except RuntimeError as exc:
-            raise KernelError(str(exc)) from exc
+        await self._wait_until_ready(timeout)
+
+    async def _wait_until_ready(self, timeout: float) -> None:
+        """Wait until the kernel answers `kernel_info` and its iopub messages reach us.
+
+        Like `wait_for_ready` of jupyter_client, but it watches iopub for the status messages of
+        its own request instead of sleeping for a fixed time: a kernel is usable the moment both
+        channels work.
+        """
+        client = self._client
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            request = client.kernel_info()
+            replied = iopub_seen = False
+            round_end = time.monotonic() + 1.0
+            while time.monotonic() < round_end and not (replied and iopub_seen):
+                if not replied and await client.shell_channel.msg_ready():
+                    reply = await client.get_shell_msg(timeout=0)
+                    replied = reply["parent_header"].get("msg_id") == request
+                    continue
+                try:
+                    message = await client.get_iopub_msg(timeout=0.01)
+                except queue.Empty:
+                    continue
+                iopub_seen = iopub_seen or message["parent_header"].get("msg_id") == request
+            if replied and iopub_seen:
+                return
+            if not await self.is_alive():
+                raise KernelError(f"the kernel died while starting{self._log_details()}")
+        raise KernelError(f"the kernel did not answer within {timeout:g} s{self._log_details()}")
+
+    def _log_details(self) -> str:
+        log = self._log_tail()
+        return f"\nkernel log:\n{log}" if log else ""
 
     async def is_alive(self) -> bool:
         return self._manager is not None and bool(await self._manager.is_alive())
@@ -277,6 +340,8 @@ class Kernel:
         """The next iopub message (waiting up to `wait` s) and every message already queued behind it."""
         client = self._client
         batch = [await client.get_iopub_msg(timeout=wait)]
+        if batch[0]["msg_type"] != "stream":  # only printing comes in floods
+            return batch
         while len(batch) < 1000:
             try:
                 batch.append(await client.get_iopub_msg(timeout=0))
@@ -351,7 +416,7 @@ class Kernel:
         if await self.is_alive():
             await self._manager.restart_kernel(now=True)
         else:
-            await self._manager.start_kernel(env=dict(self._env), cwd=str(self.working_dir))
+            await self._launch()
         await self._connect(timeout=60.0)
 
     async def shutdown(self, *, now: bool = False) -> None:
@@ -368,6 +433,9 @@ class Kernel:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._stop_process(manager, now))
         finally:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
             if self._connection_dir is not None:
                 shutil.rmtree(self._connection_dir, ignore_errors=True)
                 self._connection_dir = None

@@ -63,6 +63,7 @@ class _Connection:
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.closing = asyncio.Event()
         self.stderr: IO[str] | None = None
+        self._final_stderr = ""
 
     async def run(self) -> None:
         try:
@@ -95,6 +96,7 @@ class _Connection:
         finally:
             self.session = None
             if self.stderr is not None:
+                self._final_stderr = self.stderr_tail(lines=40)  # read after run() ends, to explain a failed start
                 self.stderr.close()
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -116,7 +118,9 @@ class _Connection:
         return _http_transport(spec.url, create_mcp_http_client(headers=dict(spec.headers)))
 
     def stderr_tail(self, lines: int = 8) -> str:
-        if self.stderr is None or self.stderr.closed:
+        if self.stderr is not None and self.stderr.closed:
+            return "\n".join(self._final_stderr.splitlines()[-lines:])
+        if self.stderr is None:
             return ""
         with contextlib.suppress(Exception):
             self.stderr.flush()
@@ -172,7 +176,9 @@ class McpConnections:
     def has_tool(self, qualified_name: str) -> bool:
         return qualified_name in self._by_tool
 
-    async def call(self, qualified_name: str, arguments: dict[str, Any], *, timeout: float | None = None) -> tuple[str, bool]:
+    async def call(
+        self, qualified_name: str, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> tuple[str, bool]:
         """Call a tool; returns its text and whether it is an error. Never raises for server faults."""
         connection, tool = self._by_tool[qualified_name]
         session = connection.session

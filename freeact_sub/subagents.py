@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .events import AgentEvent, Response, SubagentFinished, SubagentStarted, SubagentStatus
+from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
 
 if TYPE_CHECKING:
@@ -31,13 +32,20 @@ class SubagentRunner:
     def __init__(self, parent: Agent) -> None:
         self._parent = parent
         self._bound = asyncio.Semaphore(parent.config.max_subagents)
-        self._pool = KernelPool(parent._new_kernel, parent.config.kernel_pool_size)
+        self._zygote = KernelZygote()
+        self._pool = KernelPool(lambda: parent._new_kernel(launcher=self._zygote), parent.config.kernel_pool_size)
         self.running: dict[str, Agent] = {}
         """The children alive now, by agent id."""
         self._needing_kernel = 0
+        self._warming: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Begin filling the kernel pool in the background."""
+        """In the background: start the kernel zygote, then fill the kernel pool from it."""
+        self._warming = asyncio.create_task(self._warm_up(), name="subagents-warm-up")
+
+    async def _warm_up(self) -> None:
+        with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
+            await self._zygote.start()
         self._pool.fill()
 
     async def run(self, tool_call_id: str, prompt: str, max_turns: int, emit: Callable[[AgentEvent], None]) -> str:
@@ -112,5 +120,10 @@ class SubagentRunner:
 
     async def close(self) -> None:
         """Stop every running child and shut the kernel pool down."""
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(BaseException):
+                await self._warming
         children = list(self.running.values())
         await asyncio.gather(*(c.stop() for c in children), self._pool.close(), return_exceptions=True)
+        await self._zygote.close()

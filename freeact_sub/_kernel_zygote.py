@@ -1,0 +1,108 @@
+"""The kernel zygote: a process that has imported ipykernel once and forks a fresh kernel per request.
+
+Booting an IPython kernel is mostly importing (IPython, ipykernel, jupyter_client, zmq: ~0.35 s
+of CPU). A zygote pays that once; each kernel it forks starts with the imports done, so a burst
+of subagents gets its kernels in a fraction of the time. A forked kernel has never run user
+code: it is as fresh as a newly launched one, with its own environment, working directory,
+connection file and session.
+
+Protocol, one JSON object per line. The host writes requests to stdin:
+    {"id": 1, "argv": [...], "env": {...}, "cwd": "...", "log": "/path/kernel.log"}
+and the zygote answers on stdout:
+    {"ready": <zygote pid>}                    once, after the imports
+    {"id": 1, "pid": <kernel pid>}             for each request
+    {"exited": <kernel pid>, "status": <code>} when a kernel exits (the zygote reaps it)
+When stdin closes (the host stopped or died), the zygote kills the kernels it forked and exits.
+
+Run as `python -m freeact_sub._kernel_zygote`; `freeact_sub.kernel_launcher` is the host side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import Any
+
+
+def _send(message: dict[str, Any]) -> None:
+    # One write of a short line is atomic on a pipe, so the SIGCHLD handler cannot interleave with it.
+    os.write(1, (json.dumps(message) + "\n").encode())
+
+
+def _become_kernel(request: dict[str, Any]) -> None:
+    """In the forked child: detach, take on the request's environment, and run an IPython kernel."""
+    code = 1
+    try:
+        os.setsid()  # own session and process group, like a kernel launched by jupyter_client
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(log, 2)
+        os.close(devnull)
+        os.close(log)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = ["ipykernel_launcher", *request["argv"]]
+        from ipykernel.kernelapp import IPKernelApp
+
+        IPKernelApp.launch_instance(argv=request["argv"])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def main() -> None:
+    # As ipykernel_launcher does: the kernel adds its own working directory to sys.path later.
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
+    import ipykernel.ipkernel
+    import ipykernel.kernelapp
+    import ipykernel.zmqshell  # noqa: F401
+
+    children: set[int] = set()
+
+    def reap(signum: int, frame: object) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            children.discard(pid)
+            _send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
+
+    signal.signal(signal.SIGCHLD, reap)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _send({"ready": os.getpid()})
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _become_kernel(request)
+            children.add(pid)
+            _send({"id": request["id"], "pid": pid})
+    finally:
+        for pid in list(children):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    main()
