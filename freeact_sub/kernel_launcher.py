@@ -171,7 +171,7 @@ class KernelZygote:
                 await self._reader
 
 
-class ForkedProvisioner(LocalProvisioner):  # type: ignore[misc]
+class ForkedProvisioner(LocalProvisioner):
     """A local provisioner whose kernels are forked by a `KernelZygote` when it runs."""
 
     zygote: KernelZygote | None = None
@@ -184,8 +184,10 @@ class ForkedProvisioner(LocalProvisioner):  # type: ignore[misc]
         argv = _kernel_arguments(cmd)
         env = dict(kwargs.get("env") or os.environ)
         cwd = str(kwargs.get("cwd") or os.getcwd())
-        self.process = await zygote.fork(argv, env, cwd, self.log_path)
-        self.pid = self.pgid = self.process.pid
+        process = await zygote.fork(argv, env, cwd, self.log_path)
+        # ForkedProcess stands in for the Popen that jupyter_client expects here.
+        self.process = process  # type: ignore[assignment]
+        self.pid = self.pgid = process.pid
         self.cwd = cwd
         return self.connection_info
 
