@@ -1,0 +1,85 @@
+"""How the `freeact-sub` command builds its configuration: flags > environment > config file, and `.env`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from freeact_sub.terminal.cli import UsageError, _build_config, _load_dotenv, build_parser
+
+
+@pytest.fixture(autouse=True)
+def restored_environment() -> Iterator[None]:
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith("FREEACT_SUB_")]:
+        del os.environ[key]
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def _config(tmp_path: Path, *flags: str):
+    args = build_parser().parse_args(list(flags))
+    return _build_config(args, tmp_path, None)
+
+
+def test_flags_beat_environment_beat_config_file(tmp_path: Path) -> None:
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps({"max_subagents": 2, "max_turns": 9, "model": "test"}))
+    assert _config(tmp_path, "--config", str(config_file)).max_subagents == 2
+    os.environ["FREEACT_SUB_MAX_SUBAGENTS"] = "3"
+    assert _config(tmp_path, "--config", str(config_file)).max_subagents == 3
+    config = _config(tmp_path, "--config", str(config_file), "--max-subagents", "4")
+    assert (config.max_subagents, config.max_turns, config.model) == (4, 9, "test")
+
+
+def test_auto_approve_comes_from_the_flag_or_the_environment(tmp_path: Path) -> None:
+    assert _config(tmp_path).auto_approve is False
+    assert _config(tmp_path, "--auto-approve").auto_approve is True
+    os.environ["FREEACT_SUB_AUTO_APPROVE"] = "1"
+    assert _config(tmp_path).auto_approve is True
+
+
+def test_a_dotenv_file_in_the_working_directory_is_loaded_without_overriding(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("FREEACT_SUB_MAX_TURNS=7\nFREEACT_SUB_MAX_SUBAGENTS=6\nSOME_API_KEY=from-dotenv\n")
+    os.environ["FREEACT_SUB_MAX_SUBAGENTS"] = "1"
+    _load_dotenv(tmp_path)
+    config = _config(tmp_path)
+    assert (config.max_turns, config.max_subagents) == (7, 1)
+    assert os.environ["SOME_API_KEY"] == "from-dotenv"
+
+
+def test_mcp_config_flag_and_working_dir(tmp_path: Path) -> None:
+    servers = tmp_path / "mcp.json"
+    servers.write_text(json.dumps({"mcpServers": {"calc": {"command": "python", "args": ["calc.py"]}}}))
+    config = _config(tmp_path, "--mcp-config", str(servers))
+    assert list(config.mcp_servers) == ["calc"] and config.working_dir == tmp_path
+
+
+def test_demo_refuses_another_model(tmp_path: Path) -> None:
+    from freeact_sub.demo import start_demo_server
+
+    with start_demo_server() as server:
+        args = build_parser().parse_args(["--demo", "--model", "openai:gpt-4.1"])
+        with pytest.raises(UsageError, match="--demo"):
+            _build_config(args, tmp_path, server)
+        config = _build_config(build_parser().parse_args(["--demo", "--max-subagents", "2"]), tmp_path, server)
+    assert config.base_url == server.base_url and "demo" in config.mcp_servers and config.max_subagents == 2
+
+
+def test_help_is_quick_to_load() -> None:
+    probe = (
+        "import sys\n"
+        "from freeact_sub.terminal.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted({'pydantic_ai', 'jsonschema', 'rich', 'prompt_toolkit'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "--demo" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "[]"  # the heavy libraries load only when a session starts
