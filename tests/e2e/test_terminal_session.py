@@ -147,7 +147,8 @@ def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(d
     term.expect(rf"{main} +✗ turn cancelled")
     term.expect(r"you ›")
     # the kernel was interrupted, not left running the minute-long loop: the next cell runs at once
-    term.send("one cell\r")
+    term.send("one cell\x1b\rplease\r")  # Alt-Enter adds a line, Enter sends
+    term.expect(r"you › one cell\s*\n\.+ please")
     _approve(term, main, "Run this code?")
     term.expect(r"The sum of 1 to 100 is 5050", timeout=40)
     term.expect(r"you ›")
