@@ -27,6 +27,10 @@ The script records what each request received, so a test can assert on the model
     assert "42" in script.tool_results(1)["call-1"]   # what request #1 (0-based) got back
     assert script.calls == 2
 
+`drive(agent.stream(prompt), decide=True)` consumes a turn, answering approvals, and returns
+its events. `script.reset(*steps)` plans new steps and forgets old requests, for an agent that
+several tests share.
+
 Running out of steps raises `ScriptExhausted` inside the model (the agent reports it as a
 `ModelError`), so a test whose agent asks the model more often than planned fails loudly.
 
@@ -48,6 +52,8 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
+from freeact_sub import AgentEvent, ApprovalRequest
+
 __all__ = [
     "Block",
     "Call",
@@ -56,6 +62,7 @@ __all__ = [
     "Script",
     "ScriptExhausted",
     "Think",
+    "drive",
     "first_prompt",
     "tool_results",
 ]
@@ -127,6 +134,13 @@ class Script:
         self.steps.extend(steps)
         return self
 
+    def reset(self, *steps: Step) -> Script:
+        """Forget the recorded requests and plan `steps` afresh (for an agent shared by several tests)."""
+        self.steps = list(steps)
+        self.requests.clear()
+        self.infos.clear()
+        return self
+
     def tool_results(self, request: int) -> dict[str, str]:
         """Tool results (by tool call id) in the last message of request number `request` (0-based)."""
         return tool_results(self.requests[request])
@@ -175,6 +189,24 @@ class Router:
             if key in prompt:
                 return script._stream(messages, info)
         raise ScriptExhausted(f"no script for a conversation that starts with {prompt[:200]!r}")
+
+
+async def drive(
+    events: AsyncIterator[AgentEvent], decide: bool | Callable[[ApprovalRequest], bool | None] = True
+) -> list[AgentEvent]:
+    """Consume one turn's events, answering each undecided `ApprovalRequest`, and return them all.
+
+    `decide` is the answer for every request, or a function of the request; a function that
+    returns None leaves the request open (the test answers it some other way, or cancels).
+    """
+    seen: list[AgentEvent] = []
+    async for event in events:
+        seen.append(event)
+        if isinstance(event, ApprovalRequest) and not event.decided:
+            answer = decide(event) if callable(decide) else decide
+            if answer is not None:
+                event.approve(answer)
+    return seen
 
 
 def first_prompt(messages: Sequence[ModelMessage]) -> str:
