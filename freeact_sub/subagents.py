@@ -36,7 +36,6 @@ class SubagentRunner:
         self._pool = KernelPool(lambda: parent._new_kernel(launcher=self._zygote), parent.config.kernel_pool_size)
         self.running: dict[str, Agent] = {}
         """The children alive now, by agent id."""
-        self._needing_kernel = 0
         self._warming: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -53,14 +52,7 @@ class SubagentRunner:
         from .agent import Agent
 
         parent = self._parent
-        # Children that wait for a slot get their kernels booted while the running ones work.
-        self._needing_kernel += 1
-        self._prefill()
-        try:
-            await self._bound.acquire()
-        except BaseException:
-            self._needing_kernel -= 1
-            raise
+        await self._bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
         try:
             config = parent.config.model_copy(update={"model": parent._model, "enable_subagents": False})
             child = Agent(config, approvals=parent.approvals)
@@ -78,11 +70,8 @@ class SubagentRunner:
             )
             self.running[child.agent_id] = child
             try:
-                try:
-                    await child._start(acquire_kernel=self._pool.acquire)
-                finally:
-                    self._needing_kernel -= 1
-                self._prefill()  # only now: booting a kernel would slow this child's own MCP start
+                await child._start(acquire_kernel=self._pool.acquire)
+                self._pool.fill()  # top up only now: booting a kernel would slow this child's own MCP start
                 answer = ""
                 async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:
                     async for event in events:
@@ -114,9 +103,6 @@ class SubagentRunner:
                 )
         finally:
             self._bound.release()
-
-    def _prefill(self) -> None:
-        self._pool.fill(demand=min(self._needing_kernel, self._parent.config.max_subagents))
 
     async def close(self) -> None:
         """Stop every running child and shut the kernel pool down."""
