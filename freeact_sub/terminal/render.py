@@ -64,6 +64,11 @@ class Renderer:
         self._children: dict[str, str] = {}
         """Subagent ids by the `task` call that started them."""
 
+    def reset(self) -> None:
+        """Forget partial text and unfinished output lines (a new turn starts; the last may have failed)."""
+        self._partials.clear()
+        self._open_lines.clear()
+
     # -- dispatch -------------------------------------------------------------------------
 
     def handle(self, event: AgentEvent) -> None:
@@ -195,29 +200,37 @@ class Renderer:
     def _output(self, agent: str, call_id: str, text: str) -> None:
         _, pending = self._open_lines.get(call_id, (agent, ""))
         *complete, rest = (pending + text).split("\n")
-        for line in complete:
-            self._output_line(agent, line)
+        self._output_lines(agent, complete)
         self._open_lines[call_id] = (agent, rest)
 
-    def _output_line(self, agent: str, line: str) -> None:
-        if line.startswith("[image saved: "):
-            self._shown_images.add(line.removeprefix("[image saved: ").rstrip("]"))
-        self._row(agent, Text("│", style=self.palette.colour(agent)), Text.from_ansi(line))
+    def _output_lines(self, agent: str, lines: list[str]) -> None:
+        """Print output lines, each after the agent's label; one Text for all, as a cell may print thousands."""
+        if not lines:
+            return
+        gutter = Text.assemble(self.palette.label(agent), " " * 6, ("│", self.palette.colour(agent)), " ")
+        block = Text(overflow="fold")
+        for index, line in enumerate(lines):
+            if line.startswith("[image saved: "):
+                self._shown_images.add(line.removeprefix("[image saved: ").rstrip("]"))
+            if index:
+                block.append("\n")
+            block.append_text(gutter)
+            block.append_text(Text.from_ansi(line))
+        self.console.print(block)
+        self.refresh()
 
     def _flush_lines(self) -> None:
         for call_id, (agent, rest) in list(self._open_lines.items()):
             if rest:
-                self._output_line(agent, rest)
+                self._output_lines(agent, [rest])
             del self._open_lines[call_id]
 
     def _output_done(self, output: CodeExecutionOutput) -> None:
         agent = output.agent_id
         _, rest = self._open_lines.pop(output.tool_call_id, (agent, ""))
-        if rest:
-            self._output_line(agent, rest)
-        for image in output.images:
-            if str(image) not in self._shown_images:
-                self._output_line(agent, f"[image saved: {image}]")
+        self._output_lines(agent, [rest] if rest else [])
+        images = [f"[image saved: {image}]" for image in output.images if str(image) not in self._shown_images]
+        self._output_lines(agent, images)
         if output.status != "ok":
             status = {
                 "error": "the cell raised an error",

@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from freeact_sub import Agent, ApprovalRequest, ModelError, Response, TurnCancelled
+from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, TurnCancelled
 
 from .approvals import ApprovalDesk
 from .keys import KeyReader
@@ -64,6 +64,7 @@ class Session:
         keys = KeyReader() if self._ask_keys else None
         desk = ApprovalDesk(self.renderer, self.palette, self.agent.approvals, keys)
         self.board.clear()
+        self.renderer.reset()
         self._cancelling = False
         self._turn_started = time.monotonic()
         answer: str | None = None
@@ -85,7 +86,7 @@ class Session:
                         answer = event.content
                     elif isinstance(event, TurnCancelled) and event.agent_id == main:
                         status = "cancelled"
-            except ModelError as exc:
+            except FreeactError as exc:  # the model request failed (or a kernel could not be restarted)
                 status, error = "failed", str(exc)
             finally:
                 asker.cancel()

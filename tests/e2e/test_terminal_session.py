@@ -146,6 +146,10 @@ def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(d
     term.expect(r"Cancelling")
     term.expect(rf"{main} +✗ turn cancelled")
     term.expect(r"you ›")
+    # a failing model request ends the turn with a message, and the session goes on
+    term.send("cause a model error\r")
+    term.expect(r"The turn failed: .*asked to fail")
+    term.expect(r"you ›")
     # the kernel was interrupted, not left running the minute-long loop: the next cell runs at once
     term.send("one cell\x1b\rplease\r")  # Alt-Enter adds a line, Enter sends
     term.expect(r"you › one cell\s*\n\.+ please")
