@@ -4,7 +4,7 @@ A `Script` is a list of steps, one per model request. A step is a list of items 
 streamed in order (or a callable that gets the messages and returns such a list):
 
 - `"text"`: a chunk of the model's text (several strings make several `ResponseChunk`s);
-- `Think("...")`: a chunk of thinking;
+- `Think("...")`: a chunk of thinking (consecutive ones make one thinking part);
 - `Call(name, args)`: a tool call; `args` is a dict (sent as JSON) or a raw string (sent as is,
   so invalid JSON can be scripted); the id defaults to `call-1`, `call-2`, … across the script;
 - `Fail(exc)`: the model raises `exc` at that point of the stream;
@@ -156,11 +156,15 @@ class Script:
         return self._play(list(items))
 
     async def _play(self, items: list[Item]) -> AsyncIterator[Any]:
+        thinking: int | None = None  # consecutive `Think` items continue one thinking part
         for position, item in enumerate(items):
+            if isinstance(item, Think):
+                thinking = position if thinking is None else thinking
+                yield {thinking: DeltaThinkingPart(content=item.content)}
+                continue
+            thinking = None
             if isinstance(item, str):
                 yield item
-            elif isinstance(item, Think):
-                yield {position: DeltaThinkingPart(content=item.content)}
             elif isinstance(item, Call):
                 args = item.args if isinstance(item.args, str) or item.args is None else json.dumps(item.args)
                 call_id = item.id or f"call-{next(self._ids)}"
