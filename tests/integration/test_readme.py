@@ -1,0 +1,76 @@
+"""The README's Python programs run as a newcomer would run them, against the offline demo model.
+
+Only the model line changes: the README's provider string becomes the scripted demo server
+(a real OpenAI-compatible HTTP server on 127.0.0.1), so the programs exercise the same code
+path a real provider does.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+PRELUDE = """\
+from freeact_sub.demo import demo_config, start_demo_server
+_server = start_demo_server()
+"""
+
+
+def readme_programs() -> list[str]:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    return [block for block in blocks if "asyncio.run(main())" in block]
+
+
+def on_demo_model(program: str, workdir: Path) -> str:
+    replaced, count = re.subn(
+        r"AgentConfig\(model=\"[^\"]+\"(, )?",
+        lambda m: f"demo_config(_server, working_dir={str(workdir)!r}" + (", " if m.group(1) else ""),
+        program,
+    )
+    assert count == 1, "each README program should build exactly one AgentConfig"
+    return PRELUDE + replaced
+
+
+def run(program: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", program], input=stdin, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_readme_has_the_programs_this_test_runs() -> None:
+    assert len(readme_programs()) == 2
+
+
+def test_stream_example_runs_a_multi_step_task_with_approvals(workdir: Path) -> None:
+    program = on_demo_model(readme_programs()[0], workdir)
+    done = run(program, stdin="y\n" * 20)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    ids = set(re.findall(r"\[(agent-[0-9a-f]+)\]", out))
+    assert len(ids) == 3, f"the main agent and two subagents should show up, saw {ids}\n{out}"
+    assert out.count("wants to run:") >= 3  # main agent's cell and one cell per subagent, each approved
+    assert "RESULT:" in out  # the subagents' cells ran and printed
+    assert "output:" in out
+
+
+def test_stream_example_stops_when_the_user_says_no(workdir: Path) -> None:
+    program = on_demo_model(readme_programs()[0], workdir)
+    done = run(program, stdin="n\n")
+    assert done.returncode == 0, done.stderr
+    assert "rejected" in done.stdout
+    assert "output:" not in done.stdout  # nothing ran
+
+
+@pytest.mark.parametrize("index", [1])
+def test_subagent_example_reports_each_child(workdir: Path, index: int) -> None:
+    done = run(on_demo_model(readme_programs()[index], workdir), stdin="")
+    assert done.returncode == 0, done.stderr
+    started = re.findall(r"started (agent-[0-9a-f]+)", done.stdout)
+    finished = re.findall(r"(agent-[0-9a-f]+) done after \d+ turns", done.stdout)
+    assert len(started) == 2 and sorted(started) == sorted(finished), done.stdout
