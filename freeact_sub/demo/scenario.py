@@ -204,7 +204,7 @@ def _tour_answer(c: _Conversation) -> Reply:
             "## Results\n\n"
             "My kernel drew a 96×96 gradient (its file is shown above), and the subagents reported:\n\n"
             + "\n".join(lines)
-            + "\n\nEach subagent ran in a fresh kernel of its own, and both ran at the same time."
+            + "\n\nEach subagent worked in a fresh kernel of its own, in parallel as far as `max_subagents` allows."
         ),
     )
 

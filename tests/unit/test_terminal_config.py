@@ -83,3 +83,11 @@ def test_help_is_quick_to_load() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert "--demo" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "[]"  # the heavy libraries load only when a session starts
+
+
+def test_the_installed_command_runs() -> None:
+    command = Path(sys.executable).with_name("freeact-sub")
+    if not command.exists():
+        pytest.skip("the package is not installed with its console script next to this interpreter")
+    done = subprocess.run([str(command), "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("freeact-sub ")
