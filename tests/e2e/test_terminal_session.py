@@ -44,8 +44,14 @@ def _approve(term: Terminal, agent: str, question: str, key: str = "y") -> None:
     term.expect(rf"{agent} +(✓ approved|✗ rejected)")
 
 
-def _tour(term: Terminal, main: str, answers: dict[str, dict[str, str]]) -> dict[str, str]:
-    """Run the tour, answering each subagent question from `answers[job][tool]`; returns {job: agent id}."""
+def _tour(
+    term: Terminal, main: str, answers: dict[str, dict[str, str]], *, output_while_asking: bool = False
+) -> dict[str, str]:
+    """Run the tour, answering each subagent question from `answers[job][tool]`; returns {job: agent id}.
+
+    With `output_while_asking`, the second subagent's question is answered only once the first
+    (approved) subagent's result line has been rendered below it: output keeps coming while a question waits.
+    """
     start = term.position
     term.send("show me what you can do\r")
     _approve(term, main, "Run this code?")
@@ -57,9 +63,14 @@ def _tour(term: Terminal, main: str, answers: dict[str, dict[str, str]]) -> dict
     }
     jobs = {agent: job for job, agent in ids.items()}
     pending = sum(len(tools) for tools in answers.values())
+    asked_first = None
     for _ in range(pending):
         asked = term.expect(rf"\[({AGENT})\] (Run this code\?|Call demo_constant\?)")
         agent, tool = asked.group(1), "cell" if asked.group(2).startswith("Run") else "mcp"
+        asked_first = asked_first or agent
+        if output_while_asking and agent != asked_first:
+            term.expect(rf"{asked_first} +│ RESULT: ")  # rendered while this question waits
+            term.expect(rf"\[{agent}\] ")  # and the question is still on screen
         term.send(answers[jobs[agent]].pop(tool))
         term.expect(rf"{agent} +(✓ approved|✗ rejected)")
     term.expect(rf"{main} +› Results")
@@ -71,7 +82,7 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     demo: Terminal, workdir: Path
 ) -> None:
     term, main = demo, _ready(demo)
-    first = _tour(term, main, {PRIMES: {"cell": "y"}, PI: {"mcp": "a"}})
+    first = _tour(term, main, {PRIMES: {"cell": "y"}, PI: {"mcp": "a"}}, output_while_asking=True)
     primes, pi = first[PRIMES], first[PI]
     screen = term.text
 
