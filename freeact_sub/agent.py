@@ -166,7 +166,8 @@ class Agent:
             await asyncio.gather(kernel_task, mcp_task)
         except BaseException:
             for task in (kernel_task, mcp_task):
-                task.cancel()
+                if not task.cancelling():  # a second cancel would cut its own cleanup short
+                    task.cancel()
             await asyncio.gather(kernel_task, mcp_task, return_exceptions=True)
             if kernel_task.done() and not kernel_task.cancelled() and kernel_task.exception() is None:
                 await kernel_task.result().shutdown()
@@ -437,7 +438,8 @@ async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
         return list(await asyncio.gather(*tasks))
     except BaseException:
         for task in tasks:
-            task.cancel()
+            if not task.cancelling():  # cancelled already (with the turn): a second cancel would cut its cleanup short
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
 

@@ -59,8 +59,8 @@ class KernelPool:
             await kernel.shutdown()
             self._ready.put_nowait(exc)
             return
-        if self._closed:
-            await kernel.shutdown()
+        if self._closed or self._ready.qsize() >= max(self._size, self._waiting):
+            await kernel.shutdown()  # the caller it was booted for is gone and the pool is full
         else:
             self._ready.put_nowait(kernel)
 
@@ -71,11 +71,23 @@ class KernelPool:
             if self._ready.empty():
                 self.fill(demand=self._waiting)
             item = await self._ready.get()
-        finally:
+        except asyncio.CancelledError:
             self._waiting -= 1
+            await self._stop_surplus_boots()
+            raise
+        self._waiting -= 1
         if isinstance(item, BaseException):
             raise item
         return item
+
+    async def _stop_surplus_boots(self) -> None:
+        """Stop the kernels still booting beyond the pool's size and the callers still waiting."""
+        active = [task for task in self._booting if not task.cancelling()]  # not already being stopped
+        surplus = self._ready.qsize() + len(active) - max(self._size, self._waiting)
+        boots = active[: max(0, surplus)]
+        for task in boots:
+            task.cancel()
+        await asyncio.gather(*boots, return_exceptions=True)
 
     async def close(self) -> None:
         """Stop booting kernels and shut down every kernel not handed out."""

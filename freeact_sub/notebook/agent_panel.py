@@ -34,7 +34,7 @@ class AgentPanel(widgets.VBox):
     """The panel of one agent (main agent or subagent).
 
     The header shows the agent's id, its state (running / waiting for approval / done / failed /
-    cancelled), the time since it started and the turns it used, and a toggle for the standing
+    cancelled), the time since it started and the turns it used, and a checkbox for the standing
     decision "always approve this agent". Below it, in order: streamed text (Markdown once
     complete), the main agent's thinking (a subagent's thinking is not shown), and one `CallView`
     per tool call, pending ones with their approval buttons.
@@ -67,15 +67,16 @@ class AgentPanel(widgets.VBox):
         self._syncing = False
 
         self._header = widgets.HTML()
-        self.always_toggle = widgets.ToggleButton(
+        self.always_checkbox = widgets.Checkbox(
             description=f"Always approve {agent_id}",
             tooltip=f"Standing decision: run every action of {agent_id} without asking",
+            indent=False,
             layout=widgets.Layout(width="auto"),
         )
-        self.always_toggle.add_class("freeact-always-toggle")
-        self.always_toggle.add_class(f"freeact-by-{agent_id}")
-        self.always_toggle.observe(self._on_toggle, names="value")
-        header = widgets.HBox([self._header, self.always_toggle])
+        self.always_checkbox.add_class("freeact-always-checkbox")
+        self.always_checkbox.add_class(f"freeact-by-{agent_id}")
+        self.always_checkbox.observe(self._on_checkbox, names="value")
+        header = widgets.HBox([self._header, self.always_checkbox])
         header.add_class("freeact-panel-header")
         self._body = widgets.VBox()
         self.children = (header, self._body)
@@ -116,24 +117,24 @@ class AgentPanel(widgets.VBox):
         )
         if self._header.value != value:
             self._header.value = value
-        self._sync_toggle()
+        self._sync_checkbox()
 
-    def _sync_toggle(self) -> None:
+    def _sync_checkbox(self) -> None:
         # The policy may also change outside the widgets (another cell, another agent's panel).
         everything = self._policy.everything
         approved = self._policy.is_approved(self.agent_id)
         self._syncing = True
         try:
-            if self.always_toggle.value != approved:
-                self.always_toggle.value = approved
-            if self.always_toggle.disabled != everything:
-                self.always_toggle.disabled = everything
+            if self.always_checkbox.value != approved:
+                self.always_checkbox.value = approved
+            if self.always_checkbox.disabled != everything:
+                self.always_checkbox.disabled = everything
         finally:
             self._syncing = False
 
     # -- the standing decision -------------------------------------------------------------
 
-    def _on_toggle(self, change: dict) -> None:
+    def _on_checkbox(self, change: dict) -> None:
         if self._syncing:
             return
         if change["new"]:

@@ -146,12 +146,12 @@ class CallView(widgets.VBox):
         parts: list[widgets.Widget] = [self._title, self._body]
         if self.approval is not None:
             parts.append(self.approval)
+        if self._subagents.children:
+            parts.append(self._subagents)
         if self._output.value:
             parts.append(self._output)
         if self._images.children:
             parts.append(self._images)
-        if self._subagents.children:
-            parts.append(self._subagents)
         self.children = tuple(parts)  # traitlets sends an update only if the tuple changed
 
 

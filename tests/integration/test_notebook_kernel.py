@@ -82,7 +82,7 @@ async def test_parallel_subagents_answered_by_clicks(tmp_path: Path) -> None:
 
         # the second subagent first: a standing decision from its panel approves its MCP call and its cell
         await kernel.until(lambda: ws.live_buttons(models, "approve", pi_id), "the pi subagent's approval panel")
-        (toggle,) = ws.with_classes(models, "freeact-always-toggle", f"freeact-by-{pi_id}")
+        (toggle,) = ws.with_classes(models, "freeact-always-checkbox", f"freeact-by-{pi_id}")
         kernel.set_value(toggle, True)
         await kernel.until(lambda: ws.panel_state(models, pi) == "done", "the pi subagent to finish")
         assert not kernel.finished(request)  # the cell was awaiting all along

@@ -1,0 +1,272 @@
+"""JupyterLab in a real browser: a person runs the parallel-subagents notebook and answers every agent.
+
+JupyterLab (from pip) is started on 127.0.0.1 with fresh config, data, runtime and settings
+folders and a token, on a copy of `notebooks/parallel_subagents.ipynb` in a temporary folder.
+Debian's Chromium, headless and driven by Playwright, opens it, runs all cells, and clicks the
+approval buttons the widgets show: the second subagent is answered before the first, and one
+action is rejected. Screenshots land in `test-artifacts/`.
+
+Needs `/usr/bin/chromium` (`apt-get install chromium`); Playwright's own browser downloads are never used.
+Without Chromium the test is skipped, unless the `CI` environment variable is set: then it fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "parallel_subagents.ipynb"
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+# Settings for a test: start the notebook's kernel without asking, keep off-screen cells attached, no news.
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none", "autoStartDefaultKernel": True},
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+MINUTE = 60_000  # Playwright waits in milliseconds; these limits only turn a hang into a failure
+
+
+@dataclass
+class JupyterLab:
+    url: str
+    token: str
+    root_dir: Path
+    process: subprocess.Popen[bytes]
+
+
+@pytest.fixture
+def chromium() -> Path:
+    if not CHROMIUM.exists():
+        message = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return CHROMIUM
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def jupyterlab(tmp_path: Path) -> Iterator[JupyterLab]:
+    """A fresh JupyterLab server on 127.0.0.1 serving a copy of the notebook; stopped by PID afterwards."""
+    home = tmp_path / "lab"
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    shutil.copy(NOTEBOOK, notebooks)
+    for plugin, values in LAB_SETTINGS.items():
+        path = home / "settings" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    env = {k: v for k, v in os.environ.items() if k not in ("FREEACT_SUB_AUTO_APPROVE", "OPENAI_API_KEY")}
+    env.update(
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_DATA_DIR=str(home / "data"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+    )
+    port, token = _free_port(), secrets.token_hex(16)
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={notebooks}",
+        "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly",
+    ]  # fmt: skip
+    if os.geteuid() == 0:  # containers run as root; JupyterLab refuses without this
+        command.append("--allow-root")
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = (ARTIFACTS / "jupyterlab-server.log").open("wb")
+    process = subprocess.Popen(command, env=env, cwd=notebooks, stdout=log, stderr=subprocess.STDOUT)
+    lab = JupyterLab(f"http://127.0.0.1:{port}", token, notebooks, process)
+    try:
+        _wait_until_serving(lab)
+        yield lab
+    finally:
+        _stop(lab)
+        log.close()
+
+
+def _wait_until_serving(lab: JupyterLab) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if lab.process.poll() is not None:
+            raise AssertionError(f"JupyterLab exited with {lab.process.returncode}; see test-artifacts/jupyterlab-server.log")
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"{lab.url}/api/status?token={lab.token}", timeout=2).close()
+            return
+        time.sleep(0.2)
+    raise AssertionError("JupyterLab did not answer within 90 s")
+
+
+def _stop(lab: JupyterLab) -> None:
+    """Shut the server down through its API (it stops its kernels), then make sure its process is gone."""
+    request = urllib.request.Request(f"{lab.url}/api/shutdown?token={lab.token}", method="POST")
+    with contextlib.suppress(OSError, urllib.error.URLError):
+        urllib.request.urlopen(request, timeout=10).close()
+    try:
+        lab.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        lab.process.terminate()
+        try:
+            lab.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            lab.process.kill()
+            lab.process.wait()
+
+
+@pytest.fixture
+def page(chromium: Path, tmp_path: Path) -> Iterator[object]:
+    """A page of a fresh headless Chromium profile; the browser is closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(chromium),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 1900},
+        )
+        page = context.pages[0] if context.pages else context.new_page()
+        try:
+            yield page
+        finally:
+            with contextlib.suppress(Exception):  # what the page showed last, to see why a test failed
+                page.screenshot(path=str(ARTIFACTS / "jupyterlab-last.png"))
+            context.close()
+
+
+def scroll_to_top_of(locator) -> None:
+    locator.evaluate("element => element.scrollIntoView({block: 'start'})")
+
+
+def run_all_cells(page, notebook) -> None:
+    """Run → Run All Cells, as a person does; retried while JupyterLab is still wiring up the notebook."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
+
+    started = notebook.locator(".jp-InputPrompt").filter(has_text="[*]")
+    for _ in range(10):
+        notebook.locator(".jp-Cell").first.click()  # the notebook becomes the current widget
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            expect(started.first).to_be_visible(timeout=5_000)
+            return
+        except (AssertionError, PlaywrightTimeout):
+            page.keyboard.press("Escape")
+    raise AssertionError("Run All Cells did not start the notebook's cells")
+
+
+def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: JupyterLab, page) -> None:
+    from playwright.sync_api import expect
+
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto(f"{jupyterlab.url}/lab/tree/{NOTEBOOK.name}?token={jupyterlab.token}")
+    notebook = page.locator(".jp-NotebookPanel:visible")  # everything below is scoped to the open notebook
+    expect(notebook).to_have_count(1, timeout=2 * MINUTE)
+    expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=MINUTE)
+
+    # a click on the open file browser's tab folds the left sidebar away: more room for the notebook
+    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
+    run_all_cells(page, notebook)
+
+    def buttons(kind: str, agent_id: str):
+        return notebook.locator(f"button.freeact-{kind}.freeact-by-{agent_id}:not([disabled])")
+
+    def state(panel):
+        return panel.locator(".freeact-state").first
+
+    main = notebook.locator(".freeact-panel.freeact-main")
+    expect(main).to_have_count(1, timeout=2 * MINUTE)
+    main_id = main.locator(".freeact-id").first.inner_text()
+
+    # the main agent's first cell: its code is shown, highlighted, with the three buttons
+    expect(buttons("approve", main_id)).to_have_count(1, timeout=2 * MINUTE)
+    expect(state(main)).to_have_text("waiting for approval")
+    expect(main.locator(".freeact-call.freeact-pending .freeact-code")).to_contain_text("def png(width, height, pixel)")
+    expect(buttons("always", main_id)).to_have_text(f"Always approve {main_id}")
+    buttons("approve", main_id).click()
+    # its two task calls, one after the other
+    expect(buttons("approve", main_id)).to_have_count(2, timeout=MINUTE)
+    buttons("approve", main_id).first.click()
+    expect(buttons("approve", main_id)).to_have_count(1)
+    buttons("approve", main_id).click()
+
+    subagents = notebook.locator(".freeact-panel.freeact-subagent")
+    expect(subagents).to_have_count(2, timeout=MINUTE)
+    first, second = subagents.nth(0), subagents.nth(1)
+    first_id = first.locator(".freeact-id").first.inner_text()
+    second_id = second.locator(".freeact-id").first.inner_text()
+    assert len({main_id, first_id, second_id}) == 3
+    # both subagents wait at once, each panel nested under the main agent's task call that started it
+    for agent_id in (first_id, second_id):
+        task_call = main.locator(".freeact-call").filter(has=page.locator(f".freeact-panel-{agent_id}"))
+        expect(task_call.locator(".freeact-call-title").first).to_have_text("task")
+    expect(buttons("approve", first_id)).to_have_count(1, timeout=MINUTE)
+    expect(buttons("approve", second_id)).to_have_count(1, timeout=MINUTE)
+    expect(state(first)).to_have_text("waiting for approval")
+    expect(state(second)).to_have_text("waiting for approval")
+    scroll_to_top_of(notebook.locator(".freeact-run"))
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-waiting.png"))
+
+    # the second subagent before the first: its MCP call, then the first's cell; then reject the second's cell
+    expect(second.locator(".freeact-call.freeact-pending .freeact-call-title")).to_have_text("demo_constant")
+    buttons("approve", second_id).click()
+    buttons("approve", first_id).click()
+    expect(second.locator(".freeact-call.freeact-pending .freeact-code")).to_contain_text("random.seed(7)", timeout=MINUTE)
+    buttons("reject", second_id).click()
+
+    expect(state(main)).to_have_text("done", timeout=2 * MINUTE)
+    expect(state(first)).to_have_text("done")
+    expect(state(second)).to_have_text("rejected")
+    expect(first.locator(".freeact-output")).to_contain_text("RESULT: 17984")
+    expect(second.locator(".freeact-output")).to_contain_text("3.14159")  # the MCP tool's result
+    expect(second.locator(".freeact-decision-rejected")).to_have_count(1)
+    answer = main.locator(".freeact-markdown h2").filter(has_text="Results").locator("..")
+    expect(answer).to_contain_text("There are 17984 primes below 200,000.")
+    expect(answer).to_contain_text("not computed, the subagent's action was rejected")
+    expect(main.locator(".freeact-images img")).to_have_count(1)  # the plot the main agent's kernel drew
+    expect(notebook.locator("button.freeact-approve:not([disabled])")).to_have_count(0)
+    expect(notebook.locator("button.freeact-stop")).to_be_disabled()
+
+    # the cells after the run: the printed answer and how each subagent ended
+    outputs = notebook.locator(".jp-OutputArea-output")
+    expect(outputs.filter(has_text=f"{second_id}: rejected after")).to_have_count(1, timeout=MINUTE)
+    expect(outputs.filter(has_text=f"{first_id}: done after 2 turns")).to_have_count(1)
+    expect(outputs.filter(has_text="## Results")).to_have_count(1)
+    expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=MINUTE)
+    scroll_to_top_of(second)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-done.png"))
+    assert not [e for e in errors if "widget" in e.lower()], errors
