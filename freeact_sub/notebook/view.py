@@ -120,7 +120,7 @@ class AgentView:
                         self.answer = event.content
                     panel.handle(event)
             finally:
-                await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+                await stream.aclose()
         except asyncio.CancelledError:
             panel.end("cancelled")
             raise

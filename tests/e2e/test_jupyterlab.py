@@ -120,7 +120,8 @@ def _wait_until_serving(lab: JupyterLab) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if lab.process.poll() is not None:
-            raise AssertionError(f"JupyterLab exited with {lab.process.returncode}; see test-artifacts/jupyterlab-server.log")
+            code = lab.process.returncode
+            raise AssertionError(f"JupyterLab exited with {code}; see test-artifacts/jupyterlab-server.log")
         with contextlib.suppress(OSError):
             urllib.request.urlopen(f"{lab.url}/api/status?token={lab.token}", timeout=2).close()
             return
@@ -245,7 +246,8 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(second.locator(".freeact-call.freeact-pending .freeact-call-title")).to_have_text("demo_constant")
     buttons("approve", second_id).click()
     buttons("approve", first_id).click()
-    expect(second.locator(".freeact-call.freeact-pending .freeact-code")).to_contain_text("random.seed(7)", timeout=MINUTE)
+    pending_cell = second.locator(".freeact-call.freeact-pending .freeact-code")
+    expect(pending_cell).to_contain_text("random.seed(7)", timeout=MINUTE)
     buttons("reject", second_id).click()
 
     expect(state(main)).to_have_text("done", timeout=2 * MINUTE)
