@@ -508,20 +508,30 @@ async def test_no_kernel_starts_before_its_child_takes_a_slot(workdir: Path) -> 
 
 
 async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
+    """Cancelled while two children's kernels boot and a third call waits: only the parent's kernel remains."""
     names = ["w1", "w2", "w3"]  # two take a slot and start, the third waits
     parent = Script([task(name) for name in names])
     children = {name: Script([cell(PRINT_PID)]) for name in names}
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
+        assert agent._subagents is not None
+        pool = agent._subagents._pool
 
-        def cancel_on_second_start(event: AgentEvent) -> None:
-            if isinstance(event, SubagentStarted) and len(watch.of(SubagentStarted)) == 2:
-                agent.cancel()
+        async def cancel_while_kernels_boot() -> None:
+            while len(pool._booting) < 2:  # noqa: ASYNC110 - the pool has no event for this
+                await asyncio.sleep(0.005)
+            agent.cancel()
 
-        watch = Watch()
-        await drive(agent, PARENT, cancel_on_second_start, watch=watch)
+        canceller = asyncio.create_task(cancel_while_kernels_boot())
+        watch = await drive(agent, PARENT)
+        await canceller
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel], "with the pool off, only the parent's kernel should remain"
+        assert pool.ready == 0
+
+    assert isinstance(watch.events[-1], TurnCancelled)
+    assert {e.status for e in watch.of(SubagentFinished)} == {"cancelled"}
+    assert all(script.calls == 0 for script in children.values())
 
 
 async def test_seven_subagents_in_one_response(workdir: Path) -> None:

@@ -126,6 +126,22 @@ async def test_closing_a_filling_pool_leaves_no_kernel(workdir: Path, close_afte
     assert kernel_processes() == []
 
 
+async def test_a_cancelled_acquire_stops_the_kernel_booting_for_it(workdir: Path) -> None:
+    """A caller cancelled while its kernel boots (a subagent cancelled as it starts) leaves no kernel behind."""
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=0)
+    try:
+        waiter = asyncio.create_task(pool.acquire())
+        await eventually(lambda: len(made) == 1, "a kernel should start booting for the caller")
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert pool.ready == 0
+        assert kernel_processes() == [], "the kernel booted for a cancelled caller is stopped with it"
+    finally:
+        await pool.close()
+
+
 async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir: Path) -> None:
     parent = Script(
         [Call("task", {"prompt": "CHILD-one: check"}, id="task-one")],
