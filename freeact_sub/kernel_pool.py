@@ -57,8 +57,9 @@ class KernelPool:
             raise
         except Exception as exc:
             await kernel.shutdown()
-            self._ready.put_nowait(exc)
-            return
+            if self._waiting > self._ready.qsize():  # tell a waiting caller why it gets no kernel
+                self._ready.put_nowait(exc)
+            return  # else a later caller starts a kernel of its own rather than fail with a stale error
         if self._closed or self._ready.qsize() >= max(self._size, self._waiting):
             await kernel.shutdown()  # the caller it was booted for is gone and the pool is full
         else:
