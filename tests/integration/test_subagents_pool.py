@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from freeact_sub import Agent, AgentConfig
+from freeact_sub import Agent, AgentConfig, KernelError
 from freeact_sub.kernel import Kernel
 from freeact_sub.kernel_pool import KernelPool
 from tests.scripting import Call, Router, Script
@@ -138,6 +138,44 @@ async def test_a_cancelled_acquire_stops_the_kernel_booting_for_it(workdir: Path
             await waiter
         assert pool.ready == 0
         assert kernel_processes() == [], "the kernel booted for a cancelled caller is stopped with it"
+    finally:
+        await pool.close()
+
+
+async def test_a_failed_background_start_does_not_fail_a_later_caller(workdir: Path) -> None:
+    """The pool could not pre-start a kernel (once); the next caller still gets a working kernel."""
+    not_a_folder = workdir / "not-a-folder"
+    not_a_folder.write_text("a file where the kernel's working folder should be")
+    made: list[Kernel] = []
+
+    def new_kernel() -> Kernel:
+        kernel = Kernel(working_dir=not_a_folder if not made else workdir, label="pool-test")
+        made.append(kernel)
+        return kernel
+
+    pool = KernelPool(new_kernel, size=1)
+    kernel: Kernel | None = None
+    try:
+        pool.fill()
+        await eventually(lambda: len(made) == 1 and not pool._booting, "the first background start should fail")
+        assert pool.ready == 0, "a failed start is no ready kernel"
+        kernel = await pool.acquire()
+        assert kernel.started and kernel is made[-1]
+        assert (await kernel.execute("print(2 + 2)")).text.strip() == "4"
+    finally:
+        if kernel is not None:
+            await kernel.shutdown()
+        await pool.close()
+
+
+async def test_a_caller_whose_kernel_cannot_start_gets_the_error(workdir: Path) -> None:
+    not_a_folder = workdir / "not-a-folder"
+    not_a_folder.write_text("a file where the kernel's working folder should be")
+    pool = KernelPool(lambda: Kernel(working_dir=not_a_folder), size=0)
+    try:
+        async with asyncio.timeout(60):
+            with pytest.raises(KernelError, match="did not start"):
+                await pool.acquire()
     finally:
         await pool.close()
 
