@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
@@ -448,6 +449,84 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
             assert {k: info.model_settings.get(k) for k in settings} == settings
     for script in children.values():
         assert sorted(t.name for t in script.infos[0].function_tools) == [n for n in parent_tools if n != "task"]
+
+
+# Both halves of an agent's start wait, each in its own process, until the other half has been
+# spawned: the kernel (in an IPython startup file) until there are as many MCP servers as kernels,
+# the MCP server (in a wrapper, before it speaks MCP) until there are as many kernels as servers.
+# Started together, they meet at once; started one after the other, the first waits for a
+# partner that never comes and, after a while, records that it gave up.
+PARTNER_COUNT = """
+import json, os, sys, time
+import psutil
+
+def _counts():
+    host = psutil.Process(int(os.environ["FREEACT_TEST_HOST"]))
+    kernels = servers = 0
+    for process in host.children(recursive=True):
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            command = " ".join(process.cmdline())
+            if "calc_server.py" in command:
+                servers += 1
+            elif "ipykernel_launcher" in command or any(
+                "freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix")
+            ):
+                kernels += 1
+        except psutil.Error:
+            continue
+    return kernels, servers
+
+def _meet(kind, partner_is_there):
+    deadline = time.time() + 20
+    while not (met := partner_is_there(*_counts())) and time.time() < deadline:
+        time.sleep(0.02)
+    marks = os.environ["FREEACT_TEST_MARKS"]
+    with open(os.path.join(marks, f"{kind}-{os.getpid()}.json"), "w") as f:
+        json.dump({"met": met}, f)
+"""
+KERNEL_STARTUP = PARTNER_COUNT + "_meet('kernel', lambda kernels, servers: servers >= kernels)\n"
+SERVER_WRAPPER = (
+    PARTNER_COUNT
+    + "_meet('server', lambda kernels, servers: kernels >= servers)\n"
+    + "os.execv(sys.executable, [sys.executable, sys.argv[1]])\n"
+)
+
+
+async def test_kernel_and_mcp_servers_of_a_child_start_together(workdir: Path, calc_server_config: dict) -> None:
+    marks = workdir / "marks"
+    marks.mkdir()
+    startup = workdir / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-meet.py").write_text(KERNEL_STARTUP)
+    wrapper = workdir / "meet_then_serve.py"
+    wrapper.write_text(SERVER_WRAPPER)
+    env = {"FREEACT_TEST_HOST": str(os.getpid()), "FREEACT_TEST_MARKS": str(marks)}
+    server = {
+        "command": calc_server_config["command"],
+        "args": [str(wrapper), *calc_server_config["args"]],
+        "env": {**env, "PATH": os.environ["PATH"]},
+    }
+    parent = Script([task("pair")], ["done"])
+    pair = Script([Call("calc_server_pid", {}), cell(PRINT_PID)], ["paired"])
+    model = routed(parent, {"pair": pair})
+    cfg = config(
+        model.model,
+        workdir,
+        mcp_servers={"calc": server},
+        kernel_env={**env, "IPYTHONDIR": str(workdir / "ipython")},
+        kernel_pool_size=0,  # a pooled kernel would be started before, not with, the child's MCP server
+    )
+    async with Agent(cfg) as agent:
+        watch = await drive(agent, PARENT)
+
+    run = children_of(watch, agent.agent_id)[child("pair")]
+    assert run.finished.status == "done" and run.result.content == "paired"
+    assert len(watch.pids[run.started.subagent_id]) == 2  # the child's own kernel and server ran
+    met = {path.stem: json.loads(path.read_text())["met"] for path in marks.glob("*.json")}  # "kernel-<pid>": …
+    assert sorted(name.split("-")[0] for name in met) == ["kernel", "kernel", "server", "server"]
+    assert all(met.values()), f"a kernel or server started without its partner (one after the other): {met}"
 
 
 # -- parallelism and its bound -------------------------------------------------------------------
