@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from freeact_sub import Agent, AgentConfig
@@ -28,6 +29,18 @@ async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -
         if loop.time() > deadline:
             raise AssertionError(f"gave up waiting for: {what}")
         await asyncio.sleep(0.02)
+
+
+def children() -> set[int]:
+    """Our descendant processes, without the long-lived kernel zygote (it forks kernels, it is not one)."""
+    found = set()
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "freeact_sub._kernel_zygote" not in process.cmdline():
+                found.add(process.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 def subagent_panels(view: AgentView) -> list[AgentPanel]:
@@ -128,11 +141,11 @@ async def test_always_approve_a_subagent_from_its_approval_panel(workdir: Path) 
         pending(child)[0].approval.always_button.click()
         await task
         assert agent.approvals.is_approved(child.agent_id)
-        assert child.always_toggle.value is True
+        assert child.always_checkbox.value is True
         decisions = [c.decision for c in child.calls.values()]
         assert decisions == ["approved", "auto-approved"]  # the second cell never asked
         # the standing decision is cleared from the agent's panel
-        child.always_toggle.value = False
+        child.always_checkbox.value = False
         assert not agent.approvals.is_approved(child.agent_id)
 
 
@@ -142,11 +155,16 @@ async def test_stop_cancels_the_run_and_its_subagents(workdir: Path) -> None:
     router = Router({"[main]": main, "[sub]": sub})
     async with Agent(config(router.model, workdir, auto_approve=True)) as agent:
         view = AgentView(agent, auto_approve=False)
+        before = children()  # the main agent's kernel
         task = view.start("[main] never ends")
-        await until(lambda: len(subagent_panels(view)) == 2, "two subagents running")
+        await until(
+            lambda: len(s := subagent_panels(view)) == 2 and all(p.turns == 1 for p in s), "two subagents at work"
+        )
+        assert len(children() - before) >= 2  # their kernels
         assert view.panel.banner_shown
         view.panel.stop_button.click()
         await task
+        assert children() == before  # the subagents' kernels are gone, the main agent's is still there
         assert view.panel.main.state == "cancelled"
         assert [p.state for p in subagent_panels(view)] == ["cancelled", "cancelled"]
         assert view.panel.stop_button.disabled
