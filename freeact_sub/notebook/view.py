@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import sys
 import threading
 from collections.abc import Callable
 
@@ -58,8 +60,15 @@ class AgentView:
         """Run one turn of the agent, showing it in this cell; returns when the turn ends.
 
         The final answer is in `view.answer` afterwards. A failing model request is shown in the
-        main agent's panel and raised.
+        main agent's panel and raised. Raises `RuntimeError` at once in a kernel that cannot
+        deliver a click while a cell awaits (ipykernel older than 7.4), unless nothing needs a click.
         """
+        if not (self.auto_approve or self.agent.approvals.everything) and (old := _old_ipykernel()):
+            raise RuntimeError(
+                f"ipykernel {old} holds button clicks until the running cell ends, so approvals could never "
+                "arrive while `await view.run(...)` waits. Install ipykernel>=7.4 in the notebook's environment "
+                "and restart the kernel, or use `view.start(...)`, which returns from the cell at once."
+            )
         await self.start(prompt, max_turns=max_turns)
 
     def start(self, prompt: str, *, max_turns: int | None = None) -> asyncio.Task[None]:
@@ -131,6 +140,16 @@ class AgentView:
             panel.end("cancelled" if state == "cancelled" else "done")
         finally:
             ticker.cancel()
+
+
+def _old_ipykernel() -> str | None:
+    """The version of the ipykernel running this code if it is older than 7.4, else None."""
+    kernel = sys.modules.get("ipykernel")
+    version = getattr(kernel, "__version__", None)
+    if not isinstance(version, str):
+        return None  # not in an IPython kernel (a script, a test): nothing to deliver clicks anyway
+    numbers = [int(part) for part in re.findall(r"\d+", version)[:2]]
+    return version if tuple(numbers) < (7, 4) else None
 
 
 async def _tick(panel: RunPanel) -> None:

@@ -193,3 +193,18 @@ async def test_a_failing_model_is_shown_and_raised(workdir: Path) -> None:
             await view.run("go")
     assert view.panel.main.state == "failed"
     assert "the model request failed" in view.panel.main._header.value
+
+
+async def test_run_refuses_a_kernel_that_cannot_deliver_clicks(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ipykernel
+
+    monkeypatch.setattr(ipykernel, "__version__", "7.3.2")
+    script = Script(["never asked"])
+    async with Agent(config(script.model, workdir, enable_subagents=False)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        with pytest.raises(RuntimeError, match=r"ipykernel 7\.3\.2 holds button clicks.*view\.start"):
+            await view.run("go")
+        assert view.panel is None and script.calls == 0
+        monkeypatch.setattr(ipykernel, "__version__", "7.4.0")
+        await view.run("go")
+        assert view.answer == "never asked"
