@@ -573,6 +573,7 @@ async def test_never_more_than_max_subagents_children_alive(workdir: Path) -> No
 
 
 async def test_no_kernel_starts_before_its_child_takes_a_slot(workdir: Path) -> None:
+    """The bound is taken before a child's kernel starts: kernel processes are counted while 2 x the bound run."""
     names = [f"k{i}" for i in range(4)]  # 2 x max_subagents
     parent = Script([task(name) for name in names], ["done"])
     children = {name: Script([cell(PRINT_PID + "import time\ntime.sleep(1)\n")], ["ok"]) for name in names}
