@@ -240,6 +240,17 @@ async def test_cancel_a_running_cell(shared) -> None:
     assert script.tool_results(1)["next"] == "yes\n"
 
 
+async def test_a_consumer_that_gives_up_cancels_the_turn(shared) -> None:
+    # e.g. the consumer wraps the turn in a timeout of its own
+    agent, script = shared
+    before = agent.history
+    script.reset(["slow", Block()])
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(drive(agent.stream("slow")), 0.5)
+    assert agent.history == before
+    await still_works(agent, script)
+
+
 async def test_cancel_when_no_turn_runs_is_harmless(shared) -> None:
     agent, script = shared
     agent.cancel()

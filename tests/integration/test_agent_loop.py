@@ -147,6 +147,29 @@ async def test_a_rejected_call_does_not_run_and_ends_the_turn(shared, tmp_path: 
     assert history_results and "rejected" in history_results[0]
 
 
+async def test_one_rejected_call_of_several_ends_the_turn_after_the_others_ran(shared) -> None:
+    agent, script = shared
+    script.reset(
+        [
+            Call("execute_ipython_cell", {"code": "print('approved')"}, id="yes"),
+            Call("reset_kernel", {}, id="no"),
+        ]
+    )
+    events = await drive(agent.stream("two"), decide=lambda request: request.tool_call_id == "yes")
+    assert [o.text for o in of(CodeExecutionOutput, events)] == ["approved\n"]
+    assert not of(ToolOutput, events)  # reset_kernel did not run
+    assert "`reset_kernel`" in events[-1].content and "execute_ipython_cell" not in events[-1].content
+    assert script.calls == 1
+    results = {
+        part.tool_call_id: part.content
+        for message in agent.history[-2:-1]
+        for part in message.parts
+        if part.part_kind == "tool-return"
+    }
+    assert results["yes"] == "approved\n"
+    assert "rejected" in results["no"]
+
+
 async def test_approval_requests_can_be_answered_from_another_task(shared) -> None:
     agent, script = shared
     script.reset([Call("execute_ipython_cell", {"code": "print('later')"})], ["done"])
@@ -366,6 +389,13 @@ async def test_the_conversation_and_kernel_state_persist_across_turns(tmp_path: 
     assert len(history) == 8  # 2 turns x (request, tool call, tool result, answer)
 
 
+async def test_an_empty_model_response_ends_the_turn(shared) -> None:
+    agent, script = shared
+    script.reset([""])
+    events = await drive(agent.stream("say nothing"))
+    assert isinstance(events[-1], Response) and events[-1].final and events[-1].content == ""
+
+
 async def test_the_system_prompt_comes_first(tmp_path: Path) -> None:
     script = Script(["hi"])
     async with Agent(config(script, tmp_path, system_prompt="You are a test.")) as agent:
@@ -442,7 +472,7 @@ async def test_breaking_out_of_the_loop_ends_the_turn(shared, tmp_path: Path) ->
 async def test_tool_output_of_reset_kernel_is_emitted(tmp_path: Path) -> None:
     script = Script(
         [Call("execute_ipython_cell", {"code": "gone = 1"})],
-        [Call("reset_kernel", {}, id="reset")],
+        [Call("reset_kernel", None, id="reset")],  # no arguments at all
         [Call("execute_ipython_cell", {"code": "print('gone' in globals())"}, id="check")],
         ["clean"],
     )

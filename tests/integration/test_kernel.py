@@ -185,6 +185,12 @@ async def test_the_kernel_runs_in_its_working_directory_with_the_host_python(ker
     assert _same_file(executable, sys.executable)
 
 
+async def test_a_cell_asking_for_input_fails_instead_of_hanging(kernel: Kernel) -> None:
+    result = await kernel.execute("input('name? ')", timeout=60)
+    assert result.status == "error"
+    assert "StdinNotImplementedError" in result.text
+
+
 # -- environment and connection ----------------------------------------------------------------
 
 
@@ -239,6 +245,12 @@ async def test_a_cell_past_its_timeout_is_interrupted_and_the_kernel_stays_usabl
     after = await kernel.execute("print(before_timeout)")
     assert after.text == "kept\n"  # an interrupt, not a restart
     assert kernel.pid == pid
+
+
+async def test_a_shell_command_past_the_timeout_is_interrupted(kernel: Kernel) -> None:
+    result = await kernel.execute("!sleep 600", timeout=1)
+    assert result.status == "timeout"
+    assert (await kernel.execute("print('next')")).text == "next\n"
 
 
 async def test_a_cell_that_ignores_the_interrupt_gets_a_restarted_kernel(tmp_path: Path) -> None:
@@ -342,6 +354,20 @@ async def test_shutdown_ends_the_process(tmp_path: Path) -> None:
     assert not kernel.started
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     await kernel.shutdown()  # a second shutdown is harmless
+
+
+async def test_shutdown_ends_processes_the_kernel_started(tmp_path: Path) -> None:
+    kernel = Kernel(working_dir=tmp_path)
+    await kernel.start()
+    result = await kernel.execute("import subprocess\nprint(subprocess.Popen(['sleep', '600']).pid)")
+    child = int(result.text)
+    assert psutil.Process(child).is_running()
+    await kernel.shutdown()
+    for _ in range(50):
+        if not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+            break
+        await asyncio.sleep(0.1)
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
 
 
 async def test_shutdown_forces_a_kernel_that_does_not_exit(tmp_path: Path) -> None:
