@@ -233,34 +233,52 @@ class Agent:
         """
         if not self._started:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
-        if self._turn is not None and not self._turn.done():
-            raise RuntimeError("a turn is already running on this agent")
+        await self._wait_for_abandoned_turn()
         events: asyncio.Queue[AgentEvent | _TurnEnded] = asyncio.Queue()
-        before = list(self._history)
         limit = max_turns if max_turns is not None else self.config.max_turns
-        turn = asyncio.create_task(self._run_turn(prompt, limit, events.put_nowait), name=f"turn:{self.agent_id}")
+        turn = asyncio.create_task(self._turn_keeping_history(prompt, limit, events.put_nowait),
+                                   name=f"turn:{self.agent_id}")
         turn.add_done_callback(lambda _: events.put_nowait(_TurnEnded()))
         self._turn = turn
-        completed = False
         try:
             while not isinstance(item := await events.get(), _TurnEnded):
                 yield item
             if turn.cancelled():
-                self._history = before
                 yield TurnCancelled(agent_id=self.agent_id)
             elif (error := turn.exception()) is not None:
-                self._history = before
                 raise error
-            completed = True
         finally:
+            # A consumer that stops iterating early (aclose, its own cancellation, or a `break`
+            # once the generator is finalized) ends the turn.
             if not turn.done():
                 turn.cancel()
                 with contextlib.suppress(BaseException):
                     await turn
-            if not completed:
-                self._history = before
             if self._turn is turn:
                 self._turn = None
+
+    async def _wait_for_abandoned_turn(self) -> None:
+        """Let a turn whose consumer left (`break` out of `stream()`) finish cancelling; refuse a running one."""
+        previous = self._turn
+        if previous is None or previous.done():
+            return
+        for _ in range(5):  # an abandoned stream's finalizer is scheduled by the loop within a few iterations
+            if previous.done() or previous.cancelling():
+                break
+            await asyncio.sleep(0)
+        if not previous.done() and not previous.cancelling():
+            raise RuntimeError("a turn is already running on this agent")
+        with contextlib.suppress(BaseException):
+            await previous
+
+    async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
+        """Run a turn; if it fails or is cancelled, the history is as it was before it."""
+        before = list(self._history)
+        try:
+            await self._run_turn(prompt, limit, emit)
+        except BaseException:
+            self._history = before
+            raise
 
     async def _run_turn(self, prompt: str, limit: int | None, emit: Emit) -> None:
         from pydantic_ai.messages import (

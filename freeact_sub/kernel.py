@@ -328,8 +328,14 @@ class Kernel:
             if result.status == "timeout":
                 await emit(f"\nExecution timed out after {timeout:g} s and was interrupted.\n")
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._stop_running_cell(msg_id))
+            # The cell must be stopped before the lock is released, however often we are cancelled
+            # meanwhile: a cleanup left running would swallow the next cell's iopub messages.
+            cleanup = asyncio.ensure_future(self._stop_running_cell(msg_id))
+            while not cleanup.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(cleanup)
+            if not cleanup.cancelled():
+                cleanup.exception()  # retrieved; a failed cleanup is followed by a restart on next use
             raise
         finally:
             await self._drain_shell()
