@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -16,6 +17,7 @@ from freeact_sub import (
     AgentConfig,
     ApprovalRequest,
     CodeExecutionOutput,
+    KernelError,
     McpServerError,
     ToolOutput,
     TurnCancelled,
@@ -37,8 +39,18 @@ def of(kind: type, events: list) -> list:
     return [event for event in events if isinstance(event, kind)]
 
 
-def _gone(pid: int) -> bool:
-    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+def _gone(pid: int, wait: float = 5.0) -> bool:
+    """Whether the process has ended; one that is exiting gets a few seconds. Never reaps it (not ours to reap)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -181,6 +193,16 @@ async def test_a_server_that_does_not_start_names_the_server_and_leaves_nothing_
     # the leak fixture checks that the kernel and the calc server were stopped
 
 
+async def test_a_kernel_that_cannot_start_closes_the_mcp_sessions(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    agent = Agent(config(Script(), blocker / "work", {"calc": CALC}))
+    with pytest.raises(KernelError, match="did not start"):
+        await agent.start()
+    assert not agent.started
+    # the leak fixture checks that the calc server was stopped
+
+
 async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) -> None:
     scripts = [Script([Call("calc_server_pid", {}, id="pid")], ["ok"]) for _ in range(2)]
     agents = [Agent(config(s, tmp_path / str(i), {"calc": CALC})) for i, s in enumerate(scripts)]
@@ -193,7 +215,7 @@ async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) ->
         assert all(psutil.Process(pid).is_running() for pid in pids)
         await agents[0].stop()
         assert _gone(pids[0])
-        assert not _gone(pids[1])  # stopping one agent leaves the other's server alone
+        assert not _gone(pids[1], wait=0)  # stopping one agent leaves the other's server alone
     finally:
         await asyncio.gather(*(agent.stop() for agent in agents))
     assert _gone(pids[1])

@@ -336,10 +336,20 @@ async def test_reset_gives_a_clean_kernel(tmp_path: Path) -> None:
 
 async def test_reset_waits_for_a_running_cell(tmp_path: Path) -> None:
     async with Kernel(working_dir=tmp_path) as kernel:
-        cell = asyncio.create_task(kernel.execute("import time\ntime.sleep(0.5)\nprint('finished')"))
-        await asyncio.sleep(0.1)
-        await kernel.reset()
-        assert (await cell).text == "finished\n"
+        running = asyncio.Event()
+
+        def on_output(text: str) -> None:
+            if "started" in text:
+                running.set()
+
+        code = "import time\nprint('started', flush=True)\ntime.sleep(0.5)\nprint('finished')"
+        cell = asyncio.create_task(kernel.execute(code, on_output=on_output))
+        await asyncio.wait_for(running.wait(), 30)
+        await kernel.reset()  # a restart now would kill the cell: it must wait for it
+        result = await cell
+        assert result.status == "ok"
+        assert result.text == "started\nfinished\n"
+        assert kernel.restarts == 1
 
 
 # -- lifecycle ---------------------------------------------------------------------------------

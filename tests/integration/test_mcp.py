@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -35,8 +36,18 @@ def _connections(servers: dict, cwd: Path) -> McpConnections:
     return McpConnections(AgentConfig(mcp_servers=servers).mcp_servers, cwd=cwd)
 
 
-def _gone(pid: int) -> bool:
-    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+def _gone(pid: int, wait: float = 5.0) -> bool:
+    """Whether the process has ended; one that is exiting gets a few seconds. Never reaps it (not ours to reap)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 async def test_tools_are_offered_as_server_underscore_tool_with_their_schemas(calc) -> None:
