@@ -74,7 +74,9 @@ def test_events_dispatch_with_match() -> None:
 
 
 async def test_approval_request_resolves_with_the_decision() -> None:
-    request = ApprovalRequest(agent_id="agent-1", tool_name="execute_ipython_cell", tool_args={"code": "1"}, tool_call_id="c")
+    request = ApprovalRequest(
+        agent_id="agent-1", tool_name="execute_ipython_cell", tool_args={"code": "1"}, tool_call_id="c"
+    )
     assert not request.decided
     waiter = asyncio.create_task(request.approved())
     await asyncio.sleep(0)
@@ -121,7 +123,9 @@ async def test_cancelling_a_waiter_does_not_decide_the_request() -> None:
 
 
 async def test_code_property_only_for_cells() -> None:
-    cell = ApprovalRequest(agent_id="a", tool_name="execute_ipython_cell", tool_args={"code": "x = 1"}, tool_call_id="1")
+    cell = ApprovalRequest(
+        agent_id="a", tool_name="execute_ipython_cell", tool_args={"code": "x = 1"}, tool_call_id="1"
+    )
     mcp = ApprovalRequest(agent_id="a", tool_name="calc_echo", tool_args={"code": "not code"}, tool_call_id="2")
     assert cell.code == "x = 1"
     assert mcp.code is None
