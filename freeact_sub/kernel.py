@@ -32,6 +32,7 @@ from typing import IO, Any, Literal
 
 import zmq
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
+from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from .errors import KernelError
@@ -46,6 +47,7 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # Host variables a kernel may see; anything else (API keys above all) must be named in `kernel_env`.
 _INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE")
 _INTERRUPT_GRACE = 5.0
+_RECONNECT_INTERVAL_MS = 10
 _LIVENESS_POLL = 0.5
 
 
@@ -80,20 +82,26 @@ class _HostPythonSpecs(KernelSpecManager):
         return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
 
 
-class _UnboundedIOPubClient(AsyncKernelClient):
-    """A client whose iopub socket never drops output.
+class _KernelClient(AsyncKernelClient):
+    """A kernel client whose sockets suit a kernel that is just starting and may print a lot.
 
-    ZeroMQ's default receive high-water mark (1000 messages) lets a kernel that prints faster
-    than we read (e.g. 10,000 `print(..., flush=True)`) lose messages: the kernel's publisher
-    drops what the subscriber cannot queue. An unlimited receive queue keeps every message.
+    - The iopub socket never drops output. ZeroMQ's default receive high-water mark (1000
+      messages) lets a kernel that prints faster than we read (e.g. 10,000
+      `print(..., flush=True)`) lose messages: the kernel's publisher drops what the
+      subscriber cannot queue. An unlimited receive queue keeps every message.
+    - Sockets retry a connection every 10 ms instead of ZeroMQ's 100 ms: we connect while the
+      kernel is still binding its sockets, and each missed retry is start-up time lost.
     """
 
-    def connect_iopub(self, identity: bytes | None = None) -> zmq.Socket:
-        socket = self.context.socket(zmq.SUB)
+    def _create_connected_socket(self, channel: str, identity: bytes | None = None) -> zmq.Socket:
+        socket = self.context.socket(channel_socket_types[channel])
         socket.linger = 1000
-        socket.rcvhwm = 0
-        socket.connect(self._make_url("iopub"))
-        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        socket.reconnect_ivl = _RECONNECT_INTERVAL_MS
+        if channel == "iopub":
+            socket.rcvhwm = 0
+        if identity:
+            socket.identity = identity
+        socket.connect(self._make_url(channel))
         return socket
 
 
@@ -156,7 +164,7 @@ class Kernel:
             connection_file=os.path.join(self._connection_dir, "connection.json"),
         )
         manager.shutdown_wait_time = 2.0
-        manager.client_factory = _UnboundedIOPubClient
+        manager.client_factory = _KernelClient
         manager.kernel_id = uuid.uuid4().hex
         provisioner = ForkedProvisioner(kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager)
         provisioner.zygote = self._launcher
