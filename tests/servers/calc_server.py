@@ -47,5 +47,33 @@ def fail(message: str) -> str:
     raise ValueError(message)
 
 
+def serve_http(port: int, token: str | None) -> None:
+    """Serve streamable HTTP on 127.0.0.1; with a token, a request without `Authorization: Bearer <token>` gets 401."""
+    import uvicorn
+    from starlette.responses import PlainTextResponse
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    inner: ASGIApp = app.streamable_http_app()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and token is not None:
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                await PlainTextResponse("missing or wrong token", status_code=401)(scope, receive, send)
+                return
+        await inner(scope, receive, send)
+
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+
+
 if __name__ == "__main__":
-    app.run()
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--token", help="with --http: the bearer token requests must carry")
+    options = parser.parse_args()
+    if options.http:
+        serve_http(options.http, options.token)
+    else:
+        app.run()
