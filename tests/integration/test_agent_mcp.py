@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -22,6 +21,7 @@ from freeact_sub import (
     ToolOutput,
     TurnCancelled,
 )
+from tests.processes import is_gone
 from tests.scripting import Call, Script, drive
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -37,20 +37,6 @@ def config(script: Script, workdir: Path, servers: dict, **settings: object) -> 
 
 def of(kind: type, events: list) -> list:
     return [event for event in events if isinstance(event, kind)]
-
-
-def _gone(pid: int, wait: float = 5.0) -> bool:
-    """Whether the process has ended; one that is exiting gets a few seconds. Never reaps it (not ours to reap)."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -171,7 +157,7 @@ async def test_a_server_that_crashes_mid_session_becomes_an_error_result(tmp_pat
     async with Agent(config(script, tmp_path, {"calc": CALC})) as agent:
         events = await drive(agent.stream("crash it"))
     pid = int(script.tool_results(1)["pid"])
-    assert _gone(pid)
+    assert is_gone(pid)
     crash = script.tool_results(2)["crash"]
     assert "'calc'" in crash
     assert [o.is_error for o in of(ToolOutput, events) if o.tool_call_id in ("crash", "again")] == [True, True]
@@ -214,11 +200,11 @@ async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) ->
         assert pids[0] != pids[1]
         assert all(psutil.Process(pid).is_running() for pid in pids)
         await agents[0].stop()
-        assert _gone(pids[0])
-        assert not _gone(pids[1], wait=0)  # stopping one agent leaves the other's server alone
+        assert is_gone(pids[0])
+        assert not is_gone(pids[1], wait=0)  # stopping one agent leaves the other's server alone
     finally:
         await asyncio.gather(*(agent.stop() for agent in agents))
-    assert _gone(pids[1])
+    assert is_gone(pids[1])
 
 
 async def test_the_third_party_time_server(tmp_path: Path) -> None:

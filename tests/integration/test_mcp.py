@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -14,6 +13,7 @@ import pytest_asyncio
 
 from freeact_sub import AgentConfig, McpServerError
 from freeact_sub.mcp import McpConnections
+from tests.processes import is_gone
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,20 +34,6 @@ def _calc_config() -> dict:
 
 def _connections(servers: dict, cwd: Path) -> McpConnections:
     return McpConnections(AgentConfig(mcp_servers=servers).mcp_servers, cwd=cwd)
-
-
-def _gone(pid: int, wait: float = 5.0) -> bool:
-    """Whether the process has ended; one that is exiting gets a few seconds. Never reaps it (not ours to reap)."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
 
 
 async def test_tools_are_offered_as_server_underscore_tool_with_their_schemas(calc) -> None:
@@ -94,7 +80,7 @@ async def test_a_server_that_crashes_mid_session_turns_calls_into_errors(
         text, is_error = await mcp.call("calc_crash", {})
         assert is_error
         assert "'calc'" in text and "crash" in text
-        assert _gone(pid)
+        assert is_gone(pid)
         later, later_error = await asyncio.wait_for(mcp.call("calc_add", {"a": 1, "b": 2}), 30)
         assert later_error
         assert "'calc'" in later
@@ -109,7 +95,7 @@ async def test_close_stops_the_server_processes(calc_server_config: dict, tmp_pa
     pid = int((await mcp.call("calc_server_pid", {}))[0])
     assert psutil.Process(pid).is_running()
     await mcp.close()
-    assert _gone(pid)
+    assert is_gone(pid)
     assert mcp.tools == []
 
 
@@ -119,7 +105,7 @@ async def test_open_in_one_task_and_close_in_another(calc_server_config: dict, t
     await asyncio.create_task(mcp.open())
     pid = int((await asyncio.create_task(mcp.call("calc_server_pid", {})))[0])
     await asyncio.create_task(mcp.close())
-    assert _gone(pid)
+    assert is_gone(pid)
 
 
 async def test_two_connection_sets_have_their_own_server_processes(calc_server_config: dict, tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ from freeact_sub import (
     TurnCancelled,
     TurnStarted,
 )
+from tests.processes import kernel_processes
 from tests.scripting import Call, Fail, Router, Script, Think, tool_results
 
 PARENT = "PARENT"
@@ -52,7 +53,6 @@ PID_MARK = re.compile(r"PID=(\d+)")
 PRINT_PID = "import os\nprint(f'PID={os.getpid()}')\n"
 # A run that hangs (a child waiting on another, say) fails here instead of at pytest's timeout.
 RUN_LIMIT = 120.0
-
 
 # -- scripting --------------------------------------------------------------------------------
 
@@ -137,26 +137,6 @@ async def drive(agent: Agent, prompt: str, *handlers: Handler, watch: Watch | No
                 if outcome is not None:
                     await outcome
     return watch
-
-
-def _is_kernel(process: psutil.Process) -> bool:
-    # launched kernels say so on their command line; a kernel forked from a pre-imported parent may
-    # not, but it binds the ipc sockets in its private `freeact-sub-kernel-*` folder
-    if "ipykernel_launcher" in " ".join(process.cmdline()):
-        return True
-    return any("freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix"))
-
-
-def kernel_processes() -> list[int]:
-    """The IPython kernels running under this test process."""
-    found = []
-    for process in psutil.Process().children(recursive=True):
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
-                found.append(process.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 def calc_servers() -> list[int]:

@@ -9,38 +9,18 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 
 from freeact_sub import Agent, AgentConfig, KernelError
 from freeact_sub.kernel import Kernel
 from freeact_sub.kernel_pool import KernelPool
+from tests.processes import kernel_processes
 from tests.scripting import Call, Router, Script
 
 FIRST_CELL_CHECK = (
     "_builtin = {'In', 'Out', 'exit', 'quit', 'get_ipython', 'open'}\n"
     "print(len(In) - 1, sorted(n for n in globals() if not n.startswith('_') and n not in _builtin))\n"
 )
-
-
-def _is_kernel(process: psutil.Process) -> bool:
-    # launched kernels say so on their command line; a kernel forked from a pre-imported parent may
-    # not, but it binds the ipc sockets in its private `freeact-sub-kernel-*` folder
-    if "ipykernel_launcher" in " ".join(process.cmdline()):
-        return True
-    return any("freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix"))
-
-
-def kernel_processes() -> list[int]:
-    """The IPython kernels running under this test process."""
-    found = []
-    for process in psutil.Process().children(recursive=True):
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
-                found.append(process.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 async def eventually(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:

@@ -1,0 +1,41 @@
+"""Process probes shared by the tests: which kernels run under this test process, and whether a PID has ended."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+
+
+def _is_kernel(process: psutil.Process) -> bool:
+    # launched kernels say so on their command line; a kernel forked by the zygote does not,
+    # but it binds the ipc sockets in its private `freeact-sub-kernel-*` folder
+    if "ipykernel_launcher" in " ".join(process.cmdline()):
+        return True
+    return any("freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix"))
+
+
+def kernel_processes() -> list[int]:
+    """The IPython kernels running under this test process."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def is_gone(pid: int, wait: float = 5.0) -> bool:
+    """Whether the process has ended; one that is exiting gets `wait` seconds. Never reaps it (not ours to reap)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
