@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import ApprovalPolicy
@@ -26,23 +26,20 @@ from .config import AgentConfig
 from .errors import ModelError
 from .events import (
     AgentEvent,
-    ApprovalRequest,
-    CodeExecutionOutput,
-    CodeExecutionOutputChunk,
     Response,
     ResponseChunk,
     Thoughts,
     ThoughtsChunk,
-    ToolOutput,
     TurnCancelled,
     TurnStarted,
 )
 from .kernel import Kernel
 from .mcp import McpConnections
-from .tools import Toolbox, ToolSpec, builtin_tool, parse_arguments
+from .tool_calls import Emit, ToolCallRunner
+from .tools import Toolbox, ToolSpec, builtin_tool
 
 if TYPE_CHECKING:
-    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
 
     from .kernel_launcher import KernelZygote
@@ -50,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent"]
 
-Emit = Callable[[AgentEvent], None]
 _T = TypeVar("_T")
 
 _agent_ids: set[str] = set()
@@ -108,6 +104,7 @@ class Agent:
         self._kernel: Kernel | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
+        self._calls: ToolCallRunner | None = None
         self._subagents: SubagentRunner | None = None
         self._turn: asyncio.Task[None] | None = None
         self._started = False
@@ -144,7 +141,8 @@ class Agent:
         """Resolve the model, then start the kernel and connect the MCP servers concurrently."""
         await self._start()
 
-    async def _start(self, kernel: Kernel | None = None, acquire_kernel: Any = None) -> None:
+    async def _start(self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None = None) -> None:
+        """Start; a subagent's kernel comes from `acquire_kernel` (its parent's pool) instead of a new launch."""
         if self._started:
             return
         self._model = self.config.resolve_model()
@@ -153,9 +151,9 @@ class Agent:
 
         async def start_kernel() -> Kernel:
             if acquire_kernel is not None:
-                started: Kernel = await acquire_kernel()
+                started = await acquire_kernel()
             else:
-                started = kernel or self._new_kernel()
+                started = self._new_kernel()
                 await started.start()
             started.label = self.agent_id
             return started
@@ -187,6 +185,15 @@ class Agent:
             for t in mcp.tools
         ]
         self._toolbox = Toolbox(specs)
+        self._calls = ToolCallRunner(
+            agent_id=self.agent_id,
+            config=self.config,
+            toolbox=self._toolbox,
+            approvals=self.approvals,
+            kernel=self._kernel,
+            mcp=mcp,
+            subagents=self._subagents,
+        )
         self._started = True
 
     def _new_kernel(self, launcher: KernelZygote | None = None) -> Kernel:
@@ -213,7 +220,7 @@ class Agent:
             closers.append(self._kernel.shutdown(now=self._is_subagent))
         if self._mcp is not None:
             closers.append(self._mcp.close())
-        self._subagents, self._kernel, self._mcp = None, None, None
+        self._subagents, self._kernel, self._mcp, self._calls = None, None, None, None
         self._started = False
         if closers:
             await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
@@ -321,7 +328,8 @@ class Agent:
                 if not text:
                     emit(Response(agent_id=self.agent_id, content="", final=True))
                 return
-            outcomes = await _all_or_none([self._run_call(call, emit) for call in calls])
+            assert self._calls is not None
+            outcomes = await _all_or_none([self._calls.run(call, emit) for call in calls])
             self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
             rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
             if rejected:
@@ -374,76 +382,6 @@ class Agent:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))
         return response
 
-    async def _run_call(self, call: ToolCallPart, emit: Emit) -> tuple[Any, bool]:
-        """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
-        from pydantic_ai.messages import ToolReturnPart
-
-        assert self._toolbox is not None
-        name, call_id = call.tool_name, call.tool_call_id
-
-        def result(content: str, rejected: bool = False) -> tuple[ToolReturnPart, bool]:
-            return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected
-
-        def refuse(message: str) -> tuple[ToolReturnPart, bool]:
-            emit(ToolOutput(agent_id=self.agent_id, content=message, tool_name=name, tool_call_id=call_id,
-                            is_error=True))
-            return result(message)
-
-        try:
-            arguments = parse_arguments(call.args)
-        except ValueError as exc:
-            return refuse(f"Invalid arguments for {name!r}: {exc}. Send the arguments as a JSON object.")
-        if problem := self._toolbox.check(name, arguments):
-            return refuse(problem)
-        arguments = self._toolbox.with_defaults(name, arguments)
-
-        auto = self.approvals.is_approved(self.agent_id)
-        request = ApprovalRequest(
-            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto
-        )
-        if auto:
-            request.approve(True)
-        emit(request)
-        if not await request.approved():
-            return result("The user rejected this call; it did not run.", rejected=True)
-        return result(await self._execute(name, arguments, call_id, emit))
-
-    async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
-        assert self._kernel is not None and self._mcp is not None
-        if name == "execute_ipython_cell":
-            return await self._execute_cell(arguments["code"], call_id, emit)
-        if name == "reset_kernel":
-            await self._kernel.reset()
-            text = "The kernel was restarted: all variables, imports and definitions are gone."
-        elif name == "task":
-            assert self._subagents is not None
-            text = await self._subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
-        else:
-            text, is_error = await self._mcp.call(name, arguments, timeout=self.config.execution_timeout)
-            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
-                            is_error=is_error))
-            return text
-        emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id))
-        return text
-
-    async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> str:
-        assert self._kernel is not None
-
-        def on_output(text: str) -> None:
-            emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
-
-        outcome = await self._kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
-        emit(
-            CodeExecutionOutput(
-                agent_id=self.agent_id,
-                text=outcome.text,
-                images=tuple(outcome.images),
-                tool_call_id=call_id,
-                status=outcome.status,
-            )
-        )
-        return _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
-
 
 async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
     """Run `calls` concurrently; if one fails or the turn is cancelled, cancel the rest and wait for all.
@@ -460,11 +398,3 @@ async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-
-def _shorten(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head, tail = text[: limit // 2], text[-(limit // 2) :]
-    skipped = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {skipped} characters of output left out ...]\n{tail}"

@@ -1,0 +1,126 @@
+"""One agent's tool calls: check the arguments, ask for approval, run the call, report it.
+
+Every outcome is a tool result the model can read: a call with bad arguments or to an unknown
+tool is refused with a message saying what to correct; a rejected call says it did not run;
+cells, MCP tools, `reset_kernel` and `task` report what they did. Each step is also emitted as
+an event tagged with the agent's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .events import AgentEvent, ApprovalRequest, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
+from .tools import parse_arguments
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ToolCallPart, ToolReturnPart
+
+    from .approvals import ApprovalPolicy
+    from .config import AgentConfig
+    from .kernel import Kernel
+    from .mcp import McpConnections
+    from .subagents import SubagentRunner
+    from .tools import Toolbox
+
+__all__ = ["Emit", "ToolCallRunner"]
+
+Emit = Callable[[AgentEvent], None]
+
+
+class ToolCallRunner:
+    """Runs the tool calls of one agent with its kernel, MCP connections and subagents."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        config: AgentConfig,
+        toolbox: Toolbox,
+        approvals: ApprovalPolicy,
+        kernel: Kernel,
+        mcp: McpConnections,
+        subagents: SubagentRunner | None,
+    ) -> None:
+        self.agent_id = agent_id
+        self.config = config
+        self.toolbox = toolbox
+        self.approvals = approvals
+        self.kernel = kernel
+        self.mcp = mcp
+        self.subagents = subagents
+
+    async def run(self, call: ToolCallPart, emit: Emit) -> tuple[ToolReturnPart, bool]:
+        """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
+        from pydantic_ai.messages import ToolReturnPart
+
+        name, call_id = call.tool_name, call.tool_call_id
+
+        def result(content: str, rejected: bool = False) -> tuple[ToolReturnPart, bool]:
+            return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected
+
+        def refuse(message: str) -> tuple[ToolReturnPart, bool]:
+            emit(ToolOutput(agent_id=self.agent_id, content=message, tool_name=name, tool_call_id=call_id,
+                            is_error=True))
+            return result(message)
+
+        try:
+            arguments = parse_arguments(call.args)
+        except ValueError as exc:
+            return refuse(f"Invalid arguments for {name!r}: {exc}. Send the arguments as a JSON object.")
+        if problem := self.toolbox.check(name, arguments):
+            return refuse(problem)
+        arguments = self.toolbox.with_defaults(name, arguments)
+
+        auto = self.approvals.is_approved(self.agent_id)
+        request = ApprovalRequest(
+            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto
+        )
+        if auto:
+            request.approve(True)
+        emit(request)
+        if not await request.approved():
+            return result("The user rejected this call; it did not run.", rejected=True)
+        return result(await self._execute(name, arguments, call_id, emit))
+
+    async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
+        if name == "execute_ipython_cell":
+            return await self._execute_cell(arguments["code"], call_id, emit)
+        if name == "reset_kernel":
+            await self.kernel.reset()
+            text = "The kernel was restarted: all variables, imports and definitions are gone."
+        elif name == "task":
+            assert self.subagents is not None
+            text = await self.subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+        else:
+            text, is_error = await self.mcp.call(name, arguments, timeout=self.config.execution_timeout)
+            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
+                            is_error=is_error))
+            return text
+        emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id))
+        return text
+
+    async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> str:
+        def on_output(text: str) -> None:
+            emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
+
+        outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
+        emit(
+            CodeExecutionOutput(
+                agent_id=self.agent_id,
+                text=outcome.text,
+                images=tuple(outcome.images),
+                tool_call_id=call_id,
+                status=outcome.status,
+            )
+        )
+        return _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit // 2], text[-(limit // 2) :]
+    skipped = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {skipped} characters of output left out ...]\n{tail}"
