@@ -52,7 +52,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
-from freeact_sub import AgentEvent, ApprovalRequest
+from freeact_sub import AgentConfig, AgentEvent, ApprovalRequest
 
 __all__ = [
     "Block",
@@ -64,6 +64,8 @@ __all__ = [
     "Think",
     "drive",
     "first_prompt",
+    "of",
+    "single_agent_config",
     "tool_results",
 ]
 
@@ -232,3 +234,13 @@ def tool_results(messages: Sequence[ModelMessage]) -> dict[str, str]:
         for part in messages[-1].parts
         if isinstance(part, ToolReturnPart)
     }
+
+
+def single_agent_config(script: Script, workdir: Any, **settings: Any) -> AgentConfig:
+    """An `AgentConfig` on `script`'s model in `workdir`, without the `task` tool."""
+    return AgentConfig(model=script.model, working_dir=workdir, enable_subagents=False, **settings)
+
+
+def of(kind: type, events: Sequence[Any]) -> list[Any]:
+    """The events of one type, in order."""
+    return [event for event in events if isinstance(event, kind)]

@@ -15,7 +15,6 @@ import pytest_asyncio
 
 from freeact_sub import (
     Agent,
-    AgentConfig,
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
@@ -25,25 +24,17 @@ from freeact_sub import (
     ToolOutput,
     TurnCancelled,
 )
-from tests.scripting import Block, Call, Fail, Script, drive
+from tests.scripting import Block, Call, Fail, Script, drive, of, single_agent_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-def config(script: Script, workdir: Path, **settings: object) -> AgentConfig:
-    return AgentConfig(model=script.model, working_dir=workdir, enable_subagents=False, **settings)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared(tmp_path_factory: pytest.TempPathFactory):
     """An agent whose kernel is never restarted by the tests that share it."""
     script = Script()
-    async with Agent(config(script, tmp_path_factory.mktemp("faults"))) as agent:
+    async with Agent(single_agent_config(script, tmp_path_factory.mktemp("faults"))) as agent:
         yield agent, script
-
-
-def of(kind: type, events: list) -> list:
-    return [event for event in events if isinstance(event, kind)]
 
 
 async def still_works(agent: Agent, script: Script) -> None:
@@ -142,7 +133,7 @@ async def test_a_kernel_that_dies_is_restarted_and_the_model_is_told(tmp_path: P
         [Call("execute_ipython_cell", {"code": "print('state' in globals())"}, id="after")],
         ["ok"],
     )
-    async with Agent(config(script, tmp_path)) as agent:
+    async with Agent(single_agent_config(script, tmp_path)) as agent:
         pid = agent.kernel.pid
         events = await drive(agent.stream("crash"))
         assert agent.kernel.pid != pid
@@ -259,7 +250,7 @@ async def test_cancel_when_no_turn_runs_is_harmless(shared) -> None:
 
 async def test_stop_during_a_turn_ends_it(tmp_path: Path) -> None:
     script = Script([Call("execute_ipython_cell", {"code": "import time\nprint('go', flush=True)\ntime.sleep(600)"})])
-    agent = Agent(config(script, tmp_path))
+    agent = Agent(single_agent_config(script, tmp_path))
     await agent.start()
     events = []
     try:

@@ -14,7 +14,6 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 
 from freeact_sub import (
     Agent,
-    AgentConfig,
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
@@ -25,7 +24,7 @@ from freeact_sub import (
     ToolOutput,
     TurnStarted,
 )
-from tests.scripting import Block, Call, Script, Think, drive
+from tests.scripting import Block, Call, Script, Think, drive, of, single_agent_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -35,20 +34,12 @@ PNG = base64.b64decode(
 )
 
 
-def config(script: Script, workdir: Path, **settings: object) -> AgentConfig:
-    return AgentConfig(model=script.model, working_dir=workdir, enable_subagents=False, **settings)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared(tmp_path_factory: pytest.TempPathFactory):
     """An agent for the tests that need no fresh history and do not restart its kernel."""
     script = Script()
-    async with Agent(config(script, tmp_path_factory.mktemp("shared"))) as agent:
+    async with Agent(single_agent_config(script, tmp_path_factory.mktemp("shared"))) as agent:
         yield agent, script
-
-
-def of(kind: type, events: list) -> list:
-    return [event for event in events if isinstance(event, kind)]
 
 
 # -- streaming ---------------------------------------------------------------------------------
@@ -372,7 +363,7 @@ async def test_the_conversation_and_kernel_state_persist_across_turns(tmp_path: 
         [Call("execute_ipython_cell", {"code": "print(remembered + 1)"}, id="again")],
         ["42"],
     )
-    async with Agent(config(script, tmp_path)) as agent:
+    async with Agent(single_agent_config(script, tmp_path)) as agent:
         await drive(agent.stream("Remember 41"))
         await drive(agent.stream("Add one"))
         history = agent.history
@@ -398,7 +389,7 @@ async def test_an_empty_model_response_ends_the_turn(shared) -> None:
 
 async def test_the_system_prompt_comes_first(tmp_path: Path) -> None:
     script = Script(["hi"])
-    async with Agent(config(script, tmp_path, system_prompt="You are a test.")) as agent:
+    async with Agent(single_agent_config(script, tmp_path, system_prompt="You are a test.")) as agent:
         await drive(agent.stream("hello"))
     first = script.requests[0][0]
     assert isinstance(first, ModelRequest)
@@ -410,7 +401,7 @@ async def test_the_system_prompt_comes_first(tmp_path: Path) -> None:
 
 
 async def test_stream_needs_a_started_agent(tmp_path: Path) -> None:
-    agent = Agent(config(Script(), tmp_path))
+    agent = Agent(single_agent_config(Script(), tmp_path))
     with pytest.raises(RuntimeError, match="not running"):
         async for _ in agent.stream("hi"):
             pass
@@ -431,7 +422,7 @@ async def test_one_turn_at_a_time(shared) -> None:
 
 async def test_start_and_stop_without_a_context_manager(tmp_path: Path) -> None:
     script = Script([Call("execute_ipython_cell", {"code": "print('x')"})], ["ok"])
-    agent = Agent(config(script, tmp_path))
+    agent = Agent(single_agent_config(script, tmp_path))
     await agent.start()
     try:
         assert agent.started and agent.kernel is not None
@@ -448,7 +439,7 @@ async def test_the_kernel_does_not_get_the_hosts_api_keys(monkeypatch: pytest.Mo
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-host")
     code = "import os\nprint(os.environ.get('OPENAI_API_KEY'), os.environ.get('ALLOWED'))"
     script = Script([Call("execute_ipython_cell", {"code": code}, id="env")], ["ok"])
-    async with Agent(config(script, tmp_path, kernel_env={"ALLOWED": "granted"})) as agent:
+    async with Agent(single_agent_config(script, tmp_path, kernel_env={"ALLOWED": "granted"})) as agent:
         await drive(agent.stream("env"))
     assert script.tool_results(1)["env"] == "None granted\n"
 
@@ -476,7 +467,7 @@ async def test_tool_output_of_reset_kernel_is_emitted(tmp_path: Path) -> None:
         [Call("execute_ipython_cell", {"code": "print('gone' in globals())"}, id="check")],
         ["clean"],
     )
-    async with Agent(config(script, tmp_path)) as agent:
+    async with Agent(single_agent_config(script, tmp_path)) as agent:
         pid = agent.kernel.pid
         events = await drive(agent.stream("reset it"))
         assert agent.kernel.pid != pid

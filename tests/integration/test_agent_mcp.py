@@ -22,7 +22,7 @@ from freeact_sub import (
     TurnCancelled,
 )
 from tests.processes import is_gone
-from tests.scripting import Call, Script, drive
+from tests.scripting import Call, Script, drive, of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -33,10 +33,6 @@ def config(script: Script, workdir: Path, servers: dict, **settings: object) -> 
     return AgentConfig(
         model=script.model, working_dir=workdir, enable_subagents=False, mcp_servers=servers, **settings
     )
-
-
-def of(kind: type, events: list) -> list:
-    return [event for event in events if isinstance(event, kind)]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
