@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import ApprovalPolicy
@@ -35,15 +35,15 @@ from .events import (
 )
 from .kernel import Kernel
 from .mcp import McpConnections
+from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
 from .tools import Toolbox, ToolSpec, builtin_tool
+from .tree import AgentTree, TreeMember
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
 
-    from .kernel_launcher import KernelZygote
-    from .subagents import SubagentRunner
 
 __all__ = ["Agent"]
 
@@ -86,11 +86,21 @@ class Agent:
         *,
         agent_id: str | None = None,
         approvals: ApprovalPolicy | None = None,
+        tree: AgentTree | None = None,
+        parent_id: str | None = None,
     ) -> None:
         self.config = config or AgentConfig()
         self.agent_id = agent_id or new_agent_id()
         """This agent's id; every event it produces carries it."""
-        self.approvals = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+        self.parent_id = parent_id if tree is not None else None
+        """The id of the agent that started this one as a subagent (None for a main agent)."""
+        if tree is None:
+            policy = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+            tree = AgentTree(self, approvals=policy, factory=_child_agent)
+            tree.register(self, parent_id=None)
+        self.tree = tree
+        """What this agent shares with the other agents of its tree (approvals, bound, kernel pool, registry)."""
+        self.approvals = tree.approvals
         """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
         self.turns_used = 0
         """Model rounds of the current (or last) turn."""
@@ -98,7 +108,6 @@ class Agent:
         """Whether the last turn stopped at `max_turns`."""
         self.last_turn_rejected = False
         """Whether the last turn ended because the consumer rejected a call."""
-        self._is_subagent = False
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
         self._kernel: Kernel | None = None
@@ -123,6 +132,18 @@ class Agent:
         return self._started
 
     @property
+    def is_subagent(self) -> bool:
+        """Whether this agent was started by another one (through `task`)."""
+        return self.parent_id is not None
+
+    @property
+    def model(self) -> Model:
+        """The pydantic-ai `Model` this agent talks to (after `start()`)."""
+        if self._model is None:
+            raise RuntimeError("the agent has not started: its model is resolved in `start()`")
+        return self._model
+
+    @property
     def kernel(self) -> Kernel | None:
         """This agent's kernel while it runs."""
         return self._kernel
@@ -138,27 +159,17 @@ class Agent:
         return list(self._history)
 
     async def start(self) -> None:
-        """Resolve the model, then start the kernel and connect the MCP servers concurrently."""
-        await self._start()
+        """Resolve the model, then start the kernel and connect the MCP servers concurrently.
 
-    async def _start(self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None = None) -> None:
-        """Start; a subagent's kernel comes from `acquire_kernel` (its parent's pool) instead of a new launch."""
+        A main agent launches its kernel; a subagent's kernel comes from its tree's pool.
+        """
         if self._started:
             return
         self._model = self.config.resolve_model()
         mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir)
         self._mcp = mcp
 
-        async def start_kernel() -> Kernel:
-            if acquire_kernel is not None:
-                started = await acquire_kernel()
-            else:
-                started = self._new_kernel()
-                await started.start()
-            started.label = self.agent_id
-            return started
-
-        kernel_task = asyncio.create_task(start_kernel())
+        kernel_task = asyncio.create_task(self.tree.acquire_kernel(self.agent_id))
         mcp_task = asyncio.create_task(mcp.open())
         try:
             await asyncio.gather(kernel_task, mcp_task)
@@ -174,12 +185,10 @@ class Agent:
             raise
         self._kernel = kernel_task.result()
         specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")]
-        if self.config.enable_subagents and not self._is_subagent:
-            from .subagents import SubagentRunner
-
+        if self.config.enable_subagents and not self.is_subagent:
             specs.append(builtin_tool("task"))
-            self._subagents = SubagentRunner(self)
-            self._subagents.start()
+            self._subagents = SubagentRunner(self.tree, self)
+            self.tree.start()
         specs += [
             ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
             for t in mcp.tools
@@ -196,15 +205,6 @@ class Agent:
         )
         self._started = True
 
-    def _new_kernel(self, launcher: KernelZygote | None = None) -> Kernel:
-        return Kernel(
-            working_dir=self.config.working_dir,
-            env=self.config.kernel_env,
-            images_dir=self.config.resolved_images_dir,
-            label=self.agent_id,
-            launcher=launcher,
-        )
-
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
         turn = self._turn
@@ -217,13 +217,15 @@ class Agent:
             closers.append(self._subagents.close())
         if self._kernel is not None:
             # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
-            closers.append(self._kernel.shutdown(now=self._is_subagent))
+            closers.append(self._kernel.shutdown(now=self.is_subagent))
         if self._mcp is not None:
             closers.append(self._mcp.close())
         self._subagents, self._kernel, self._mcp, self._calls = None, None, None, None
         self._started = False
         if closers:
             await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
+        if not self.is_subagent:
+            await asyncio.shield(self.tree.close())
 
     # -- a turn ----------------------------------------------------------------------------
 
@@ -381,6 +383,11 @@ class Agent:
             if isinstance(part, ThinkingPart) and part.content:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))
         return response
+
+
+def _child_agent(tree: AgentTree, config: AgentConfig, parent_id: str) -> TreeMember:
+    """The tree's factory: a subagent of `parent_id` that shares `tree`."""
+    return Agent(config, tree=tree, parent_id=parent_id)
 
 
 async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
