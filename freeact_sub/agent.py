@@ -26,6 +26,7 @@ from .config import AgentConfig
 from .errors import ModelError
 from .events import (
     AgentEvent,
+    ModelUsage,
     Response,
     ResponseChunk,
     Thoughts,
@@ -39,6 +40,7 @@ from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
 from .tools import Toolbox, ToolSpec, builtin_tool
 from .tree import AgentTree, TreeMember
+from .usage import TreeUsage
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -152,6 +154,15 @@ class Agent:
     def tool_names(self) -> list[str]:
         """Names of the tools offered to the model (after `start()`)."""
         return self._toolbox.names if self._toolbox else []
+
+    @property
+    def usage(self) -> TreeUsage:
+        """Tokens and cost so far, per agent id and for the tree (this agent and every subagent).
+
+        `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD, None if the
+        model's price is unknown).
+        """
+        return self.tree.usage.snapshot()
 
     @property
     def history(self) -> list[ModelMessage]:
@@ -379,6 +390,16 @@ class Agent:
             raise
         except Exception as exc:
             raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
+        used = self.tree.usage.record(self.agent_id, response)
+        emit(
+            ModelUsage(
+                agent_id=self.agent_id,
+                model_name=response.model_name or "",
+                input_tokens=used.input_tokens,
+                output_tokens=used.output_tokens,
+                cost=used.cost,
+            )
+        )
         for part in response.parts:
             if isinstance(part, ThinkingPart) and part.content:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))

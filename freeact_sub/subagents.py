@@ -82,6 +82,7 @@ class SubagentRunner:
                         status=status,
                         turns_used=child.turns_used,
                         elapsed=time.monotonic() - started,
+                        usage=tree.usage.of(child.agent_id),
                     )
                 )
         finally:

@@ -2,7 +2,7 @@
 
 One tree per main agent. It holds the approval policy, the subagent bound (`max_subagents`,
 counted across the whole tree), the kernel zygote and the kernel pool that children's kernels
-come from, and the registry of the agents alive in it (id, parent, type, description). It
+come from, the usage ledger, and the registry of the agents alive in it (id, parent, type, description). It
 builds children through a factory the main agent hands it, so the module that runs `task`
 calls (`subagents.py`) needs neither the `Agent` class nor any agent's private state.
 """
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .kernel import Kernel
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
+from .usage import UsageLedger
 
 if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
@@ -76,6 +77,8 @@ class AgentTree:
         """Standing decisions, shared by every agent of the tree."""
         self.agents: dict[str, AgentRecord] = {}
         """The live agents by id, the main agent included."""
+        self.usage = UsageLedger()
+        """Token usage and cost of every agent of the tree, by agent id."""
         self._factory = factory
         self._warming: asyncio.Task[None] | None = None
         self._renew()
