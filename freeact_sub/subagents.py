@@ -57,6 +57,7 @@ class SubagentRunner:
             config = parent.config.model_copy(update={"model": parent._model, "enable_subagents": False})
             child = Agent(config, approvals=parent.approvals)
             child._is_subagent = True
+            child._ledger = parent._ledger
             if parent._log is not None:  # the child's conversation is saved in its parent's session
                 child._log = parent._log.child(
                     child.agent_id, tool_call_id=tool_call_id, prompt=prompt, model=parent._model
@@ -107,6 +108,7 @@ class SubagentRunner:
                         status=status,
                         turns_used=child.turns_used,
                         elapsed=time.monotonic() - started,
+                        usage=parent._ledger.of(child.agent_id),
                     )
                 )
         finally:
