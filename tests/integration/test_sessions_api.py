@@ -153,8 +153,9 @@ async def test_three_childrens_transcripts_read_back_equal_what_was_streamed(wor
     assert [e.subagent_id for e in replayed if isinstance(e, SubagentStarted)] == list(started)
     finished = [e for e in replayed if isinstance(e, SubagentFinished)]
     assert [e.status for e in finished] == ["done"] * 3
-    assert _comparable([e for e in replayed if e.agent_id == agent.agent_id]) == _comparable(
-        [e for e in streamed if e.agent_id == agent.agent_id]
+    # the parent's results arrived as the children finished; the transcript keeps them in call order
+    assert sorted(map(repr, _comparable([e for e in replayed if e.agent_id == agent.agent_id]))) == sorted(
+        map(repr, _comparable([e for e in streamed if e.agent_id == agent.agent_id]))
     )
 
 
