@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .config import AgentConfig
     from .events import AgentEvent
 
-__all__ = ["AgentFactory", "AgentRecord", "AgentTree", "TreeMember"]
+__all__ = ["AgentFactory", "AgentRecord", "AgentTree", "ChildSpec", "TreeMember"]
 
 
 class TreeMember(Protocol):
@@ -48,9 +48,27 @@ class TreeMember(Protocol):
 
     async def stop(self) -> None: ...
 
+    def finished(self, status: str) -> None:
+        """Record how the agent ended (in its session, if it saves one)."""
+        ...
 
-AgentFactory = Callable[["AgentTree", "AgentConfig", str], TreeMember]
-"""Builds a child: `(tree, config, parent_id) -> agent`, the agent joined to `tree` under `parent_id`."""
+
+@dataclass(frozen=True, kw_only=True)
+class ChildSpec:
+    """What a child is built from."""
+
+    config: AgentConfig
+    """The child's own config (model resolved, no `task` tool)."""
+    parent_id: str
+    tool_call_id: str
+    """The parent's `task` call that starts it."""
+    prompt: str
+    subagent_type: str = "general"
+    description: str = ""
+
+
+AgentFactory = Callable[["AgentTree", ChildSpec], TreeMember]
+"""Builds a child of `spec.parent_id` that joins `tree` (the main agent's module supplies it)."""
 
 
 @dataclass
@@ -121,12 +139,12 @@ class AgentTree:
 
     # -- children ----------------------------------------------------------------------------
 
-    def new_child(
-        self, parent_id: str, config: AgentConfig, *, subagent_type: str = "general", description: str = ""
-    ) -> TreeMember:
-        """Build a child of `parent_id` with `config` and register it; `start()` it next."""
-        child = self._factory(self, config, parent_id)
-        self.register(child, parent_id=parent_id, subagent_type=subagent_type, description=description)
+    def new_child(self, spec: ChildSpec) -> TreeMember:
+        """Build a child as `spec` says and register it; `start()` it next."""
+        child = self._factory(self, spec)
+        self.register(
+            child, parent_id=spec.parent_id, subagent_type=spec.subagent_type, description=spec.description
+        )
         return child
 
     # -- kernels -----------------------------------------------------------------------------
