@@ -108,6 +108,14 @@ class Agent:
         self._subagents: SubagentRunner | None = None
         self._turn: asyncio.Task[None] | None = None
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __del__(self) -> None:
+        # Dropped while started (never stopped): end its processes rather than leak them, and say so.
+        if getattr(self, "_started", False):
+            from ._abandoned import release
+
+            release(self, self._loop)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -145,6 +153,7 @@ class Agent:
         """Start; a subagent's kernel comes from `acquire_kernel` (its parent's pool) instead of a new launch."""
         if self._started:
             return
+        self._loop = asyncio.get_running_loop()
         self._model = self.config.resolve_model()
         mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir)
         self._mcp = mcp

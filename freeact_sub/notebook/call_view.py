@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, cast
+from typing import Literal
 
 import ipywidgets as widgets
 
@@ -100,10 +100,7 @@ class CallView(widgets.VBox):
         if not self.pending or self.request is None:
             return
         reason = reason.strip() if reason and not approved else None
-        if approved or not reason:
-            self.request.approve(approved)
-        else:
-            cast(Any, self.request).reject(reason)  # TODO(notebook-fixes): typed once reject(reason) is on main
+        self.request.approve(approved, reason)
         self.reason = reason or None
         self._settle("approved" if approved else "rejected")
 

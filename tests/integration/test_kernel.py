@@ -273,15 +273,15 @@ async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(tmp_pat
     folder, kernel_pid = await _host("die", tmp_path)
     assert (folder / "connection.json").is_file()  # left behind, HMAC key and all
     assert is_gone(kernel_pid, wait=10)
-    live = Path(_connection_dirs.create())  # this process's own: its owner is alive
+    live = _connection_dirs.create()  # this process's own: its owner is alive
     unowned = tmp_path / "tmp" / "freeact-sub-kernel-unowned"  # no owner recorded: not ours to judge
     unowned.mkdir()
     try:
         assert _connection_dirs.sweep(str(tmp_path / "tmp")) == [str(folder)]
-        assert not folder.exists() and unowned.exists() and live.exists()
-        assert (live / "owner").read_text() == str(os.getpid())
+        assert [p.exists() for p in (folder, unowned, Path(live))] == [False, True, True]
+        assert (Path(live) / "owner").read_text() == str(os.getpid())
     finally:
-        _connection_dirs.remove(str(live))
+        _connection_dirs.remove(live)
 
 
 # -- timeouts, interrupts, cancellation --------------------------------------------------------

@@ -148,7 +148,8 @@ async def test_view_shows_its_panel_and_a_replaced_agent_is_stopped(tmp_path: Pa
     async with NotebookKernel(tmp_path, kernel_env()) as kernel:
         await kernel.run(setup)
         await kernel.run(start)
-        await kernel.run('agent.approvals.always_all()\nawait view.run("Add up the numbers from 1 to 100 in one cell.")')
+        await kernel.run("agent.approvals.always_all()")
+        await kernel.run('await view.run("Add up the numbers from 1 to 100 in one cell.")')
         (run,) = ws.runs(kernel.models)
 
         # `view` as a cell's value shows the run's panel again, and its static copy
