@@ -10,6 +10,7 @@ Event family::
     ├── TurnStarted                  a model round begins (turn number, for "turns used")
     ├── ThoughtsChunk / Thoughts     the model's thinking, streamed / complete
     ├── ResponseChunk / Response     the model's text, streamed / complete
+    ├── ModelUsage                   tokens (and cost, where known) of one model response
     ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy)
     ├── CodeExecutionOutputChunk     output of a running cell, as it arrives
     ├── CodeExecutionOutput          the complete output of a cell (text and saved images)
@@ -26,14 +27,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
+
+from .usage import Usage
 
 __all__ = [
     "AgentEvent",
     "ApprovalRequest",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
+    "ModelUsage",
     "Response",
     "ResponseChunk",
     "SubagentFinished",
@@ -77,6 +82,23 @@ class Response(AgentEvent):
     content: str
     final: bool = False
     """True for the answer that ends the turn (no further tool calls follow)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelUsage(AgentEvent):
+    """The token usage of one model response of `agent_id`, emitted as soon as the response is complete.
+
+    Totals per agent and for the tree: `Agent.usage`.
+    """
+
+    model_name: str
+    """The model that answered, as the provider named it."""
+    input_tokens: int
+    """Input (prompt) tokens of the request, cache reads and writes included."""
+    output_tokens: int
+    """Output tokens of the response, thinking included."""
+    cost: Decimal | None = None
+    """USD from the `genai-prices` table; None when the model or provider is not in it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +192,12 @@ class ApprovalRequest(AgentEvent):
         return self._verdict.value is not None
 
     @property
+    def decision(self) -> bool | None:
+        """True once approved, False once rejected, None while undecided."""
+        verdict = self._verdict.value
+        return verdict[0] if verdict is not None else None
+
+    @property
     def reason(self) -> str | None:
         """The reason given with the decision; None until decided, or when none was given."""
         verdict = self._verdict.value
@@ -215,6 +243,8 @@ class ToolOutput(AgentEvent):
     tool_name: str
     tool_call_id: str
     is_error: bool = False
+    """True for a refused call (bad arguments, unknown tool), an MCP tool that reported an error, and a
+    `task` whose child failed, stopped at its turn limit or had a call rejected."""
 
 
 SubagentStatus = Literal["done", "failed", "cancelled", "turn_limit", "rejected"]
@@ -242,6 +272,8 @@ class SubagentFinished(AgentEvent):
     turns_used: int
     elapsed: float
     """Seconds from start to end."""
+    usage: Usage = field(default_factory=Usage)
+    """The child's tokens and cost over its life."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,9 +19,13 @@ async def test_a_dropped_agent_is_stopped_on_its_loop(workdir: Path) -> None:
     agent = Agent(AgentConfig(model=Script().model, working_dir=workdir, kernel_pool_size=0))
     await agent.start()
     assert agent._subagents is not None
-    while agent._subagents._zygote.pid is None or not agent._subagents._zygote.running:
-        await asyncio.sleep(0.02)  # the kernel zygote starts in the background
-    pids = [agent.kernel.pid, agent._subagents._zygote.pid]
+    zygote = agent._subagents._zygote
+    for _ in range(1000):  # the kernel zygote starts in the background
+        if zygote.running:
+            break
+        await asyncio.sleep(0.02)
+    pids = [agent.kernel.pid, zygote.pid]
+    del zygote
     agent_id = agent.agent_id
     with pytest.warns(RuntimeWarning, match=f"{agent_id} was dropped while started"):
         del agent
