@@ -10,7 +10,8 @@ Event family::
     ├── TurnStarted                  a model round begins (turn number, for "turns used")
     ├── ThoughtsChunk / Thoughts     the model's thinking, streamed / complete
     ├── ResponseChunk / Response     the model's text, streamed / complete
-    ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy)
+    ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy);
+    │                                `source="code"` for an MCP tool that a cell's code calls
     ├── CodeExecutionOutputChunk     output of a running cell, as it arrives
     ├── CodeExecutionOutput          the complete output of a cell (text and saved images)
     ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
@@ -31,6 +32,7 @@ from typing import Any, Literal
 __all__ = [
     "AgentEvent",
     "ApprovalRequest",
+    "CallSource",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
     "Response",
@@ -92,6 +94,9 @@ class Thoughts(AgentEvent):
     content: str
 
 
+CallSource = Literal["model", "code"]
+
+
 def _new_decision() -> asyncio.Future[bool]:
     return asyncio.get_running_loop().create_future()
 
@@ -113,6 +118,10 @@ class ApprovalRequest(AgentEvent):
     """Id of the tool call; the output events of the call carry the same id."""
     auto_approved: bool = False
     """True when a standing approval decided this request before it was emitted."""
+    source: CallSource = "model"
+    """`"model"` for a tool call of the model; `"code"` for an MCP tool called from a cell's code."""
+    cell_call_id: str | None = None
+    """For a call from code: the `tool_call_id` of the `execute_ipython_cell` call whose cell made it."""
     _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
 
     def approve(self, decision: bool = True) -> None:
@@ -183,6 +192,10 @@ class ToolOutput(AgentEvent):
     tool_name: str
     tool_call_id: str
     is_error: bool = False
+    source: CallSource = "model"
+    """`"code"` for the result of an MCP tool called from a cell's code (it went back to the cell, not the model)."""
+    cell_call_id: str | None = None
+    """For a call from code: the `tool_call_id` of the cell that made it."""
 
 
 SubagentStatus = Literal["done", "failed", "cancelled", "turn_limit", "rejected"]
