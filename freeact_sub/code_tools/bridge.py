@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..events import AgentEvent, ToolOutput
+from ..events import AgentEvent, ApprovalRequest, ToolOutput
 from ..tools import Toolbox, ToolSpec
 from .channel import Channel
 from .generate import PACKAGE, GeneratedModule, write_package
@@ -38,8 +38,10 @@ _CELL_GRACE = 2.0
 
 McpToolsMode = Literal["calls", "code", "both"]
 Emit = Callable[[AgentEvent], None]
-Ask = Callable[..., Awaitable[bool]]
-"""`ask(tool_name, arguments, call_id, emit, *, source, cell_call_id) -> approved`: the agent's approval step."""
+Ask = Callable[..., Awaitable[ApprovalRequest]]
+"""`ask(tool_name, arguments, call_id, emit, *, source, cell_call_id)`: the agent's approval step.
+
+It returns the request once it is decided."""
 
 
 @dataclass
@@ -203,11 +205,13 @@ class CodeTools:
         arguments = self._toolbox.with_defaults(qualified, arguments)
         call_id = f"{cell.call_id}/code-{next(self._numbers)}"
         with clock.pause():
-            approved = await self._ask(
+            decided = await self._ask(
                 qualified, arguments, call_id, cell.emit, source="code", cell_call_id=cell.call_id
             )
-        if not approved:
-            return _failure("rejected", f"the call to {tool.server}.{tool.name} was not approved; it did not run")
+        if not await decided.approved():
+            because = f": {decided.reason}" if decided.reason else ""
+            message = f"the call to {tool.server}.{tool.name} was not approved{because}; it did not run"
+            return _failure("rejected", message)
         result = await self.mcp.call_result(qualified, arguments, timeout=self._call_timeout)
         cell.emit(
             ToolOutput(
