@@ -121,6 +121,8 @@ class AgentConfig(BaseModel):
     mcp_tools: Literal["calls", "code", "both"] = "both"
     """How MCP tools are offered: as tool calls (`"calls"`), as Python functions in the kernel
     (`"code"`: `from mcptools.<server> import <tool>`), or both."""
+    save_sessions: bool = True
+    """Save every agent's conversation as it happens under `<working_dir>/.freeact-sub/sessions/` (resumable)."""
 
     @field_validator("mcp_servers", mode="before")
     @classmethod
@@ -292,6 +294,7 @@ _ENV_FIELDS: dict[str, str] = {
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
     "MCP_TOOLS": "mcp_tools",
+    "SAVE_SESSIONS": "save_sessions",
 }
 
 

@@ -66,6 +66,10 @@ class SubagentRunner:
             child = Agent(config, approvals=parent.approvals)
             child._is_subagent = True
             child._ledger = parent._ledger
+            if parent._log is not None:  # the child's conversation is saved in its parent's session
+                child._log = parent._log.child(
+                    child.agent_id, tool_call_id=tool_call_id, prompt=prompt, model=parent._model
+                )
             started = time.monotonic()
             status: SubagentStatus = "failed"
             emit(
@@ -109,6 +113,10 @@ class SubagentRunner:
             finally:
                 self.running.pop(child.agent_id, None)
                 await asyncio.shield(child.stop())
+                if child._log is not None:
+                    child._log.sync(child._history)
+                    child._log.status(status, turns=child.turns_used, ended=True)
+                    child._log.close()
                 emit(
                     SubagentFinished(
                         agent_id=parent.agent_id,
