@@ -119,6 +119,7 @@ class Agent:
         self._subagents: SubagentRunner | None = None
         self._turn: asyncio.Task[None] | None = None
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._store: SessionStore | None = None
         self._log: AgentLog | None = None
         """Where this agent's conversation is saved (None: not saved)."""
@@ -136,6 +137,13 @@ class Agent:
             raise ValueError(f"agent_id: session {saved.session_id} belongs to {main}, not {agent_id}")
         _agent_ids.add(main)
         return main
+
+    def __del__(self) -> None:
+        # Dropped while started (never stopped): end its processes rather than leak them, and say so.
+        if getattr(self, "_started", False):
+            from ._abandoned import release
+
+            release(self, self._loop)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -188,6 +196,7 @@ class Agent:
         """Start; a subagent's kernel comes from `acquire_kernel` (its parent's pool) instead of a new launch."""
         if self._started:
             return
+        self._loop = asyncio.get_running_loop()
         self._model = self.config.resolve_model()
         if not self._is_subagent:
             self._open_session()

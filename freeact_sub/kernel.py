@@ -19,10 +19,8 @@ import contextlib
 import os
 import queue
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -35,6 +33,7 @@ from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
+from . import _connection_dirs
 from .errors import KernelError
 from .kernel_launcher import ForkedProvisioner, KernelZygote
 
@@ -155,7 +154,7 @@ class Kernel:
         """Start the kernel and wait until it answers."""
         if self._manager is not None:
             return
-        self._connection_dir = tempfile.mkdtemp(prefix="freeact-sub-kernel-")
+        self._connection_dir = _connection_dirs.create()
         manager = AsyncKernelManager(
             kernel_name="python3",
             kernel_spec_manager=_HostPythonSpecs(),
@@ -463,7 +462,7 @@ class Kernel:
                 self._log_file.close()
                 self._log_file = None
             if self._connection_dir is not None:
-                shutil.rmtree(self._connection_dir, ignore_errors=True)
+                _connection_dirs.remove(self._connection_dir)
                 self._connection_dir = None
 
     @staticmethod
