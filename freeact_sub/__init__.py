@@ -15,6 +15,7 @@ from .events import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ModelUsage,
     Response,
     ResponseChunk,
     SubagentFinished,
@@ -25,6 +26,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
+from .usage import TreeUsage, Usage
 
 try:
     __version__ = version("freeact-sub")
@@ -45,6 +47,7 @@ __all__ = [
     "KernelError",
     "McpServerError",
     "ModelError",
+    "ModelUsage",
     "Response",
     "ResponseChunk",
     "SubagentFinished",
@@ -52,8 +55,10 @@ __all__ = [
     "Thoughts",
     "ThoughtsChunk",
     "ToolOutput",
+    "TreeUsage",
     "TurnCancelled",
     "TurnStarted",
+    "Usage",
     "__version__",
     "auto_approve_from_env",
     "load_mcp_config",

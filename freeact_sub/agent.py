@@ -26,6 +26,7 @@ from .config import AgentConfig
 from .errors import ModelError
 from .events import (
     AgentEvent,
+    ModelUsage,
     Response,
     ResponseChunk,
     Thoughts,
@@ -37,6 +38,7 @@ from .kernel import Kernel
 from .mcp import McpConnections
 from .tool_calls import Emit, ToolCallRunner
 from .tools import Toolbox, ToolSpec, builtin_tool
+from .usage import TreeUsage, UsageLedger
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -99,6 +101,7 @@ class Agent:
         self.last_turn_rejected = False
         """Whether the last turn ended because the consumer rejected a call."""
         self._is_subagent = False
+        self._ledger = UsageLedger()  # a subagent shares its parent's
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
         self._kernel: Kernel | None = None
@@ -131,6 +134,15 @@ class Agent:
     def tool_names(self) -> list[str]:
         """Names of the tools offered to the model (after `start()`)."""
         return self._toolbox.names if self._toolbox else []
+
+    @property
+    def usage(self) -> TreeUsage:
+        """Tokens and cost so far, per agent id and for the tree (this agent and every subagent).
+
+        `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD, None if the
+        model's price is unknown).
+        """
+        return self._ledger.snapshot()
 
     @property
     def history(self) -> list[ModelMessage]:
@@ -377,6 +389,16 @@ class Agent:
             raise
         except Exception as exc:
             raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
+        used = self._ledger.record(self.agent_id, response)
+        emit(
+            ModelUsage(
+                agent_id=self.agent_id,
+                model_name=response.model_name or "",
+                input_tokens=used.input_tokens,
+                output_tokens=used.output_tokens,
+                cost=used.cost,
+            )
+        )
         for part in response.parts:
             if isinstance(part, ThinkingPart) and part.content:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))

@@ -57,6 +57,7 @@ class SubagentRunner:
             config = parent.config.model_copy(update={"model": parent._model, "enable_subagents": False})
             child = Agent(config, approvals=parent.approvals)
             child._is_subagent = True
+            child._ledger = parent._ledger
             started = time.monotonic()
             status: SubagentStatus = "failed"
             emit(
@@ -99,6 +100,7 @@ class SubagentRunner:
                         status=status,
                         turns_used=child.turns_used,
                         elapsed=time.monotonic() - started,
+                        usage=parent._ledger.of(child.agent_id),
                     )
                 )
         finally:

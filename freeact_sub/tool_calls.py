@@ -1,7 +1,8 @@
 """One agent's tool calls: check the arguments, ask for approval, run the call, report it.
 
 Every outcome is a tool result the model can read: a call with bad arguments or to an unknown
-tool is refused with a message saying what to correct; a rejected call says it did not run;
+tool is refused with a message saying what to correct; a rejected call says it did not run
+(and quotes the user's reason, if one was given);
 cells, MCP tools, `reset_kernel` and `task` report what they did. Each step is also emitted as
 an event tagged with the agent's id.
 """
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from .subagents import SubagentRunner
     from .tools import Toolbox
 
-__all__ = ["Emit", "ToolCallRunner"]
+__all__ = ["Emit", "ToolCallRunner", "rejection_with_reason"]
 
 Emit = Callable[[AgentEvent], None]
 
@@ -81,7 +82,9 @@ class ToolCallRunner:
             request.approve(True)
         emit(request)
         if not await request.approved():
-            return result("The user rejected this call; it did not run.", rejected=True)
+            if request.reason is None:
+                return result("The user rejected this call; it did not run.", rejected=True)
+            return result(rejection_with_reason(request.reason))
         return result(await self._execute(name, arguments, call_id, emit))
 
     async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
@@ -116,6 +119,11 @@ class ToolCallRunner:
             )
         )
         return _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+
+
+def rejection_with_reason(reason: str) -> str:
+    """The tool result of a call the user rejected with a reason: the turn goes on with it."""
+    return f"The user rejected this call, so it did not run. The user's reason: \"{reason}\""
 
 
 def _shorten(text: str, limit: int) -> str:

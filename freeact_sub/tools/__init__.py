@@ -57,7 +57,9 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos}): {raw[:200]!r}") from None
+        # `exc.msg` may end in "at" itself ("Unterminated string starting at")
+        problem = f"{exc.msg.removesuffix(' at')} at position {exc.pos}"
+        raise ValueError(f"the arguments are not valid JSON ({problem}): {raw[:200]!r}") from None
     if not isinstance(value, dict):
         raise ValueError(f"the arguments must be a JSON object, got {type(value).__name__}: {raw[:200]!r}")
     return value

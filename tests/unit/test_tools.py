@@ -120,6 +120,14 @@ def test_parse_arguments_says_why_json_is_invalid() -> None:
     assert "print(1)" in str(info.value)
 
 
+def test_an_unterminated_string_is_described_without_a_doubled_word() -> None:
+    with pytest.raises(ValueError, match="not valid JSON") as info:
+        parse_arguments('{"code": "print(1)')
+    message = str(info.value)
+    assert "Unterminated string starting at position 9" in message
+    assert "at at" not in message
+
+
 def test_parse_arguments_wants_an_object() -> None:
     with pytest.raises(ValueError, match="must be a JSON object, got list"):
         parse_arguments('["print(1)"]')
