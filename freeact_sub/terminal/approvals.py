@@ -141,8 +141,8 @@ class ApprovalDesk:
                 self.close_input()  # stdin ended: nobody can answer
                 return
             if self.press(key):
-                keys.discard_typed_ahead()
-            self._renderer.refresh()  # a selection or a typed reason shows at once  # a double-pressed key must not answer the next question
+                keys.discard_typed_ahead()  # a double-pressed key must not answer the next question
+            self._renderer.refresh()  # a selection or a typed reason shows at once
 
     def _type_reason(self, key: str) -> bool:
         assert self._reason is not None
