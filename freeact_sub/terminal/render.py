@@ -133,7 +133,12 @@ class Renderer:
         if note:
             self.board.set_state(agent, _running_state(request))
         colour = self.palette.colour(agent)
-        title = Text.assemble(Text(request.tool_name, style="bold"), Text(f"  {note}", style="dim") if note else "")
+        origin = "  from code in its cell" if request.source == "code" else ""
+        title = Text.assemble(
+            Text(request.tool_name, style="bold"),
+            Text(origin, style="italic"),
+            Text(f"  {note}", style="dim") if note else "",
+        )
         body: RenderableType
         if request.code is not None:
             body = Syntax(request.code, "python", theme="monokai", word_wrap=True, background_color="default")
@@ -257,7 +262,7 @@ class Renderer:
             Text(output.tool_name, style="bold"), Text(" → ", style="dim"), Text("\n".join(lines), style=style)
         )
         self._row(agent, Text("←", style="red" if output.is_error else self.palette.colour(agent)), body)
-        self.board.set_state(agent, "thinking")
+        self.board.set_state(agent, "running code" if output.source == "code" else "thinking")
 
 
 def _running_state(request: ApprovalRequest) -> str:
