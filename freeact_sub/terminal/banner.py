@@ -49,7 +49,11 @@ def banner(
             "approvals", Text("AUTO-APPROVE: every action of every agent runs without asking", style="bold red")
         )
     else:
-        grid.add_row("approvals", "asked for every action: y yes · n no · a always for that agent · A all agents")
+        grid.add_row(
+            "approvals",
+            "asked for every action: y yes · n no (then a reason, or Enter) · a always for that agent · A all agents"
+            " · 1–9 or Tab picks among several",
+        )
     if not one_shot:
         grid.add_row("keys", "Enter sends · Alt-Enter or Ctrl-J new line · Ctrl-C cancels a turn · Ctrl-D exits")
         if demo is not None:
