@@ -16,11 +16,17 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
+from .agent_types import GENERAL, configure
+from .errors import ConfigError
 from .events import AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, SubagentStatus
 from .tree import AgentTree, ChildSpec, TreeMember
 
-__all__ = ["SubagentRunner"]
+__all__ = ["DEFAULT_MAX_TURNS", "SubagentRunner"]
+
+DEFAULT_MAX_TURNS = 10
+"""A child's turn limit when neither the `task` call nor its agent type sets one."""
 
 
 class SubagentRunner:
@@ -36,20 +42,37 @@ class SubagentRunner:
         return {record.agent_id: record.agent for record in self._tree.children(self._parent.agent_id)}
 
     async def run(
-        self, tool_call_id: str, prompt: str, max_turns: int, emit: Callable[[AgentEvent], None]
+        self, tool_call_id: str, arguments: dict[str, Any], emit: Callable[[AgentEvent], None]
     ) -> tuple[str, bool]:
-        """Run one child to its end; returns the `task` call's result and whether it is an error.
+        """Run one child (the `task` call's `arguments`) to its end; returns the result and whether it is an error.
 
-        The result is an error when the child failed, stopped at its turn limit, or stopped
-        because the user rejected one of its calls: the parent model should not take it for
-        a finished job.
+        The result is an error when the type is unknown or cannot start, the child failed,
+        stopped at its turn limit, or stopped because the user rejected one of its calls: the
+        parent model should not take it for a finished job.
         """
         parent, tree = self._parent, self._tree
+        prompt: str = arguments["prompt"]
+        type_name: str = arguments.get("subagent_type") or GENERAL
+        description = " ".join(str(arguments.get("description") or "").split())
+        definition = tree.types.get(type_name)
+        if definition is None:
+            known = ", ".join(f"`{name}`" for name in tree.types)
+            return f"Unknown subagent_type {type_name!r}: no subagent started. The agent types are {known}.", True
+        max_turns: int = arguments.get("max_turns") or definition.max_turns or DEFAULT_MAX_TURNS
+        try:
+            base = parent.settings.model_copy(update={"enable_subagents": False})
+            config = configure(base, definition, type_name, model=parent.model)
+            model = config.resolve_model()
+        except ConfigError as exc:
+            return f"The agent type {type_name!r} cannot start: {exc}", True
+        config = config.model_copy(update={"model": model})
         await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
         try:
-            config = parent.config.model_copy(update={"model": parent.model, "enable_subagents": False})
             child = tree.new_child(
-                ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt)
+                ChildSpec(
+                    config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
+                    subagent_type=type_name, definition=definition, description=description,
+                )
             )
             started = time.monotonic()
             status: SubagentStatus = "failed"
@@ -60,6 +83,9 @@ class SubagentRunner:
                     tool_call_id=tool_call_id,
                     prompt=prompt,
                     max_turns=max_turns,
+                    subagent_type=type_name,
+                    description=description,
+                    model=model.model_name,
                 )
             )
             try:

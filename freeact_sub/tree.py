@@ -21,6 +21,7 @@ from .kernel_pool import KernelPool
 from .usage import UsageLedger
 
 if TYPE_CHECKING:
+    from .agent_types import AgentDefinition
     from .approvals import ApprovalPolicy
     from .config import AgentConfig
     from .events import AgentEvent
@@ -36,6 +37,11 @@ class TreeMember(Protocol):
     turns_used: int
     turn_limit_reached: bool
     last_turn_rejected: bool
+
+    @property
+    def settings(self) -> AgentConfig:
+        """What the agent runs with: its config with its agent type applied."""
+        ...
 
     @property
     def model(self) -> Any:
@@ -63,7 +69,9 @@ class ChildSpec:
     tool_call_id: str
     """The parent's `task` call that starts it."""
     prompt: str
-    subagent_type: str = "general"
+    subagent_type: str
+    definition: AgentDefinition
+    """The child's type."""
     description: str = ""
 
 
@@ -95,6 +103,8 @@ class AgentTree:
         """Standing decisions, shared by every agent of the tree."""
         self.agents: dict[str, AgentRecord] = {}
         """The live agents by id, the main agent included."""
+        self.types: dict[str, AgentDefinition] = {}
+        """The agent types by name (built-in, files, config), loaded when the main agent starts."""
         self.usage = UsageLedger()
         """Token usage and cost of every agent of the tree, by agent id."""
         self._factory = factory
