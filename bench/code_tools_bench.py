@@ -93,8 +93,8 @@ print("SAMPLES", json.dumps(samples))
 async def calls_from_code(count: int, workdir: Path) -> list[float]:
     async def respond(messages: list[ModelMessage], info: AgentInfo) -> Any:
         if len(messages) == 1:
-            yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": CELL.format(count=count)}),
-                                    tool_call_id="bench")}
+            arguments = json.dumps({"code": CELL.format(count=count)})
+            yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=arguments, tool_call_id="bench")}
         else:
             yield "done"
 
@@ -122,8 +122,8 @@ async def main() -> None:
         calls_chars, calls_tools = await first_request_size("calls", workdir / "calls")
         code_chars, code_tools = await first_request_size("code", workdir / "code")
         print("(1) First model request, 3 MCP servers x 20 tools")
-        print(f"    calls mode: {calls_chars:>7,} characters (~{calls_chars // 4:,} tokens), {calls_tools} tools offered")
-        print(f"    code mode:  {code_chars:>7,} characters (~{code_chars // 4:,} tokens), {code_tools} tools offered")
+        for mode, chars, tools in (("calls", calls_chars, calls_tools), ("code", code_chars, code_tools)):
+            print(f"    {mode + ' mode:':<11} {chars:>7,} characters (~{chars // 4:,} tokens), {tools} tools offered")
         print(f"    code / calls = {code_chars / calls_chars:.2f}  ({1 - code_chars / calls_chars:.0%} smaller)")
 
         direct = await direct_calls(options.calls)

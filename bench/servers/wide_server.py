@@ -11,9 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Annotated, Literal
 
-from pydantic import Field
-
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 NOUNS = ("issue", "comment", "label", "milestone", "file")
 VERBS = ("list", "get", "create", "update")
