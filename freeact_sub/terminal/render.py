@@ -150,13 +150,14 @@ class Renderer:
         panel = Panel(body, title=title, title_align="left", border_style=colour, padding=(0, 1))
         self._row(agent, Text("→", style=colour), panel)
 
-    def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool) -> None:
+    def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool, goes_on: bool = False) -> None:
+        """Print how a request was decided; `goes_on` says a rejected agent continues (it was given a reason)."""
         mark = Text("✓" if approved else "✗", style="green" if approved else "red")
         self._row(request.agent_id, mark, Text(text, style="green" if approved else "red"))
         if approved:
             self.board.set_state(request.agent_id, _running_state(request))
         else:
-            self.board.set_state(request.agent_id, "rejected")
+            self.board.set_state(request.agent_id, "thinking" if goes_on else "rejected")
 
     def refresh(self) -> None:
         """Redraw the live view now (e.g. right after its question was answered)."""
