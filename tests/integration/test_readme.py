@@ -44,7 +44,7 @@ def run(program: str, stdin: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_readme_has_the_programs_this_test_runs() -> None:
-    assert len(readme_programs()) == 3
+    assert len(readme_programs()) == 4
 
 
 def test_stream_example_runs_a_multi_step_task_with_approvals(workdir: Path) -> None:
@@ -84,3 +84,14 @@ def test_sessions_example_resumes_and_reads_the_saved_session(workdir: Path) -> 
                        done.stdout, flags=re.M)
     assert listed, done.stdout
     assert f"messages in session {listed.group(1)}" in done.stdout
+
+
+def test_code_tools_example_asks_for_each_call_from_code(workdir: Path) -> None:
+    program = next(p for p in readme_programs() if "mcp_tools=\"code\"" in p)
+    done = run(on_demo_model(program, workdir), stdin="y\n" * 10)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for name in ("pi", "e", "phi"):
+        assert re.search(rf"\[agent-[0-9a-f]+\] code in \S+ calls demo_constant\(\{{'name': '{name}'\}}\)", out), out
+    assert "demo_constant -> 3.141592653589793" in out
+    assert "the sentence has **13** words" in out
