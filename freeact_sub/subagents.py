@@ -65,6 +65,7 @@ class SubagentRunner:
             config = parent.config.model_copy(update={"model": parent._model, "enable_subagents": False})
             child = Agent(config, approvals=parent.approvals)
             child._is_subagent = True
+            child._upstream = parent._wait_for_reader  # the child, too, acts only while the parent's consumer reads
             child._ledger = parent._ledger
             if parent._log is not None:  # the child's conversation is saved in its parent's session
                 child._log = parent._log.child(
