@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .events import AgentEvent, ApprovalRequest, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
+from .events import AgentEvent, ApprovalRequest, CallSource, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
 from .tools import parse_arguments
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
     from .approvals import ApprovalPolicy
+    from .code_tools import CodeTools
     from .config import AgentConfig
     from .kernel import Kernel
     from .mcp import McpConnections
@@ -51,6 +52,8 @@ class ToolCallRunner:
         self.kernel = kernel
         self.mcp = mcp
         self.subagents = subagents
+        self.code_tools: CodeTools | None = None
+        """Set when the kernel's code may call MCP tools; cells then run through it."""
         self._started: set[str] = set()
         """Ids of the calls that began to run (approved and past their checks)."""
 
@@ -75,25 +78,39 @@ class ToolCallRunner:
         if problem := self.toolbox.check(name, arguments):
             return refuse(problem)
         arguments = self.toolbox.with_defaults(name, arguments)
-
-        auto = self.approvals.is_approved(self.agent_id)
-        request = ApprovalRequest(
-            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto
-        )
-        if auto:
-            request.approve(True)
-        emit(request)
-        try:
-            approved = await request.approved()
-        except BaseException:
-            request.reject()  # the turn ended while the request was pending: nobody should wait on it any more
-            raise
-        if not approved:
+        request = await self.ask(name, arguments, call_id, emit)
+        if not await request.approved():
             if request.reason is None:
                 return result("The user rejected this call; it did not run.", rejected=True)
             return result(rejection_with_reason(request.reason))
         self._started.add(call_id)
         return result(await self._execute(name, arguments, call_id, emit))
+
+    async def ask(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        call_id: str,
+        emit: Emit,
+        *,
+        source: CallSource = "model",
+        cell_call_id: str | None = None,
+    ) -> ApprovalRequest:
+        """Emit the `ApprovalRequest` for a call (decided at once by a standing decision); returns it once decided."""
+        auto = self.approvals.is_approved(self.agent_id)
+        request = ApprovalRequest(
+            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto,
+            source=source, cell_call_id=cell_call_id,
+        )
+        if auto:
+            request.approve(True)
+        emit(request)
+        try:
+            await request.approved()
+        except BaseException:
+            request.reject()  # the turn ended while the request was pending: nobody should wait on it any more
+            raise
+        return request
 
     def interrupted(self, call: ToolCallPart) -> ToolReturnPart:
         """The result of a call that the user's interruption (a cancelled turn) left unfinished."""
@@ -132,7 +149,12 @@ class ToolCallRunner:
         def on_output(text: str) -> None:
             emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
 
-        outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
+        if self.code_tools is not None:
+            outcome = await self.code_tools.execute(
+                code, call_id=call_id, emit=emit, timeout=self.config.execution_timeout, on_output=on_output
+            )
+        else:
+            outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
         emit(
             CodeExecutionOutput(
                 agent_id=self.agent_id,

@@ -6,10 +6,13 @@ import asyncio
 import re
 import sys
 import threading
+import uuid
 from collections.abc import Callable
+from typing import Any
 
 from freeact_sub import Agent, AgentEvent, Response, TurnCancelled, auto_approve_from_env
 
+from . import _replaced
 from .run_panel import RunPanel
 
 __all__ = ["AgentView"]
@@ -35,6 +38,11 @@ class AgentView:
 
     With `auto_approve=True`, or the environment variable `FREEACT_SUB_AUTO_APPROVE=1` when
     `auto_approve` is not given, every action of every agent is approved and the output says so.
+
+    `view` (or `display(view)`) shows the last run's panel again. When a run ends, its cell also
+    keeps a static copy of the transcript, which is what a notebook reopened without a kernel
+    shows. An agent that a re-run cell replaces (no name of the notebook holds it or a view of
+    it any more) is stopped, and the cell says so.
     """
 
     def __init__(self, agent: Agent, *, auto_approve: bool | None = None) -> None:
@@ -50,6 +58,27 @@ class AgentView:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._static_id: str | None = None
+        self._static: dict[str, str] | None = None
+        _replaced.watch()
+
+    def __repr__(self) -> str:
+        state = self.panel.state if self.panel is not None else "no run yet"
+        return f"<AgentView of {self.agent.agent_id}: {state}>"
+
+    def _ipython_display_(self) -> None:
+        """`view` as a cell's value, or `display(view)`: the last run's panel (and its static copy)."""
+        from IPython.display import display
+
+        if self.panel is None:
+            display({"text/plain": repr(self)}, raw=True)
+            return
+        display(self.panel)
+        display(self._static_bundle(), raw=True, display_id=self._static_id)
+
+    def _static_bundle(self) -> dict[str, Any]:
+        # Until the run ends, an empty placeholder whose display id the end of the run updates.
+        return self._static or {"text/plain": "", "text/html": ""}
 
     @property
     def running(self) -> bool:
@@ -91,7 +120,11 @@ class AgentView:
         )
         self.panel = panel
         self.events = []
+        self._static = None
+        self._static_id = f"freeact-static-{uuid.uuid4().hex}"
         display(panel)
+        if _in_ipython():
+            display(self._static_bundle(), raw=True, display_id=self._static_id)
         task = asyncio.create_task(self._drive(panel, prompt, max_turns), name=f"view:{self.agent.agent_id}")
         task.add_done_callback(_retrieve)
         self._task = task
@@ -140,6 +173,22 @@ class AgentView:
             panel.end("cancelled" if state == "cancelled" else "done")
         finally:
             ticker.cancel()
+            self._keep_static_copy(panel)
+
+    def _keep_static_copy(self, panel: RunPanel) -> None:
+        """Put the finished run's transcript, as static HTML, into the cell(s) showing the run."""
+        if panel is not self.panel or self._static_id is None or not _in_ipython():
+            return
+        from IPython.display import update_display
+
+        self._static = {"text/html": panel.static_html(), "text/plain": panel.static_text()}
+        update_display(self._static, raw=True, display_id=self._static_id)
+
+
+def _in_ipython() -> bool:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.initialized()
 
 
 def _old_ipykernel() -> str | None:
