@@ -253,7 +253,8 @@ class CodeTools:
         else:
             text = "You can call MCP tools directly as tools named `<server>_<tool>`. " + text
         paragraph, _, modules = text.partition("\nModules and tools:\n")
-        return f"## MCP tools\n{textwrap.fill(paragraph, 96, break_long_words=False, break_on_hyphens=False)}\nModules and tools:\n{modules}"
+        wrapped = textwrap.fill(paragraph, 96, break_long_words=False, break_on_hyphens=False)
+        return f"## MCP tools\n{wrapped}\nModules and tools:\n{modules}"
 
 
 def _failure(kind: str, message: str) -> dict[str, Any]:
