@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from .kernel_launcher import KernelZygote
+    from .mcp_pool import McpPool
     from .subagents import SubagentRunner
 
 __all__ = ["Agent"]
@@ -153,12 +154,14 @@ class Agent:
         """Resolve the model, then start the kernel and connect the MCP servers concurrently."""
         await self._start()
 
-    async def _start(self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None = None) -> None:
-        """Start; a subagent's kernel comes from `acquire_kernel` (its parent's pool) instead of a new launch."""
+    async def _start(
+        self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None = None, mcp_pool: McpPool | None = None
+    ) -> None:
+        """Start; a subagent's kernel comes from `acquire_kernel`, its MCP connections from `mcp_pool`."""
         if self._started:
             return
         self._model = self.config.resolve_model()
-        mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir)
+        mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir, pool=mcp_pool)
         self._mcp = mcp
 
         async def start_kernel() -> Kernel:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .events import AgentEvent, Response, SubagentFinished, SubagentStarted, SubagentStatus
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
+from .mcp_pool import McpPool
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -34,12 +35,14 @@ class SubagentRunner:
         self._bound = asyncio.Semaphore(parent.config.max_subagents)
         self._zygote = KernelZygote()
         self._pool = KernelPool(lambda: parent._new_kernel(launcher=self._zygote), parent.config.kernel_pool_size)
+        self._mcp_pool = McpPool(parent.config.mcp_pool_size)
         self.running: dict[str, Agent] = {}
         """The children alive now, by agent id."""
         self._warming: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """In the background: start the kernel zygote, then fill the kernel pool from it."""
+        """In the background: open the MCP pool's connections; start the kernel zygote, then fill the kernel pool."""
+        self._mcp_pool.fill(self._parent.config.mcp_servers, self._parent.config.working_dir)
         self._warming = asyncio.create_task(self._warm_up(), name="subagents-warm-up")
 
     async def _warm_up(self) -> None:
@@ -71,8 +74,10 @@ class SubagentRunner:
             )
             self.running[child.agent_id] = child
             try:
-                await child._start(acquire_kernel=self._pool.acquire)
-                self._pool.fill()  # top up only now: booting a kernel would slow this child's own MCP start
+                await child._start(acquire_kernel=self._pool.acquire, mcp_pool=self._mcp_pool)
+                # top up only now: booting a kernel or a server would slow this child's own start
+                self._pool.fill()
+                self._mcp_pool.fill(config.mcp_servers, config.working_dir)
                 answer = ""
                 async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:
                     async for event in events:
@@ -113,5 +118,7 @@ class SubagentRunner:
             with contextlib.suppress(BaseException):
                 await self._warming
         children = list(self.running.values())
-        await asyncio.gather(*(c.stop() for c in children), self._pool.close(), return_exceptions=True)
+        await asyncio.gather(
+            *(c.stop() for c in children), self._pool.close(), self._mcp_pool.close(), return_exceptions=True
+        )
         await self._zygote.close()
