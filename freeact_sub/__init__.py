@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .agent import Agent
 from .approvals import ApprovalPolicy
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, auto_approve_from_env, load_mcp_config
-from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError
+from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
     ApprovalRequest,
@@ -50,6 +50,7 @@ __all__ = [
     "ModelUsage",
     "Response",
     "ResponseChunk",
+    "SessionError",
     "SubagentFinished",
     "SubagentStarted",
     "Thoughts",

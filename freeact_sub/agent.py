@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from .kernel_launcher import KernelZygote
     from .mcp_pool import McpPool
+    from .sessions import AgentLog, SessionStore
     from .subagents import SubagentRunner
 
 __all__ = ["Agent"]
@@ -89,8 +90,13 @@ class Agent:
         *,
         agent_id: str | None = None,
         approvals: ApprovalPolicy | None = None,
+        session: str | None = None,
     ) -> None:
         self.config = config or AgentConfig()
+        self.session_id: str | None = None
+        """The id of the session this agent saves to (set at `start()`), or the one given to resume."""
+        if session is not None:
+            agent_id = self._saved_main_agent(session, agent_id)
         self.agent_id = agent_id or new_agent_id()
         """This agent's id; every event it produces carries it."""
         self.approvals = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
@@ -112,6 +118,23 @@ class Agent:
         self._subagents: SubagentRunner | None = None
         self._turn: asyncio.Task[None] | None = None
         self._started = False
+        self._store: SessionStore | None = None
+        self._log: AgentLog | None = None
+        """Where this agent's conversation is saved (None: not saved)."""
+        self._resume_note = False
+        """Whether the next prompt tells the model that its kernel is new (a resumed conversation)."""
+
+    def _saved_main_agent(self, session: str, agent_id: str | None) -> str:
+        """Check that `session` exists; the resumed agent keeps the main agent's id."""
+        from .sessions import open_session
+
+        saved = open_session(session, self.config.working_dir)
+        self.session_id = saved.session_id
+        main = saved.main_id
+        if agent_id is not None and agent_id != main:
+            raise ValueError(f"agent_id: session {saved.session_id} belongs to {main}, not {agent_id}")
+        _agent_ids.add(main)
+        return main
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -161,6 +184,50 @@ class Agent:
         if self._started:
             return
         self._model = self.config.resolve_model()
+        if not self._is_subagent:
+            self._open_session()
+        try:
+            await self._start_resources(acquire_kernel, mcp_pool)
+        except BaseException:
+            self._close_session("failed")
+            raise
+
+    def _open_session(self) -> None:
+        """Create this main agent's session, or resume the one it was given (locked while it runs)."""
+        from .sessions import SessionStore
+
+        if self._store is not None:
+            return
+        if self.session_id is not None:
+            store = SessionStore.open(self.config.working_dir, self.session_id)
+            try:
+                log, history = store.resume_agent(self.agent_id)
+            except BaseException:
+                store.close()
+                raise
+            self._history = history  # what the file holds (after a stop() and start(), the same conversation)
+            self._resume_note = bool(history)
+        elif self.config.save_sessions:
+            store = SessionStore.create(self.config.working_dir)
+            log = store.agent(self.agent_id, model=self._model)
+            self.session_id = store.session_id
+        else:
+            return
+        self._store, self._log = store, log
+        log.status("running")
+
+    def _close_session(self, status: str) -> None:
+        if self._log is not None:
+            self._log.sync(self._history)
+            self._log.status(status, turns=self.turns_used, ended=True)
+            self._log.close()
+        if self._store is not None:
+            self._store.close()
+        self._store, self._log = None, None
+
+    async def _start_resources(
+        self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None, mcp_pool: McpPool | None
+    ) -> None:
         mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir, pool=mcp_pool)
         self._mcp = mcp
 
@@ -239,6 +306,8 @@ class Agent:
         self._started = False
         if closers:
             await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
+        if not self._is_subagent:
+            self._close_session("stopped")
 
     # -- a turn ----------------------------------------------------------------------------
 
@@ -296,11 +365,20 @@ class Agent:
     async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
         """Run a turn; if it fails or is cancelled, the history is as it was before it."""
         before = list(self._history)
+        if self._log is not None and not self._is_subagent:
+            self._log.prompt(prompt)
         try:
             await self._run_turn(prompt, limit, emit)
         except BaseException:
             self._history = before
             raise
+        finally:
+            self._save()
+
+    def _save(self) -> None:
+        """Append what is new in the history to this agent's transcript (flushed and fsync'ed)."""
+        if self._log is not None:
+            self._log.sync(self._history)
 
     async def _run_turn(self, prompt: str, limit: int | None, emit: Emit) -> None:
         from pydantic_ai.messages import (
@@ -314,14 +392,19 @@ class Agent:
         self.turns_used = 0
         self.turn_limit_reached = False
         self.last_turn_rejected = False
-        user = UserPromptPart(prompt)
+        user: list[Any] = [UserPromptPart(prompt)]
+        if self._resume_note:
+            from .sessions import RESUME_NOTE
+
+            user.insert(0, UserPromptPart(RESUME_NOTE))
+            self._resume_note = False
         if not self._history:
-            self._history.append(ModelRequest(parts=[SystemPromptPart(self.config.system_prompt), user]))
+            self._history.append(ModelRequest(parts=[SystemPromptPart(self.config.system_prompt), *user]))
         elif isinstance(last := self._history[-1], ModelRequest):
             # the previous turn stopped at its limit after tool results: the prompt joins that request
-            self._history[-1] = ModelRequest(parts=[*last.parts, user])
+            self._history[-1] = ModelRequest(parts=[*last.parts, *user])
         else:
-            self._history.append(ModelRequest(parts=[user]))
+            self._history.append(ModelRequest(parts=user))
 
         last_text = ""
         while True:
@@ -334,6 +417,7 @@ class Agent:
             emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
             response = await self._model_round(emit)
             self._history.append(response)
+            self._save()
             text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
             last_text = text or last_text
             calls = [p for p in response.parts if p.part_kind == "tool-call"]
@@ -346,6 +430,7 @@ class Agent:
             assert self._calls is not None
             outcomes = await _all_or_none([self._calls.run(call, emit) for call in calls])
             self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
+            self._save()
             rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
             if rejected:
                 names = ", ".join(f"`{name}`" for name in rejected)

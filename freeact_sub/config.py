@@ -124,6 +124,8 @@ class AgentConfig(BaseModel):
     """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
     images_dir: Path | None = None
     """Where kernel images are saved; default `<working_dir>/.freeact-sub/images`."""
+    save_sessions: bool = True
+    """Save every agent's conversation as it happens under `<working_dir>/.freeact-sub/sessions/` (resumable)."""
 
     @field_validator("mcp_servers", mode="before")
     @classmethod
@@ -295,6 +297,7 @@ _ENV_FIELDS: dict[str, str] = {
     "MCP_POOL_SIZE": "mcp_pool_size",
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
+    "SAVE_SESSIONS": "save_sessions",
 }
 
 

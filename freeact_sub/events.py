@@ -192,6 +192,12 @@ class ApprovalRequest(AgentEvent):
         return self._verdict.value is not None
 
     @property
+    def decision(self) -> bool | None:
+        """True once approved, False once rejected, None while undecided."""
+        verdict = self._verdict.value
+        return verdict[0] if verdict is not None else None
+
+    @property
     def reason(self) -> str | None:
         """The reason given with the decision; None until decided, or when none was given."""
         verdict = self._verdict.value
@@ -237,6 +243,8 @@ class ToolOutput(AgentEvent):
     tool_name: str
     tool_call_id: str
     is_error: bool = False
+    """True for a refused call (bad arguments, unknown tool), an MCP tool that reported an error, and a
+    `task` whose child failed, stopped at its turn limit or had a call rejected."""
 
 
 SubagentStatus = Literal["done", "failed", "cancelled", "turn_limit", "rejected"]

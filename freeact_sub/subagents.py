@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .events import AgentEvent, Response, SubagentFinished, SubagentStarted, SubagentStatus
+from .events import AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, SubagentStatus
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
 from .mcp_pool import McpPool
@@ -50,8 +51,15 @@ class SubagentRunner:
             await self._zygote.start()
         self._pool.fill()
 
-    async def run(self, tool_call_id: str, prompt: str, max_turns: int, emit: Callable[[AgentEvent], None]) -> str:
-        """Run one child to its end and return the text that becomes the `task` call's result."""
+    async def run(
+        self, tool_call_id: str, prompt: str, max_turns: int, emit: Callable[[AgentEvent], None]
+    ) -> tuple[str, bool]:
+        """Run one child to its end; returns the `task` call's result and whether it is an error.
+
+        The result is an error when the child failed, stopped at its turn limit, or stopped
+        because the user rejected one of its calls: the parent model should not take it for
+        a finished job.
+        """
         from .agent import Agent
 
         parent = self._parent
@@ -61,6 +69,10 @@ class SubagentRunner:
             child = Agent(config, approvals=parent.approvals)
             child._is_subagent = True
             child._ledger = parent._ledger
+            if parent._log is not None:  # the child's conversation is saved in its parent's session
+                child._log = parent._log.child(
+                    child.agent_id, tool_call_id=tool_call_id, prompt=prompt, model=parent._model
+                )
             started = time.monotonic()
             status: SubagentStatus = "failed"
             emit(
@@ -79,24 +91,37 @@ class SubagentRunner:
                 self._pool.fill()
                 self._mcp_pool.fill(config.mcp_servers, config.working_dir)
                 answer = ""
+                requests: list[ApprovalRequest] = []
                 async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:
                     async for event in events:
                         emit(event)
                         if isinstance(event, Response) and event.final:
                             answer = event.content
+                        elif isinstance(event, ApprovalRequest) and event.agent_id == child.agent_id:
+                            requests.append(event)
+                if child.last_turn_rejected:
+                    status = "rejected"
+                    return _rejected_result(child.agent_id, requests), True
                 if child.turn_limit_reached:
                     status = "turn_limit"
-                    return f"[The subagent {child.agent_id} reached its limit of {max_turns} turns.]\n{answer}"
-                status = "rejected" if child.last_turn_rejected else "done"
-                return answer
+                    limit = f"{max_turns} turn{'s' if max_turns != 1 else ''}"
+                    return f"[The subagent {child.agent_id} reached its limit of {limit}.]\n{answer}".strip(), True
+                status = "done"
+                if not answer.strip():
+                    return f"The subagent {child.agent_id} finished, but its final response was empty.", False
+                return answer, False
             except asyncio.CancelledError:
                 status = "cancelled"
                 raise
             except Exception as exc:
-                return f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}"
+                return f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True
             finally:
                 self.running.pop(child.agent_id, None)
                 await asyncio.shield(child.stop())
+                if child._log is not None:
+                    child._log.sync(child._history)
+                    child._log.status(status, turns=child.turns_used, ended=True)
+                    child._log.close()
                 emit(
                     SubagentFinished(
                         agent_id=parent.agent_id,
@@ -122,3 +147,22 @@ class SubagentRunner:
             *(c.stop() for c in children), self._pool.close(), self._mcp_pool.close(), return_exceptions=True
         )
         await self._zygote.close()
+
+
+def _rejected_result(child_id: str, requests: list[ApprovalRequest]) -> str:
+    """What the parent reads when the user rejected a call of its child: who, what, and that the job is unfinished."""
+    rejected = [r for r in requests if r.decision is False and r.reason is None]
+    described = []
+    for request in rejected:
+        what = f"`{request.tool_name}`"
+        if request.code is not None:
+            code = request.code if len(request.code) <= 300 else request.code[:300] + " …"
+            what += f" with the code:\n```python\n{code}\n```"
+        elif request.tool_args:
+            what += f" with the arguments {json.dumps(request.tool_args)[:300]}"
+        described.append(what)
+    calls = "; ".join(described) if described else "one of its calls"
+    return (
+        f"The user rejected the subagent {child_id}'s call to {calls}. The call did not run, and the "
+        f"subagent stopped without finishing its task."
+    )

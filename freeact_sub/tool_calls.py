@@ -95,7 +95,10 @@ class ToolCallRunner:
             text = "The kernel was restarted: all variables, imports and definitions are gone."
         elif name == "task":
             assert self.subagents is not None
-            text = await self.subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+            text, is_error = await self.subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
+                            is_error=is_error))
+            return text
         else:
             text, is_error = await self.mcp.call(name, arguments, timeout=self.config.execution_timeout)
             emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
