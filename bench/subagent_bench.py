@@ -69,16 +69,14 @@ class SpawnScript:
 
 async def wait_for_pool(agent: Agent) -> None:
     """Until the kernel pool and the MCP pool (every configured server) are full."""
-    runner = agent._subagents
-    assert runner is not None
-    config = agent.config
+    tree, config = agent.tree, agent.config
 
     def warm() -> bool:
-        mcp_ready = all(runner._mcp_pool.ready(name, spec, config.working_dir) >= config.mcp_pool_size
+        mcp_ready = all(tree.mcp_pool.ready(name, spec, config.working_dir) >= config.mcp_pool_size
                         for name, spec in config.mcp_servers.items())
-        return runner._pool.ready >= config.kernel_pool_size and mcp_ready
+        return tree.pool.ready >= config.kernel_pool_size and mcp_ready
 
-    while not warm():  # noqa: ASYNC110 - polling private counters
+    while not warm():  # noqa: ASYNC110 - polling the pools' counters
         await asyncio.sleep(0.05)
 
 
@@ -88,8 +86,8 @@ async def spawn_latencies(spawns: int, pool_size: int, mcp: bool, mcp_pool_size:
     with tempfile.TemporaryDirectory() as work:
         script = SpawnScript(children=1)
         servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
-        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work,
-                             kernel_pool_size=pool_size, mcp_servers=servers, mcp_pool_size=mcp_pool_size)
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, mcp_pool_size=mcp_pool_size,
+                             kernel_pool_size=pool_size, mcp_servers=servers)
         async with Agent(config) as agent:
             for _ in range(spawns):
                 await wait_for_pool(agent)

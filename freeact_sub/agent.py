@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import ApprovalPolicy
@@ -37,18 +37,17 @@ from .events import (
 )
 from .kernel import Kernel
 from .mcp import McpConnections
+from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
 from .tools import Toolbox, ToolSpec, builtin_tool
-from .usage import TreeUsage, UsageLedger
+from .tree import AgentTree, ChildSpec, TreeMember
+from .usage import TreeUsage
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
 
-    from .kernel_launcher import KernelZygote
-    from .mcp_pool import McpPool
     from .sessions import AgentLog, SessionStore
-    from .subagents import SubagentRunner
 
 __all__ = ["Agent"]
 
@@ -92,6 +91,8 @@ class Agent:
         agent_id: str | None = None,
         approvals: ApprovalPolicy | None = None,
         session: str | None = None,
+        tree: AgentTree | None = None,
+        parent_id: str | None = None,
     ) -> None:
         self.config = config or AgentConfig()
         self.session_id: str | None = None
@@ -100,7 +101,15 @@ class Agent:
             agent_id = self._saved_main_agent(session, agent_id)
         self.agent_id = agent_id or new_agent_id()
         """This agent's id; every event it produces carries it."""
-        self.approvals = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+        self.parent_id = parent_id if tree is not None else None
+        """The id of the agent that started this one as a subagent (None for a main agent)."""
+        if tree is None:
+            policy = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+            tree = AgentTree(self, approvals=policy, factory=_child_agent)
+            tree.register(self, parent_id=None)
+        self.tree = tree
+        """What this agent shares with the other agents of its tree (approvals, bound, kernel pool, registry)."""
+        self.approvals = tree.approvals
         """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
         self.turns_used = 0
         """Model rounds of the current (or last) turn."""
@@ -108,8 +117,6 @@ class Agent:
         """Whether the last turn stopped at `max_turns`."""
         self.last_turn_rejected = False
         """Whether the last turn ended because the consumer rejected a call."""
-        self._is_subagent = False
-        self._ledger = UsageLedger()  # a subagent shares its parent's
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
         self._kernel: Kernel | None = None
@@ -160,6 +167,18 @@ class Agent:
         return self._started
 
     @property
+    def is_subagent(self) -> bool:
+        """Whether this agent was started by another one (through `task`)."""
+        return self.parent_id is not None
+
+    @property
+    def model(self) -> Model:
+        """The pydantic-ai `Model` this agent talks to (after `start()`)."""
+        if self._model is None:
+            raise RuntimeError("the agent has not started: its model is resolved in `start()`")
+        return self._model
+
+    @property
     def kernel(self) -> Kernel | None:
         """This agent's kernel while it runs."""
         return self._kernel
@@ -182,7 +201,7 @@ class Agent:
         `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD, None if the
         model's price is unknown).
         """
-        return self._ledger.snapshot()
+        return self.tree.usage.snapshot()
 
     @property
     def history(self) -> list[ModelMessage]:
@@ -190,21 +209,18 @@ class Agent:
         return list(self._history)
 
     async def start(self) -> None:
-        """Resolve the model, then start the kernel and connect the MCP servers concurrently."""
-        await self._start()
+        """Resolve the model, then start the kernel and connect the MCP servers concurrently.
 
-    async def _start(
-        self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None = None, mcp_pool: McpPool | None = None
-    ) -> None:
-        """Start; a subagent's kernel comes from `acquire_kernel`, its MCP connections from `mcp_pool`."""
+        A main agent launches its kernel; a subagent's kernel comes from its tree's pool.
+        """
         if self._started:
             return
         self._loop = asyncio.get_running_loop()
         self._model = self.config.resolve_model()
-        if not self._is_subagent:
+        if not self.is_subagent:
             self._open_session()
         try:
-            await self._start_resources(acquire_kernel, mcp_pool)
+            await self._start_resources()
         except BaseException:
             self._close_session("failed")
             raise
@@ -233,6 +249,10 @@ class Agent:
         self._store, self._log = store, log
         log.status("running")
 
+    def finished(self, status: str) -> None:
+        """Record how this agent ended (done, failed, cancelled, …) in its session; it saves nothing after that."""
+        self._close_session(status)
+
     def _close_session(self, status: str) -> None:
         if self._log is not None:
             self._log.sync(self._history)
@@ -242,22 +262,13 @@ class Agent:
             self._store.close()
         self._store, self._log = None, None
 
-    async def _start_resources(
-        self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None, mcp_pool: McpPool | None
-    ) -> None:
-        mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir, pool=mcp_pool)
+    async def _start_resources(self) -> None:
+        mcp = McpConnections(
+            self.config.mcp_servers, cwd=self.config.working_dir, pool=self.tree.mcp_pool_for(self.agent_id)
+        )
         self._mcp = mcp
 
-        async def start_kernel() -> Kernel:
-            if acquire_kernel is not None:
-                started = await acquire_kernel()
-            else:
-                started = self._new_kernel()
-                await started.start()
-            started.label = self.agent_id
-            return started
-
-        kernel_task = asyncio.create_task(start_kernel())
+        kernel_task = asyncio.create_task(self.tree.acquire_kernel(self.agent_id))
         mcp_task = asyncio.create_task(mcp.open())
         try:
             await asyncio.gather(kernel_task, mcp_task)
@@ -273,12 +284,10 @@ class Agent:
             raise
         self._kernel = kernel_task.result()
         specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")]
-        if self.config.enable_subagents and not self._is_subagent:
-            from .subagents import SubagentRunner
-
+        if self.config.enable_subagents and not self.is_subagent:
             specs.append(builtin_tool("task"))
-            self._subagents = SubagentRunner(self)
-            self._subagents.start()
+            self._subagents = SubagentRunner(self.tree, self)
+            self.tree.start()
         if self.config.mcp_tools != "code":
             specs += [
                 ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
@@ -305,15 +314,6 @@ class Agent:
         self._calls.code_tools = self._code_tools
         self._started = True
 
-    def _new_kernel(self, launcher: KernelZygote | None = None) -> Kernel:
-        return Kernel(
-            working_dir=self.config.working_dir,
-            env=self.config.kernel_env,
-            images_dir=self.config.resolved_images_dir,
-            label=self.agent_id,
-            launcher=launcher,
-        )
-
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
         turn = self._turn
@@ -328,7 +328,7 @@ class Agent:
             closers.append(self._subagents.close())
         if self._kernel is not None:
             # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
-            closers.append(self._kernel.shutdown(now=self._is_subagent))
+            closers.append(self._kernel.shutdown(now=self.is_subagent))
         if self._mcp is not None:
             closers.append(self._mcp.close())
         self._subagents, self._kernel, self._mcp, self._calls = None, None, None, None
@@ -336,7 +336,8 @@ class Agent:
         self._started = False
         if closers:
             await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
-        if not self._is_subagent:
+        if not self.is_subagent:
+            await asyncio.shield(self.tree.close())
             self._close_session("stopped")
 
     # -- a turn ----------------------------------------------------------------------------
@@ -395,7 +396,7 @@ class Agent:
     async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
         """Run a turn; if it fails or is cancelled, the history is as it was before it."""
         before = list(self._history)
-        if self._log is not None and not self._is_subagent:
+        if self._log is not None and not self.is_subagent:
             self._log.prompt(prompt)
         try:
             await self._run_turn(prompt, limit, emit)
@@ -507,7 +508,7 @@ class Agent:
             raise
         except Exception as exc:
             raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
-        used = self._ledger.record(self.agent_id, response)
+        used = self.tree.usage.record(self.agent_id, response)
         emit(
             ModelUsage(
                 agent_id=self.agent_id,
@@ -521,6 +522,18 @@ class Agent:
             if isinstance(part, ThinkingPart) and part.content:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))
         return response
+
+
+def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
+    """The tree's factory: a subagent of `spec.parent_id` that shares `tree` (and its parent's session)."""
+    child = Agent(spec.config, tree=tree, parent_id=spec.parent_id)
+    parent = tree.agents[spec.parent_id].agent
+    if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
+        child._log = parent._log.child(
+            child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+            model=spec.config.model,
+        )
+    return child
 
 
 async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:

@@ -325,3 +325,18 @@ async def test_three_children_call_the_same_server_from_code_each_through_its_ow
     for output in of(ToolOutput, events):
         if output.tool_name == "calc_server_pid":
             assert json.loads(output.content) == pids[output.agent_id]
+
+
+async def test_the_demo_runs_a_cell_that_calls_mcp_tools_from_code(tmp_path: Path) -> None:
+    from freeact_sub.demo import demo_config, start_demo_server
+
+    events = []
+    with start_demo_server(chunk_delay=0) as server:
+        async with Agent(demo_config(server, working_dir=tmp_path, kernel_pool_size=0)) as agent:
+            events = await drive(agent.stream("Call the MCP tools from code"))
+    assert [(r.tool_name, r.tool_args) for r in code_requests(events)] == [
+        ("demo_constant", {"name": "pi"}), ("demo_constant", {"name": "e"}), ("demo_constant", {"name": "phi"}),
+        ("demo_word_count", {"text": "code that calls tools keeps their raw results out of the context window"}),
+    ]
+    assert "pi = 3.141593" in of(CodeExecutionOutput, events)[0].text
+    assert "the sentence has **13** words" in events[-1].content

@@ -314,8 +314,7 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
     )
     model = routed(parent, {"look": look})
     async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1)) as agent:
-        assert agent._subagents is not None
-        pool = agent._subagents._pool
+        pool = agent.tree.pool
         await eventually(lambda: pool.ready == 1, "the kernel pool should fill")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}  # the one ready kernel of the pool
@@ -578,8 +577,7 @@ async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
     children = {name: Script([cell(PRINT_PID)]) for name in names}
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
-        assert agent._subagents is not None
-        pool = agent._subagents._pool
+        pool = agent.tree.pool
 
         async def cancel_while_kernels_boot() -> None:
             while len(pool._booting) < 2:  # noqa: ASYNC110 - the pool has no event for this
@@ -831,7 +829,7 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
                     agent.cancel()
 
         watch = await drive(agent, PARENT, cancel_when_both_run)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         assert agent.history == history_before
 
         # the parent is usable again, and its next turn can start children
@@ -870,7 +868,7 @@ async def test_cancel_while_children_start(workdir: Path, calc_server_config: di
                     agent.cancel()
 
         watch = await drive(agent, PARENT, cancel_on_second_start)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         assert len(calc_servers()) == 1, "only the parent's MCP server runs: the starting children's are stopped"
 
     assert all(script.calls == 0 for script in children.values()), "no child got as far as its model"
@@ -947,7 +945,7 @@ async def test_cancel_while_child_waits_for_approval(workdir: Path) -> None:
                     agent.cancel()
 
         watch = await drive(agent, PARENT, decide)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel]
 
@@ -970,7 +968,7 @@ async def test_closing_the_stream_stops_children(workdir: Path) -> None:
                 watch(event)
                 if isinstance(event, CodeExecutionOutputChunk) and "RUNNING" in event.text:
                     break
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel]
         (started,) = watch.of(SubagentStarted)

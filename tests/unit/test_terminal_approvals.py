@@ -254,3 +254,21 @@ async def test_when_input_ends_every_waiting_and_later_request_is_rejected() -> 
     later = _request("agent-bbbb", "2")
     desk.submit(later)
     assert await later.approved() is False
+
+
+async def test_a_desk_without_a_running_turn_takes_requests_and_keys_from_any_front_end() -> None:
+    palette = Palette()
+    output = io.StringIO()
+    renderer = Renderer(Console(file=output, width=120), palette, SubagentBoard(palette), main_id="agent-0000")
+    desk = ApprovalDesk(renderer, palette, ApprovalPolicy())
+    assert desk.press("y") is False  # nothing asked: a key is not an answer to a later question
+    first, second = _request("agent-aaaa", "1"), _request("agent-bbbb", "2")
+    desk.submit(first)  # e.g. a background subagent while the prompt waits
+    desk.submit(second)
+    assert desk.waiting == 2 and "agent-aaaa" in output.getvalue()  # what it would run is shown on arrival
+    assert desk.press("\t") is False
+    assert desk.selected is second
+    for key in "nno\r":
+        desk.press(key)
+    assert second.decided and second.reason == "no"
+    assert desk.selected is first and not first.decided
