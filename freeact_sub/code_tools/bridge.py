@@ -102,8 +102,7 @@ class CodeTools:
         self._channel = Channel(self._handle)
         self._cell: _Cell | None = None
         self._clock: _PauseClock | None = None
-        self._connected: tuple[int, int] | None = None
-        """(id of the kernel, its restart count) when the kernel was last connected to the channel."""
+        self._connected = False
         self._numbers = itertools.count(1)
         self.modules: list[GeneratedModule] = []
         """The generated modules, one per server."""
@@ -163,13 +162,11 @@ class CodeTools:
             self._channel.cancel_calls("the cell that made this call has ended")
 
     async def _connect_kernel(self) -> None:
-        """Give the kernel the channel's path and secret, unless it has them since its last restart."""
-        state = (id(self.kernel), self.kernel.restarts)
-        if self._connected == state:
+        """Give the kernel the channel's path and secret, now and (the kernel sees to it) after every restart."""
+        if self._connected:
             return
-        result = await self.kernel.execute(self._setup_code(), store_history=False)
-        if result.status == "ok":
-            self._connected = (id(self.kernel), self.kernel.restarts)
+        self._connected = True
+        await self.kernel.run_at_start(self._setup_code())
 
     def _setup_code(self) -> str:
         return (
