@@ -110,6 +110,25 @@ async def test_a_loop_of_100_calls_with_a_standing_approval(shared) -> None:
     assert "4950" in script.tool_results(1)["cell"]  # the model sees the cell's output, not 100 results
 
 
+async def test_calls_from_threads_of_one_cell_run_at_the_same_time(shared) -> None:
+    agent, script = shared
+    code = (
+        "from concurrent.futures import ThreadPoolExecutor\nfrom mcptools.calc import sleep\n"
+        "with ThreadPoolExecutor(3) as pool:\n    print(list(pool.map(lambda s: sleep(seconds=s), [0.5] * 3)))"
+    )
+    script.reset([cell(code)], ["done"])
+    agent.approvals.always(agent.agent_id)
+    try:
+        events = await drive(agent.stream("sleep thrice"), decide=False)
+    finally:
+        agent.approvals.clear(agent.agent_id)
+    assert cell_output(events).text.strip() == "['slept 0.5', 'slept 0.5', 'slept 0.5']"
+    calls = [e for e in events if getattr(e, "source", "model") == "code"]
+    kinds = [type(e).__name__ for e in calls]
+    assert kinds[:3] == ["ApprovalRequest"] * 3  # all three were under way before the first result came back
+    assert kinds.count("ToolOutput") == 3
+
+
 async def test_structured_results_come_back_as_python_values(shared) -> None:
     agent, script = shared
     code = (

@@ -87,7 +87,11 @@ def routed(parent: Script, children: dict[str, Script]) -> Router:
 
 
 def config(model: Any, workdir: Path, **overrides: Any) -> AgentConfig:
-    values: dict[str, Any] = {"model": model, "working_dir": workdir, "auto_approve": True, "kernel_pool_size": 0}
+    # no pools: these tests count the kernels and servers each child starts (tests/integration/test_mcp_pool.py
+    # and test_subagents_pool.py cover the pools)
+    values: dict[str, Any] = {
+        "model": model, "working_dir": workdir, "auto_approve": True, "kernel_pool_size": 0, "mcp_pool_size": 0
+    }
     values.update(overrides)
     return AgentConfig(**values)
 
