@@ -295,7 +295,9 @@ class Agent:
         self._store, self._log = None, None
 
     async def _start_resources(self) -> None:
-        mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir)
+        mcp = McpConnections(
+            self.config.mcp_servers, cwd=self.config.working_dir, pool=self.tree.mcp_pool_for(self.agent_id)
+        )
         self._mcp = mcp
 
         kernel_task = asyncio.create_task(self.tree.acquire_kernel(self.agent_id))
