@@ -61,6 +61,8 @@ try:
 finally:
     del _freeact_sub_unbounded_iopub
 """
+_LOST_END_NOTICE = ("\n[The end of this cell's output did not arrive through the kernel gateway; the gateway "
+                    "reports the kernel idle, so the cell has ended.]\n")
 _RATE_LIMIT_NOTICE = ("\n[The kernel gateway dropped part of this output: its IOPub rate limit was exceeded. "
                       "Print less, or start the gateway with --ZMQChannelsWebsocketConnection.limit_rate=False.]\n")
 
@@ -258,13 +260,17 @@ class GatewayKernel:
 
     async def is_alive(self) -> bool:
         """Whether the gateway has the kernel and it is not dead."""
+        return await self._state() not in (None, "dead")
+
+    async def _state(self) -> str | None:
+        """The kernel's execution state by the gateway's account; None if it has no such kernel or is unreachable."""
         if self._api is None or self.kernel_id is None:
-            return False
+            return None
         try:
             model = await self._api.kernel(self.kernel_id)
         except KernelError:
-            return False
-        return model is not None and model.get("execution_state") != "dead"
+            return None
+        return None if model is None else str(model.get("execution_state"))
 
     async def execute(
         self,
@@ -343,6 +349,7 @@ class GatewayKernel:
         interrupted_at: float | None = None
         running = False  # the kernel said `busy` for this request
         last_check = time.monotonic()
+        quiet_idle = 0
         rate_limited = False
         try:
             while True:
@@ -365,9 +372,17 @@ class GatewayKernel:
                 except TimeoutError:
                     if now - last_check > _LIVENESS_INTERVAL:
                         last_check = now
-                        if not await self.is_alive():  # gone from the gateway (culled, deleted) or dead
+                        state = await self._state()
+                        if state in (None, "dead"):  # gone from the gateway (culled, deleted) or dead
                             raise _KernelRestarted("dead") from None
+                        # idle by the gateway's own account twice in a row while we heard nothing: our
+                        # connection lost the end of the cell; waiting longer would wait forever
+                        quiet_idle = quiet_idle + 1 if state == "idle" else 0
+                        if quiet_idle >= 2:
+                            await emit(_LOST_END_NOTICE)
+                            break
                     continue
+                quiet_idle = 0
                 texts: list[str] = []
                 finished = False
                 for msg in batch:
