@@ -67,9 +67,7 @@ class SpawnScript:
 
 
 async def wait_for_pool(agent: Agent) -> None:
-    runner = agent._subagents
-    assert runner is not None
-    while runner._pool.ready < agent.config.kernel_pool_size:  # noqa: ASYNC110 - polling a private counter
+    while agent.tree.pool.ready < agent.config.kernel_pool_size:  # noqa: ASYNC110 - polling a private counter
         await asyncio.sleep(0.05)
 
 

@@ -9,12 +9,13 @@ from importlib.metadata import PackageNotFoundError, version
 from .agent import Agent
 from .approvals import ApprovalPolicy
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, auto_approve_from_env, load_mcp_config
-from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError
+from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ModelUsage,
     Response,
     ResponseChunk,
     SubagentFinished,
@@ -25,6 +26,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
+from .usage import TreeUsage, Usage
 
 try:
     __version__ = version("freeact-sub")
@@ -45,15 +47,19 @@ __all__ = [
     "KernelError",
     "McpServerError",
     "ModelError",
+    "ModelUsage",
     "Response",
     "ResponseChunk",
+    "SessionError",
     "SubagentFinished",
     "SubagentStarted",
     "Thoughts",
     "ThoughtsChunk",
     "ToolOutput",
+    "TreeUsage",
     "TurnCancelled",
     "TurnStarted",
+    "Usage",
     "__version__",
     "auto_approve_from_env",
     "load_mcp_config",

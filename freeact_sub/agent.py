@@ -18,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import ApprovalPolicy
+from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import AgentConfig
 from .errors import ModelError
 from .events import (
     AgentEvent,
+    ModelUsage,
     Response,
     ResponseChunk,
     Thoughts,
@@ -35,15 +37,17 @@ from .events import (
 )
 from .kernel import Kernel
 from .mcp import McpConnections
+from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
 from .tools import Toolbox, ToolSpec, builtin_tool
+from .tree import AgentTree, ChildSpec, TreeMember
+from .usage import TreeUsage
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
 
-    from .kernel_launcher import KernelZygote
-    from .subagents import SubagentRunner
+    from .sessions import AgentLog, SessionStore
 
 __all__ = ["Agent"]
 
@@ -86,11 +90,26 @@ class Agent:
         *,
         agent_id: str | None = None,
         approvals: ApprovalPolicy | None = None,
+        session: str | None = None,
+        tree: AgentTree | None = None,
+        parent_id: str | None = None,
     ) -> None:
         self.config = config or AgentConfig()
+        self.session_id: str | None = None
+        """The id of the session this agent saves to (set at `start()`), or the one given to resume."""
+        if session is not None:
+            agent_id = self._saved_main_agent(session, agent_id)
         self.agent_id = agent_id or new_agent_id()
         """This agent's id; every event it produces carries it."""
-        self.approvals = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+        self.parent_id = parent_id if tree is not None else None
+        """The id of the agent that started this one as a subagent (None for a main agent)."""
+        if tree is None:
+            policy = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+            tree = AgentTree(self, approvals=policy, factory=_child_agent)
+            tree.register(self, parent_id=None)
+        self.tree = tree
+        """What this agent shares with the other agents of its tree (approvals, bound, kernel pool, registry)."""
+        self.approvals = tree.approvals
         """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
         self.turns_used = 0
         """Model rounds of the current (or last) turn."""
@@ -98,16 +117,41 @@ class Agent:
         """Whether the last turn stopped at `max_turns`."""
         self.last_turn_rejected = False
         """Whether the last turn ended because the consumer rejected a call."""
-        self._is_subagent = False
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
         self._kernel: Kernel | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
         self._calls: ToolCallRunner | None = None
+        self._code_tools: CodeTools | None = None
         self._subagents: SubagentRunner | None = None
         self._turn: asyncio.Task[None] | None = None
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._store: SessionStore | None = None
+        self._log: AgentLog | None = None
+        """Where this agent's conversation is saved (None: not saved)."""
+        self._resume_note = False
+        """Whether the next prompt tells the model that its kernel is new (a resumed conversation)."""
+
+    def _saved_main_agent(self, session: str, agent_id: str | None) -> str:
+        """Check that `session` exists; the resumed agent keeps the main agent's id."""
+        from .sessions import open_session
+
+        saved = open_session(session, self.config.working_dir)
+        self.session_id = saved.session_id
+        main = saved.main_id
+        if agent_id is not None and agent_id != main:
+            raise ValueError(f"agent_id: session {saved.session_id} belongs to {main}, not {agent_id}")
+        _agent_ids.add(main)
+        return main
+
+    def __del__(self) -> None:
+        # Dropped while started (never stopped): end its processes rather than leak them, and say so.
+        if getattr(self, "_started", False):
+            from ._abandoned import release
+
+            release(self, self._loop)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -123,6 +167,18 @@ class Agent:
         return self._started
 
     @property
+    def is_subagent(self) -> bool:
+        """Whether this agent was started by another one (through `task`)."""
+        return self.parent_id is not None
+
+    @property
+    def model(self) -> Model:
+        """The pydantic-ai `Model` this agent talks to (after `start()`)."""
+        if self._model is None:
+            raise RuntimeError("the agent has not started: its model is resolved in `start()`")
+        return self._model
+
+    @property
     def kernel(self) -> Kernel | None:
         """This agent's kernel while it runs."""
         return self._kernel
@@ -133,32 +189,84 @@ class Agent:
         return self._toolbox.names if self._toolbox else []
 
     @property
+    def system_prompt(self) -> str:
+        """The system prompt this agent sends: the configured one plus a section on its MCP tools, if any."""
+        section = mcp_prompt(self.config, self._mcp, self._code_tools)
+        return f"{self.config.system_prompt.rstrip()}\n\n{section}\n" if section else self.config.system_prompt
+
+    @property
+    def usage(self) -> TreeUsage:
+        """Tokens and cost so far, per agent id and for the tree (this agent and every subagent).
+
+        `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD, None if the
+        model's price is unknown).
+        """
+        return self.tree.usage.snapshot()
+
+    @property
     def history(self) -> list[ModelMessage]:
         """A copy of the conversation so far (pydantic-ai messages)."""
         return list(self._history)
 
     async def start(self) -> None:
-        """Resolve the model, then start the kernel and connect the MCP servers concurrently."""
-        await self._start()
+        """Resolve the model, then start the kernel and connect the MCP servers concurrently.
 
-    async def _start(self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None = None) -> None:
-        """Start; a subagent's kernel comes from `acquire_kernel` (its parent's pool) instead of a new launch."""
+        A main agent launches its kernel; a subagent's kernel comes from its tree's pool.
+        """
         if self._started:
             return
+        self._loop = asyncio.get_running_loop()
         self._model = self.config.resolve_model()
+        if not self.is_subagent:
+            self._open_session()
+        try:
+            await self._start_resources()
+        except BaseException:
+            self._close_session("failed")
+            raise
+
+    def _open_session(self) -> None:
+        """Create this main agent's session, or resume the one it was given (locked while it runs)."""
+        from .sessions import SessionStore
+
+        if self._store is not None:
+            return
+        if self.session_id is not None:
+            store = SessionStore.open(self.config.working_dir, self.session_id)
+            try:
+                log, history = store.resume_agent(self.agent_id)
+            except BaseException:
+                store.close()
+                raise
+            self._history = history  # what the file holds (after a stop() and start(), the same conversation)
+            self._resume_note = bool(history)
+        elif self.config.save_sessions:
+            store = SessionStore.create(self.config.working_dir)
+            log = store.agent(self.agent_id, model=self._model)
+            self.session_id = store.session_id
+        else:
+            return
+        self._store, self._log = store, log
+        log.status("running")
+
+    def finished(self, status: str) -> None:
+        """Record how this agent ended (done, failed, cancelled, …) in its session; it saves nothing after that."""
+        self._close_session(status)
+
+    def _close_session(self, status: str) -> None:
+        if self._log is not None:
+            self._log.sync(self._history)
+            self._log.status(status, turns=self.turns_used, ended=True)
+            self._log.close()
+        if self._store is not None:
+            self._store.close()
+        self._store, self._log = None, None
+
+    async def _start_resources(self) -> None:
         mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir)
         self._mcp = mcp
 
-        async def start_kernel() -> Kernel:
-            if acquire_kernel is not None:
-                started = await acquire_kernel()
-            else:
-                started = self._new_kernel()
-                await started.start()
-            started.label = self.agent_id
-            return started
-
-        kernel_task = asyncio.create_task(start_kernel())
+        kernel_task = asyncio.create_task(self.tree.acquire_kernel(self.agent_id))
         mcp_task = asyncio.create_task(mcp.open())
         try:
             await asyncio.gather(kernel_task, mcp_task)
@@ -174,16 +282,15 @@ class Agent:
             raise
         self._kernel = kernel_task.result()
         specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")]
-        if self.config.enable_subagents and not self._is_subagent:
-            from .subagents import SubagentRunner
-
+        if self.config.enable_subagents and not self.is_subagent:
             specs.append(builtin_tool("task"))
-            self._subagents = SubagentRunner(self)
-            self._subagents.start()
-        specs += [
-            ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
-            for t in mcp.tools
-        ]
+            self._subagents = SubagentRunner(self.tree, self)
+            self.tree.start()
+        if self.config.mcp_tools != "code":
+            specs += [
+                ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
+                for t in mcp.tools
+            ]
         self._toolbox = Toolbox(specs)
         self._calls = ToolCallRunner(
             agent_id=self.agent_id,
@@ -194,16 +301,16 @@ class Agent:
             mcp=mcp,
             subagents=self._subagents,
         )
+        try:
+            self._code_tools = await open_code_tools(
+                agent_id=self.agent_id, config=self.config, kernel=self._kernel, mcp=mcp, ask=self._calls.ask
+            )
+        except BaseException:
+            self._started = True
+            await self.stop()
+            raise
+        self._calls.code_tools = self._code_tools
         self._started = True
-
-    def _new_kernel(self, launcher: KernelZygote | None = None) -> Kernel:
-        return Kernel(
-            working_dir=self.config.working_dir,
-            env=self.config.kernel_env,
-            images_dir=self.config.resolved_images_dir,
-            label=self.agent_id,
-            launcher=launcher,
-        )
 
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
@@ -213,17 +320,23 @@ class Agent:
             with contextlib.suppress(BaseException):
                 await turn
         closers = []
+        if self._code_tools is not None:
+            closers.append(self._code_tools.close())
         if self._subagents is not None:
             closers.append(self._subagents.close())
         if self._kernel is not None:
             # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
-            closers.append(self._kernel.shutdown(now=self._is_subagent))
+            closers.append(self._kernel.shutdown(now=self.is_subagent))
         if self._mcp is not None:
             closers.append(self._mcp.close())
         self._subagents, self._kernel, self._mcp, self._calls = None, None, None, None
+        self._code_tools = None
         self._started = False
         if closers:
             await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
+        if not self.is_subagent:
+            await asyncio.shield(self.tree.close())
+            self._close_session("stopped")
 
     # -- a turn ----------------------------------------------------------------------------
 
@@ -281,11 +394,20 @@ class Agent:
     async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
         """Run a turn; if it fails or is cancelled, the history is as it was before it."""
         before = list(self._history)
+        if self._log is not None and not self.is_subagent:
+            self._log.prompt(prompt)
         try:
             await self._run_turn(prompt, limit, emit)
         except BaseException:
             self._history = before
             raise
+        finally:
+            self._save()
+
+    def _save(self) -> None:
+        """Append what is new in the history to this agent's transcript (flushed and fsync'ed)."""
+        if self._log is not None:
+            self._log.sync(self._history)
 
     async def _run_turn(self, prompt: str, limit: int | None, emit: Emit) -> None:
         from pydantic_ai.messages import (
@@ -299,14 +421,19 @@ class Agent:
         self.turns_used = 0
         self.turn_limit_reached = False
         self.last_turn_rejected = False
-        user = UserPromptPart(prompt)
+        user: list[Any] = [UserPromptPart(prompt)]
+        if self._resume_note:
+            from .sessions import RESUME_NOTE
+
+            user.insert(0, UserPromptPart(RESUME_NOTE))
+            self._resume_note = False
         if not self._history:
-            self._history.append(ModelRequest(parts=[SystemPromptPart(self.config.system_prompt), user]))
+            self._history.append(ModelRequest(parts=[SystemPromptPart(self.system_prompt), *user]))
         elif isinstance(last := self._history[-1], ModelRequest):
             # the previous turn stopped at its limit after tool results: the prompt joins that request
-            self._history[-1] = ModelRequest(parts=[*last.parts, user])
+            self._history[-1] = ModelRequest(parts=[*last.parts, *user])
         else:
-            self._history.append(ModelRequest(parts=[user]))
+            self._history.append(ModelRequest(parts=user))
 
         last_text = ""
         while True:
@@ -319,6 +446,7 @@ class Agent:
             emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
             response = await self._model_round(emit)
             self._history.append(response)
+            self._save()
             text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
             last_text = text or last_text
             calls = [p for p in response.parts if p.part_kind == "tool-call"]
@@ -331,6 +459,7 @@ class Agent:
             assert self._calls is not None
             outcomes = await _all_or_none([self._calls.run(call, emit) for call in calls])
             self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
+            self._save()
             rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
             if rejected:
                 names = ", ".join(f"`{name}`" for name in rejected)
@@ -377,10 +506,32 @@ class Agent:
             raise
         except Exception as exc:
             raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
+        used = self.tree.usage.record(self.agent_id, response)
+        emit(
+            ModelUsage(
+                agent_id=self.agent_id,
+                model_name=response.model_name or "",
+                input_tokens=used.input_tokens,
+                output_tokens=used.output_tokens,
+                cost=used.cost,
+            )
+        )
         for part in response.parts:
             if isinstance(part, ThinkingPart) and part.content:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))
         return response
+
+
+def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
+    """The tree's factory: a subagent of `spec.parent_id` that shares `tree` (and its parent's session)."""
+    child = Agent(spec.config, tree=tree, parent_id=spec.parent_id)
+    parent = tree.agents[spec.parent_id].agent
+    if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
+        child._log = parent._log.child(
+            child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+            model=spec.config.model,
+        )
+    return child
 
 
 async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:

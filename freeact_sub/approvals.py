@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["ApprovalPolicy"]
 
 
@@ -16,23 +18,46 @@ class ApprovalPolicy:
     def __init__(self, *, approve_everything: bool = False) -> None:
         self._agents: set[str] = set()
         self._everything = approve_everything
+        self._listeners: list[Callable[[], None]] = []
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener()` after every change of a standing decision; returns a function that unsubscribes.
+
+        Lets every view of the agents (each run's panels in a notebook) show the policy as it is,
+        whoever changed it.
+        """
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener()
 
     def always(self, agent_id: str) -> None:
         """Approve every action of `agent_id` from now on."""
         self._agents.add(agent_id)
+        self._changed()
 
     def clear(self, agent_id: str) -> None:
         """Ask again for each action of `agent_id`."""
         self._agents.discard(agent_id)
+        self._changed()
 
     def always_all(self) -> None:
         """Approve every action of every agent from now on."""
         self._everything = True
+        self._changed()
 
     def clear_all(self) -> None:
         """Forget every standing decision: ask for each action again."""
         self._everything = False
         self._agents.clear()
+        self._changed()
 
     @property
     def everything(self) -> bool:

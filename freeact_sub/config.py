@@ -11,9 +11,9 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
 from .errors import ConfigError
@@ -44,11 +44,11 @@ Work in small steps: run a little code, look at the result, then decide the next
 cell fails, read the traceback and fix the cause. Prefer computing an answer over guessing it.
 `reset_kernel` gives you a clean kernel when its state is broken.
 
-Tools named `<server>_<tool>` come from MCP servers; call them directly when they fit the job.
 If you have a `task` tool, it hands an isolated job to a subagent with a fresh kernel; start
 independent jobs as parallel `task` calls in one response.
 
-Every tool call may need the user's approval; a rejected call ends your turn. When the job is
+Every tool call may need the user's approval. A call rejected without a reason ends your turn;
+one rejected with a reason did not run: adjust to the reason and go on. When the job is
 done, answer in plain text (Markdown is fine), concisely, with the results the user asked for.
 """
 
@@ -139,9 +139,14 @@ class AgentConfig(BaseModel):
     model_settings: dict[str, Any] | None = None
     """pydantic-ai `ModelSettings` (temperature, max_tokens, …)."""
     base_url: str | None = None
-    """Base URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp); `model` is then its model name."""
+    """Where the model's provider is reached instead of its default URL.
+
+    With a bare model name (`"llama3.2"`) or `openai:…` it is an OpenAI-compatible server (Ollama,
+    vLLM, llama.cpp); `anthropic:…` and `google:…` (or `google-gla:…`) point those providers there.
+    Other prefixes are a `ConfigError`.
+    """
     api_key_env: str | None = None
-    """Name of the environment variable that holds the API key for `base_url`."""
+    """Name of the environment variable that holds the API key for `base_url` (whichever provider)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers by name, in the `mcpServers` shape: `{command, args, env, cwd}` or `{url, headers}`."""
@@ -165,13 +170,29 @@ class AgentConfig(BaseModel):
     """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
     images_dir: Path | None = None
     """Where kernel images are saved; default `<working_dir>/.freeact-sub/images`."""
+    mcp_tools: Literal["calls", "code", "both"] = "both"
+    """How MCP tools are offered: as tool calls (`"calls"`), as Python functions in the kernel
+    (`"code"`: `from mcptools.<server> import <tool>`), or both."""
+    save_sessions: bool = True
+    """Save every agent's conversation as it happens under `<working_dir>/.freeact-sub/sessions/` (resumable)."""
     kernel_gateway: KernelGatewayConfig | None = None
-    """Run every kernel of the agent tree on this Jupyter Kernel / Enterprise Gateway (a URL is enough); None: local."""
+    """Run every kernel of the agent tree on this Jupyter Kernel / Enterprise Gateway (a URL is enough); None: local.
+
+    MCP tools are then offered as tool calls only: code tools need the kernel on this machine.
+    """
 
     @field_validator("kernel_gateway", mode="before")
     @classmethod
     def _gateway_from_url(cls, value: Any) -> Any:
         return {"url": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _code_tools_need_local_kernels(self) -> AgentConfig:
+        if self.kernel_gateway is not None and self.mcp_tools == "code":
+            raise ValueError(
+                "mcp_tools: 'code' needs kernels on this machine, but kernel_gateway is set (use 'calls' or 'both')"
+            )
+        return self
 
     @field_validator("mcp_servers", mode="before")
     @classmethod
@@ -240,23 +261,67 @@ class AgentConfig(BaseModel):
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError("model: expected a pydantic-ai model string such as 'openai:gpt-4.1'")
         if self.base_url:
-            from pydantic_ai.models.openai import OpenAIChatModel
-            from pydantic_ai.providers.openai import OpenAIProvider
-
-            api_key = None
-            if self.api_key_env:
-                api_key = os.environ.get(self.api_key_env)
-                if not api_key:
-                    raise ConfigError(
-                        f"api_key_env: the environment variable {self.api_key_env} is not set"
-                    )
-            name = self.model.removeprefix("openai:")
-            provider = OpenAIProvider(base_url=self.base_url, api_key=api_key or "not-needed")
-            return OpenAIChatModel(name, provider=provider)
+            return _model_at(self.model, self.base_url, self._api_key())
         try:
-            return infer_model(self.model)
+            prefix, _, rest = self.model.partition(":")
+            return infer_model(f"{_PREFIX_ALIASES[prefix]}{rest}" if rest and prefix in _PREFIX_ALIASES else self.model)
         except Exception as exc:  # pydantic-ai raises UserError for unknown names and missing keys
             raise ConfigError(f"model {self.model!r}: {exc}") from None
+
+    def _api_key(self) -> str | None:
+        """The key in the variable `api_key_env` names; None when no variable is named."""
+        if not self.api_key_env:
+            return None
+        api_key = os.environ.get(self.api_key_env)
+        if not api_key:
+            raise ConfigError(f"api_key_env: the environment variable {self.api_key_env} is not set")
+        return api_key
+
+
+_PREFIX_ALIASES = {"google-gla": "google:"}
+"""Older pydantic-ai prefixes, still accepted."""
+
+BASE_URL_PREFIXES = ("openai", "openai-chat", "openai-responses", "anthropic", "google", "google-gla")
+"""Model prefixes that work with `base_url`; a bare model name means an OpenAI-compatible server."""
+
+
+def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
+    """The model `model` names, with its provider pointed at `base_url`.
+
+    Without a key (`api_key_env`) the provider gets a placeholder: a server at a URL of your
+    choosing (a local model, a proxy) must never receive a provider key from the host's
+    environment by accident.
+    """
+    prefix, _, name = model.partition(":")
+    if not name:
+        prefix, name = "", model
+    key = api_key or "not-needed"
+    if prefix in ("", "openai", "openai-chat"):
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        return OpenAIChatModel(name, provider=OpenAIProvider(base_url=base_url, api_key=key))
+    if prefix == "openai-responses":
+        from pydantic_ai.models.openai import OpenAIResponsesModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        return OpenAIResponsesModel(name, provider=OpenAIProvider(base_url=base_url, api_key=key))
+    if prefix == "anthropic":
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        return AnthropicModel(name, provider=AnthropicProvider(base_url=base_url, api_key=key))
+    if prefix in ("google", "google-gla"):
+        from pydantic_ai.models.google import GoogleModel
+        from pydantic_ai.providers.google import GoogleProvider
+
+        return GoogleModel(name, provider=GoogleProvider(base_url=base_url, api_key=key))
+    known = ", ".join(f"'{p}:'" for p in BASE_URL_PREFIXES)
+    raise ConfigError(
+        f"model {model!r}: the prefix {prefix!r} does not work with base_url. Use one of {known}, or a "
+        f"model name without a prefix for an OpenAI-compatible server (a name with a colon, such as "
+        f"Ollama's 'qwen2.5:7b', goes as 'openai:qwen2.5:7b')"
+    )
 
 
 def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:
@@ -299,6 +364,8 @@ _ENV_FIELDS: dict[str, str] = {
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
     "KERNEL_GATEWAY": "kernel_gateway",
+    "MCP_TOOLS": "mcp_tools",
+    "SAVE_SESSIONS": "save_sessions",
 }
 
 

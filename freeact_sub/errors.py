@@ -4,7 +4,8 @@
     ├── ConfigError        a bad config file, flag or environment value (names the field)
     ├── KernelError        the IPython kernel could not be started or reached
     ├── McpServerError     an MCP server failed to start or to list its tools (names the server)
-    └── ModelError         the model request failed during a turn (the history is as before the turn)
+    ├── ModelError         the model request failed during a turn (the history is as before the turn)
+    └── SessionError       a saved session is missing, or another process holds it
 
 Faults *inside* a turn that the model can correct (unknown tool, invalid arguments, a cell that
 raises, a crashed MCP server, a failed subagent) never raise: they become tool results.
@@ -12,7 +13,7 @@ raises, a crashed MCP server, a failed subagent) never raise: they become tool r
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "FreeactError", "KernelError", "McpServerError", "ModelError"]
+__all__ = ["ConfigError", "FreeactError", "KernelError", "McpServerError", "ModelError", "SessionError"]
 
 
 class FreeactError(Exception):
@@ -37,3 +38,7 @@ class McpServerError(FreeactError, RuntimeError):
 
 class ModelError(FreeactError, RuntimeError):
     """The model request failed during a turn."""
+
+
+class SessionError(FreeactError, RuntimeError):
+    """A saved session is missing, or another process holds it."""

@@ -10,7 +10,9 @@ Event family::
     ├── TurnStarted                  a model round begins (turn number, for "turns used")
     ├── ThoughtsChunk / Thoughts     the model's thinking, streamed / complete
     ├── ResponseChunk / Response     the model's text, streamed / complete
-    ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy)
+    ├── ModelUsage                   tokens (and cost, where known) of one model response
+    ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy);
+    │                                `source="code"` for an MCP tool that a cell's code calls
     ├── CodeExecutionOutputChunk     output of a running cell, as it arrives
     ├── CodeExecutionOutput          the complete output of a cell (text and saved images)
     ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
@@ -24,15 +26,21 @@ All events are frozen dataclasses; dispatch on them with `match`.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
+
+from .usage import Usage
 
 __all__ = [
     "AgentEvent",
     "ApprovalRequest",
+    "CallSource",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
+    "ModelUsage",
     "Response",
     "ResponseChunk",
     "SubagentFinished",
@@ -79,6 +87,23 @@ class Response(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModelUsage(AgentEvent):
+    """The token usage of one model response of `agent_id`, emitted as soon as the response is complete.
+
+    Totals per agent and for the tree: `Agent.usage`.
+    """
+
+    model_name: str
+    """The model that answered, as the provider named it."""
+    input_tokens: int
+    """Input (prompt) tokens of the request, cache reads and writes included."""
+    output_tokens: int
+    """Output tokens of the response, thinking included."""
+    cost: Decimal | None = None
+    """USD from the `genai-prices` table; None when the model or provider is not in it."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ThoughtsChunk(AgentEvent):
     """A piece of the model's thinking, as it streams."""
 
@@ -92,15 +117,36 @@ class Thoughts(AgentEvent):
     content: str
 
 
+CallSource = Literal["model", "code"]
+
+
 def _new_decision() -> asyncio.Future[bool]:
     return asyncio.get_running_loop().create_future()
+
+
+class _Verdict:
+    """The first decision made on a request, recorded at once under a lock (any thread may decide)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value: tuple[bool, str | None] | None = None
+
+    def claim(self, decision: bool, reason: str | None) -> bool:
+        """Record the decision unless one was made already; True if this call decided."""
+        with self._lock:
+            if self.value is not None:
+                return False
+            self.value = (decision, reason)
+            return True
 
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalRequest(AgentEvent):
     """A tool call that runs only once it is approved.
 
-    Answer it with `approve(True)` or `approve(False)`; the agent that asked waits until then.
+    Answer it with `approve()` or `reject()`; the agent that asked waits until then. A bare
+    rejection ends the agent's turn; a rejection with a reason (`reject("use pathlib")`) is
+    sent to the model as the call's result, and the turn goes on so the model can adjust.
     A request decided by a standing approval (see `Agent.approvals`) arrives already decided:
     `auto_approved` is true and `approve()` does nothing.
     """
@@ -113,13 +159,24 @@ class ApprovalRequest(AgentEvent):
     """Id of the tool call; the output events of the call carry the same id."""
     auto_approved: bool = False
     """True when a standing approval decided this request before it was emitted."""
+    source: CallSource = "model"
+    """`"model"` for a tool call of the model; `"code"` for an MCP tool called from a cell's code."""
+    cell_call_id: str | None = None
+    """For a call from code: the `tool_call_id` of the `execute_ipython_cell` call whose cell made it."""
     _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
+    _verdict: _Verdict = field(default_factory=_Verdict, repr=False, compare=False)
 
-    def approve(self, decision: bool = True) -> None:
-        """Decide the request: True runs the call, False rejects it. Later calls are ignored.
+    def approve(self, decision: bool = True, reason: str | None = None) -> None:
+        """Decide the request: True runs the call, False rejects it. Only the first decision counts.
 
-        Safe to call from any thread (e.g. a widget callback).
+        `reason` goes with a rejection: the model receives it as the call's result and the turn
+        goes on. Without a reason (or with a blank one) a rejection ends the turn. Safe to call
+        from any thread (e.g. a widget callback); `decided` and `reason` reflect the decision
+        at once.
         """
+        text = reason.strip() if isinstance(reason, str) else None
+        if not self._verdict.claim(bool(decision), text or None):
+            return
         loop = self._decision.get_loop()
         try:
             same_loop = asyncio.get_running_loop() is loop
@@ -127,21 +184,33 @@ class ApprovalRequest(AgentEvent):
             same_loop = False
         if same_loop:
             self._settle(bool(decision))
-        else:
+        elif not loop.is_closed():
             loop.call_soon_threadsafe(self._settle, bool(decision))
 
     def _settle(self, decision: bool) -> None:
         if not self._decision.done():
             self._decision.set_result(decision)
 
-    def reject(self) -> None:
-        """Same as `approve(False)`."""
-        self.approve(False)
+    def reject(self, reason: str | None = None) -> None:
+        """Same as `approve(False, reason)`: with a reason the model is told it and goes on."""
+        self.approve(False, reason)
 
     @property
     def decided(self) -> bool:
         """Whether a decision has been made."""
-        return self._decision.done()
+        return self._verdict.value is not None
+
+    @property
+    def decision(self) -> bool | None:
+        """True once approved, False once rejected, None while undecided."""
+        verdict = self._verdict.value
+        return verdict[0] if verdict is not None else None
+
+    @property
+    def reason(self) -> str | None:
+        """The reason given with the decision; None until decided, or when none was given."""
+        verdict = self._verdict.value
+        return verdict[1] if verdict is not None else None
 
     async def approved(self) -> bool:
         """Wait for the decision and return it."""
@@ -183,6 +252,12 @@ class ToolOutput(AgentEvent):
     tool_name: str
     tool_call_id: str
     is_error: bool = False
+    """True for a refused call (bad arguments, unknown tool), an MCP tool that reported an error, and a
+    `task` whose child failed, stopped at its turn limit or had a call rejected."""
+    source: CallSource = "model"
+    """`"code"` for the result of an MCP tool called from a cell's code (it went back to the cell, not the model)."""
+    cell_call_id: str | None = None
+    """For a call from code: the `tool_call_id` of the cell that made it."""
 
 
 SubagentStatus = Literal["done", "failed", "cancelled", "turn_limit", "rejected"]
@@ -210,6 +285,8 @@ class SubagentFinished(AgentEvent):
     turns_used: int
     elapsed: float
     """Seconds from start to end."""
+    usage: Usage = field(default_factory=Usage)
+    """The child's tokens and cost over its life."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,8 @@
 """One agent's tool calls: check the arguments, ask for approval, run the call, report it.
 
 Every outcome is a tool result the model can read: a call with bad arguments or to an unknown
-tool is refused with a message saying what to correct; a rejected call says it did not run;
+tool is refused with a message saying what to correct; a rejected call says it did not run
+(and quotes the user's reason, if one was given);
 cells, MCP tools, `reset_kernel` and `task` report what they did. Each step is also emitted as
 an event tagged with the agent's id.
 """
@@ -11,20 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .events import AgentEvent, ApprovalRequest, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
+from .events import AgentEvent, ApprovalRequest, CallSource, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
 from .tools import parse_arguments
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
     from .approvals import ApprovalPolicy
+    from .code_tools import CodeTools
     from .config import AgentConfig
     from .kernel import Kernel
     from .mcp import McpConnections
     from .subagents import SubagentRunner
     from .tools import Toolbox
 
-__all__ = ["Emit", "ToolCallRunner"]
+__all__ = ["Emit", "ToolCallRunner", "rejection_with_reason"]
 
 Emit = Callable[[AgentEvent], None]
 
@@ -50,6 +52,8 @@ class ToolCallRunner:
         self.kernel = kernel
         self.mcp = mcp
         self.subagents = subagents
+        self.code_tools: CodeTools | None = None
+        """Set when the kernel's code may call MCP tools; cells then run through it."""
 
     async def run(self, call: ToolCallPart, emit: Emit) -> tuple[ToolReturnPart, bool]:
         """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
@@ -72,17 +76,34 @@ class ToolCallRunner:
         if problem := self.toolbox.check(name, arguments):
             return refuse(problem)
         arguments = self.toolbox.with_defaults(name, arguments)
+        request = await self.ask(name, arguments, call_id, emit)
+        if not await request.approved():
+            if request.reason is None:
+                return result("The user rejected this call; it did not run.", rejected=True)
+            return result(rejection_with_reason(request.reason))
+        return result(await self._execute(name, arguments, call_id, emit))
 
+    async def ask(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        call_id: str,
+        emit: Emit,
+        *,
+        source: CallSource = "model",
+        cell_call_id: str | None = None,
+    ) -> ApprovalRequest:
+        """Emit the `ApprovalRequest` for a call (decided at once by a standing decision); returns it once decided."""
         auto = self.approvals.is_approved(self.agent_id)
         request = ApprovalRequest(
-            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto
+            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto,
+            source=source, cell_call_id=cell_call_id,
         )
         if auto:
             request.approve(True)
         emit(request)
-        if not await request.approved():
-            return result("The user rejected this call; it did not run.", rejected=True)
-        return result(await self._execute(name, arguments, call_id, emit))
+        await request.approved()
+        return request
 
     async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
         if name == "execute_ipython_cell":
@@ -92,7 +113,10 @@ class ToolCallRunner:
             text = "The kernel was restarted: all variables, imports and definitions are gone."
         elif name == "task":
             assert self.subagents is not None
-            text = await self.subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+            text, is_error = await self.subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
+                            is_error=is_error))
+            return text
         else:
             text, is_error = await self.mcp.call(name, arguments, timeout=self.config.execution_timeout)
             emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
@@ -105,7 +129,12 @@ class ToolCallRunner:
         def on_output(text: str) -> None:
             emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
 
-        outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
+        if self.code_tools is not None:
+            outcome = await self.code_tools.execute(
+                code, call_id=call_id, emit=emit, timeout=self.config.execution_timeout, on_output=on_output
+            )
+        else:
+            outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
         emit(
             CodeExecutionOutput(
                 agent_id=self.agent_id,
@@ -116,6 +145,11 @@ class ToolCallRunner:
             )
         )
         return _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+
+
+def rejection_with_reason(reason: str) -> str:
+    """The tool result of a call the user rejected with a reason: the turn goes on with it."""
+    return f"The user rejected this call, so it did not run. The user's reason: \"{reason}\""
 
 
 def _shorten(text: str, limit: int) -> str:

@@ -11,6 +11,8 @@ import json
 from functools import cache
 from typing import Any
 
+from ._style import CODE_CLASS_PREFIX
+
 __all__ = ["code", "escape", "markdown", "preformatted", "tool_arguments"]
 
 _MAX_SHOWN = 20_000
@@ -25,11 +27,11 @@ def escape(text: str) -> str:
 def _highlighter() -> Any:
     from pygments.formatters import HtmlFormatter
 
-    return HtmlFormatter(noclasses=True, nowrap=True, style="default")
+    return HtmlFormatter(nowrap=True, classprefix=CODE_CLASS_PREFIX)
 
 
 def code(source: str, language: str = "python") -> str:
-    """`source` as a `<pre>` block with inline-styled syntax highlighting."""
+    """`source` as a `<pre>` block, highlighted with token classes the stylesheet colours from the theme."""
     from pygments import highlight
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound

@@ -1,48 +1,137 @@
 """The stylesheet of the widgets, sent once per run as a `<style>` inside an `HTML` widget.
 
-Colours come from JupyterLab's theme variables (with fallbacks), so light and dark themes both work.
+Every colour is one of JupyterLab's theme variables, so light and dark themes (and any other
+theme) both work: code is highlighted with the editor's own colours (`--jp-mirror-editor-*`),
+badges and borders use the theme's brand / success / warn / error colours. The fallbacks after
+each variable are the light theme's values, for a rendering outside JupyterLab (the static
+transcript on GitHub or nbviewer).
 """
 
 from __future__ import annotations
 
-__all__ = ["STYLESHEET"]
+from functools import cache
 
-STYLESHEET = """
-<style>
+__all__ = ["CODE_CLASS_PREFIX", "STYLESHEET", "static_stylesheet"]
+
+CODE_CLASS_PREFIX = "fa-"
+"""Prefix of the Pygments token classes in highlighted code (`fa-k` for a keyword, …)."""
+
+# Pygments token type (a prefix of the dotted name) -> JupyterLab editor colour and its light fallback.
+# The longest matching prefix wins, so `Name.Builtin` beats `Name`.
+_TOKEN_COLOURS: dict[str, tuple[str, str]] = {
+    "Keyword": ("keyword", "#008000"),
+    "Keyword.Constant": ("atom", "#88f"),
+    "Operator": ("operator", "#7800c2"),
+    "Operator.Word": ("keyword", "#008000"),
+    "Punctuation": ("punctuation", "#05a"),
+    "Name": ("variable", "#212121"),
+    "Name.Builtin": ("builtin", "#008000"),
+    "Name.Builtin.Pseudo": ("variable-2", "#00366d"),
+    "Name.Function": ("def", "#00f"),
+    "Name.Class": ("def", "#00f"),
+    "Name.Decorator": ("meta", "#a2f"),
+    "Name.Exception": ("builtin", "#008000"),
+    "Name.Namespace": ("variable-2", "#00366d"),
+    "Name.Tag": ("tag", "#170"),
+    "Name.Attribute": ("attribute", "#00c"),
+    "Literal.String": ("string", "#ba2121"),
+    "Literal.String.Doc": ("comment", "#408080"),
+    "Literal.String.Interpol": ("string-2", "#708"),
+    "Literal.String.Escape": ("string-2", "#708"),
+    "Literal.Number": ("number", "#080"),
+    "Comment": ("comment", "#408080"),
+    "Generic.Heading": ("header", "blue"),
+    "Generic.Emph": ("quote", "#090"),
+    "Error": ("error", "red"),
+}
+
+
+def _token_rules() -> str:
+    from pygments.token import STANDARD_TYPES
+
+    rules = []
+    for token, short in sorted(STANDARD_TYPES.items(), key=lambda item: item[1]):
+        if not short:
+            continue
+        name = str(token).removeprefix("Token.")
+        matches = [prefix for prefix in _TOKEN_COLOURS if name == prefix or name.startswith(prefix + ".")]
+        if not matches:
+            continue
+        variable, fallback = _TOKEN_COLOURS[max(matches, key=len)]
+        italic = " font-style: italic;" if name.startswith("Comment") else ""
+        rules.append(
+            f".freeact-code .{CODE_CLASS_PREFIX}{short} "
+            f"{{ color: var(--jp-mirror-editor-{variable}-color, {fallback});{italic} }}"
+        )
+    return "\n".join(rules)
+
+
+_RULES = """
 .freeact-run { width: 100%; }
-.freeact-run-header { align-items: center; gap: 8px; }
+.freeact-run-header { align-items: center; gap: 8px; position: sticky; top: 0; z-index: 10;
+  background: var(--jp-layout-color1, #fff); border-bottom: 1px solid var(--jp-border-color2, #e0e0e0);
+  padding: 2px 0; }
+/* the output area scrolls sideways by itself, which would make the header stick to it instead of the notebook */
+.jp-OutputArea-output:has(.freeact-run-header) { overflow: visible; }
+.freeact-pending-count { padding: 1px 6px; border-radius: 8px; font-size: 90%;
+  background: var(--jp-warn-color1, #ff9800); color: var(--jp-ui-inverse-font-color1, #fff); }
+.freeact-pending-count:empty { display: none; }
 .freeact-banner { padding: 4px 8px; border-radius: 4px; margin: 2px 0;
-  background: var(--jp-warn-color3, #fff3cd); color: var(--jp-ui-font-color1, #333); }
-.freeact-panel { border: 1px solid var(--jp-border-color1, #bbb); border-radius: 6px;
-  padding: 6px 8px; margin: 4px 0; width: auto; }
-.freeact-panel.freeact-subagent { border-left: 4px solid var(--jp-brand-color1, #1976d2); margin-left: 4px; }
-.freeact-panel.freeact-main { border-left: 4px solid var(--jp-ui-font-color2, #555); }
+  background: var(--jp-warn-color3, #ffe0b2); color: var(--jp-ui-font-color1, rgba(0,0,0,.87)); }
+.freeact-panel { border: 1px solid var(--jp-border-color1, #bdbdbd); border-radius: 6px;
+  padding: 6px 8px; margin: 4px 0; width: auto; color: var(--jp-ui-font-color1, rgba(0,0,0,.87)); }
+.freeact-panel.freeact-subagent { border-left: 4px solid var(--jp-brand-color1, #2196f3); margin-left: 4px; }
+.freeact-panel.freeact-main { border-left: 4px solid var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-panel-header { align-items: center; gap: 8px; flex-wrap: wrap; }
 .freeact-id { font-family: var(--jp-code-font-family, monospace); font-weight: bold; }
-.freeact-role { color: var(--jp-ui-font-color2, #666); }
-.freeact-meta { color: var(--jp-ui-font-color2, #666); font-size: 90%; }
-.freeact-state { padding: 1px 6px; border-radius: 8px; font-size: 90%; color: #fff; background: #757575; }
-.freeact-state-running { background: #1976d2; }
-.freeact-state-waiting { background: #ef6c00; }
-.freeact-state-done { background: #2e7d32; }
-.freeact-state-failed { background: #c62828; }
-.freeact-state-cancelled, .freeact-state-rejected, .freeact-state-turn-limit { background: #6d4c41; }
-.freeact-call { border: 1px solid var(--jp-border-color2, #ddd); border-radius: 4px; padding: 4px 6px; margin: 3px 0; }
-.freeact-call.freeact-pending { border: 2px solid #ef6c00; }
+.freeact-role, .freeact-meta { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
+.freeact-meta { font-size: 90%; }
+.freeact-state { padding: 1px 6px; border-radius: 8px; font-size: 90%;
+  color: var(--jp-ui-inverse-font-color1, #fff); background: var(--jp-layout-color4, #757575); }
+.freeact-state-running { background: var(--jp-brand-color1, #2196f3); }
+.freeact-state-waiting { background: var(--jp-warn-color0, #f57c00); }
+.freeact-state-done { background: var(--jp-success-color0, #388e3c); }
+.freeact-state-failed { background: var(--jp-error-color0, #d32f2f); }
+.freeact-state-cancelled, .freeact-state-rejected, .freeact-state-turn-limit {
+  background: var(--jp-layout-color4, #757575); }
+.freeact-call { border: 1px solid var(--jp-border-color2, #e0e0e0); border-radius: 4px;
+  padding: 4px 6px; margin: 3px 0; }
+.freeact-call.freeact-pending { border: 2px solid var(--jp-warn-color1, #ff9800); }
 .freeact-call-title { font-family: var(--jp-code-font-family, monospace); font-size: 90%; }
-.freeact-decision { padding: 0 5px; border-radius: 6px; font-size: 85%; }
-.freeact-decision-approved { background: #c8e6c9; color: #1b5e20; }
-.freeact-decision-auto { background: #dcedc8; color: #33691e; }
-.freeact-decision-rejected, .freeact-decision-cancelled { background: #ffcdd2; color: #b71c1c; }
-.freeact-decision-waiting { background: #ffe0b2; color: #e65100; }
+.freeact-decision { padding: 0 5px; border-radius: 6px; font-size: 85%; border: 1px solid transparent; }
+.freeact-decision-approved, .freeact-decision-auto { color: var(--jp-success-color0, #388e3c);
+  border-color: var(--jp-success-color1, #4caf50); }
+.freeact-decision-rejected, .freeact-decision-cancelled { color: var(--jp-error-color0, #d32f2f);
+  border-color: var(--jp-error-color1, #f44336); }
+.freeact-decision-interrupted, .freeact-decision-timed-out { color: var(--jp-warn-color0, #f57c00);
+  border-color: var(--jp-warn-color0, #f57c00); }
+.freeact-decision-waiting { color: var(--jp-warn-color0, #f57c00); border-color: var(--jp-warn-color1, #ff9800); }
+.freeact-reason { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; }
 .freeact-code, .freeact-pre { margin: 2px 0; padding: 4px 6px; white-space: pre-wrap; word-break: break-word;
-  background: var(--jp-cell-editor-background, #f7f7f7); border-radius: 3px;
-  font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); }
-.freeact-output { background: var(--jp-layout-color2, #eee); }
-.freeact-error { color: var(--jp-error-color1, #c62828); }
-.freeact-thoughts { color: var(--jp-ui-font-color2, #666); font-style: italic; white-space: pre-wrap; }
+  background: var(--jp-cell-editor-background, #f5f5f5); color: var(--jp-content-font-color1, rgba(0,0,0,.87));
+  border-radius: 3px; font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); }
+.freeact-output { background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
+.freeact-error { color: var(--jp-error-color1, #f44336); }
+.freeact-thoughts { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; white-space: pre-wrap; }
 .freeact-markdown p { margin: 2px 0; }
 .freeact-approval { align-items: center; gap: 6px; flex-wrap: wrap; }
 .freeact-always { align-items: center; gap: 6px; }
-</style>
+/* the static transcript: boxes laid out like the widgets they stand for */
+.freeact-hbox { display: flex; flex-direction: row; align-items: center; gap: 8px; flex-wrap: wrap; }
+.freeact-vbox { display: flex; flex-direction: column; }
+.freeact-static img { max-width: 480px; }
+/* in a live session the widgets show the run; the static copy is for a notebook reopened without them */
+.jp-OutputArea:has(.freeact-live) .freeact-static { display: none; }
+/* reopened without a kernel: a saved run shows its static copy, not "Error displaying widget: model not found" */
+.jp-OutputArea:has(.freeact-static) .jp-OutputArea-child:has(
+  > .jupyter-widgets[data-mime-type="application/vnd.jupyter.widget-view+json"]:not(:has(*))) { display: none; }
 """
+
+
+@cache
+def static_stylesheet() -> str:
+    """The rules as one `<style>` element (token colours included)."""
+    return f"<style>{_RULES}{_token_rules()}\n</style>"
+
+
+STYLESHEET = static_stylesheet()

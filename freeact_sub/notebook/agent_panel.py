@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Literal
 
 import ipywidgets as widgets
@@ -38,6 +39,10 @@ class AgentPanel(widgets.VBox):
     decision "always approve this agent". Below it, in order: streamed text (Markdown once
     complete), the main agent's thinking (a subagent's thinking is not shown), and one `CallView`
     per tool call, pending ones with their approval buttons.
+
+    The checkbox follows the agent's `ApprovalPolicy` wherever it changes (another run's panel of
+    the same agent, or code), so every panel of an agent shows the policy as it is.
+    `on_change` is called whenever what the panel shows about pending calls may have changed.
     """
 
     def __init__(
@@ -47,6 +52,7 @@ class AgentPanel(widgets.VBox):
         policy: ApprovalPolicy,
         subagent: bool = False,
         max_turns: int | None = None,
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
         self.agent_id = agent_id
@@ -58,6 +64,7 @@ class AgentPanel(widgets.VBox):
         """The tool calls of this agent, by tool call id."""
         self.error: str | None = None
         self._policy = policy
+        self._on_change = on_change
         self._started = time.monotonic()
         self._elapsed: float | None = None
         self._text: widgets.HTML | None = None
@@ -83,6 +90,7 @@ class AgentPanel(widgets.VBox):
         self.add_class("freeact-panel")
         self.add_class("freeact-subagent" if subagent else "freeact-main")
         self.add_class(f"freeact-panel-{agent_id}")
+        policy.subscribe(self._policy_changed)
         self.refresh()
 
     # -- what the header shows ---------------------------------------------------------------
@@ -93,6 +101,11 @@ class AgentPanel(widgets.VBox):
         if self.state == "running" and any(call.pending for call in self.calls.values()):
             return "waiting for approval"
         return self.state
+
+    @property
+    def pending_count(self) -> int:
+        """How many of this agent's calls wait for a person's decision."""
+        return sum(call.pending for call in self.calls.values())
 
     @property
     def finished(self) -> bool:
@@ -118,6 +131,7 @@ class AgentPanel(widgets.VBox):
         if self._header.value != value:
             self._header.value = value
         self._sync_checkbox()
+        self._on_change()
 
     def _sync_checkbox(self) -> None:
         # The policy may also change outside the widgets (another cell, another agent's panel).
@@ -133,6 +147,12 @@ class AgentPanel(widgets.VBox):
             self._syncing = False
 
     # -- the standing decision -------------------------------------------------------------
+
+    def _policy_changed(self) -> None:
+        # A standing decision set elsewhere also answers what this agent waits for here.
+        if self._policy.is_approved(self.agent_id) and self.pending_count:
+            self.approve_pending()
+        self.refresh()
 
     def _on_checkbox(self, change: dict) -> None:
         if self._syncing:
@@ -224,7 +244,10 @@ class AgentPanel(widgets.VBox):
             on_always=self.always_approve,
         )
         self.calls[request.tool_call_id] = call
-        self._append(call)
+        if request.source == "code" and (cell := self.calls.get(request.cell_call_id or "")):
+            cell.attach_subagent(call)  # an MCP call made by a cell's code is shown inside that cell
+        else:
+            self._append(call)
 
     def _add_refused_call(self, event: ToolOutput) -> CallView:
         call = CallView(tool_name=event.tool_name, tool_call_id=event.tool_call_id)

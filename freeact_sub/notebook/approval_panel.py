@@ -14,19 +14,21 @@ __all__ = ["ApprovalPanel"]
 
 
 class ApprovalPanel(widgets.HBox):
-    """**Approve**, **Reject** and **Always approve <agent_id>** for one request.
+    """**Approve**, **Reject** (with an optional reason) and **Always approve <agent_id>** for one request.
 
     The panel only reports what was clicked; the `CallView` that holds it decides the request
-    and takes the panel away. Every button carries the CSS classes `freeact-approve` /
-    `freeact-reject` / `freeact-always` and `freeact-by-<agent_id>`, so tests and people's
-    scripts can find the buttons of one agent.
+    and takes the panel away. A reason typed beside Reject goes to the model as the call's
+    result, and the agent's turn goes on; a rejection without one ends the turn. Every control
+    carries the CSS classes `freeact-approve` / `freeact-reject` / `freeact-reason-input` /
+    `freeact-always` and `freeact-by-<agent_id>`, so tests and people's scripts can find the
+    controls of one agent.
     """
 
     def __init__(
         self,
         request: ApprovalRequest,
         *,
-        on_decision: Callable[[bool], None],
+        on_decision: Callable[[bool, str | None], None],
         on_always: Callable[[], None],
     ) -> None:
         self.request = request
@@ -34,25 +36,32 @@ class ApprovalPanel(widgets.HBox):
         question = widgets.HTML(f"<b>{_html.escape(request.agent_id)}</b> asks to run {what}:")
         self.approve_button = widgets.Button(description="Approve", button_style="success", icon="check")
         self.reject_button = widgets.Button(description="Reject", button_style="danger", icon="times")
+        self.reason = widgets.Text(
+            placeholder="reason for a rejection (optional)",
+            tooltip="Rejected with a reason, the call does not run, the model reads the reason and goes on",
+            layout=widgets.Layout(width="260px"),
+        )
         self.always_button = widgets.Button(
             description=f"Always approve {request.agent_id}",
             tooltip=f"Approve this and every later action of {request.agent_id} without asking",
             layout=widgets.Layout(width="auto"),
         )
-        for button, name in (
-            (self.approve_button, "approve"),
-            (self.reject_button, "reject"),
-            (self.always_button, "always"),
-        ):
-            button.add_class(f"freeact-{name}")
-            button.add_class(f"freeact-by-{request.agent_id}")
-        self.approve_button.on_click(lambda _: on_decision(True))
-        self.reject_button.on_click(lambda _: on_decision(False))
+        self._controls: tuple[widgets.DOMWidget, ...] = (
+            self.approve_button,
+            self.reject_button,
+            self.reason,
+            self.always_button,
+        )
+        for control, name in zip(self._controls, ("approve", "reject", "reason-input", "always"), strict=True):
+            control.add_class(f"freeact-{name}")
+            control.add_class(f"freeact-by-{request.agent_id}")
+        self.approve_button.on_click(lambda _: on_decision(True, None))
+        self.reject_button.on_click(lambda _: on_decision(False, self.reason.value))
         self.always_button.on_click(lambda _: on_always())
-        super().__init__([question, self.approve_button, self.reject_button, self.always_button])
+        super().__init__([question, *self._controls])
         self.add_class("freeact-approval")
 
     def disable(self) -> None:
         """Make the buttons inert (the request was decided or the run ended)."""
-        for button in (self.approve_button, self.reject_button, self.always_button):
-            button.disabled = True
+        for control in self._controls:
+            control.disabled = True

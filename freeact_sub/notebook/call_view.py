@@ -14,7 +14,21 @@ from .approval_panel import ApprovalPanel
 
 __all__ = ["CallView", "Decision"]
 
-Decision = Literal["waiting for approval", "approved", "auto-approved", "rejected", "cancelled", "refused"]
+Decision = Literal[
+    "waiting for approval",
+    "approved",
+    "auto-approved",
+    "rejected",
+    "cancelled",
+    "refused",
+    "interrupted",
+    "timed out",
+]
+"""What became of a call: decided by a person or a standing decision, or stopped before its end.
+
+`cancelled`: the run ended before anyone decided. `interrupted`: approved, then stopped (Stop,
+or the run ended) before it finished. `timed out`: the cell ran past its time limit.
+"""
 
 _DECISION_CLASS = {
     "waiting for approval": "waiting",
@@ -23,6 +37,8 @@ _DECISION_CLASS = {
     "rejected": "rejected",
     "cancelled": "cancelled",
     "refused": "rejected",
+    "interrupted": "interrupted",
+    "timed out": "timed-out",
 }
 
 
@@ -48,6 +64,10 @@ class CallView(widgets.VBox):
         self.tool_call_id = tool_call_id
         self.request = request
         self._on_change = on_change
+        self.finished = False
+        """Whether the call's result (cell output or tool result) has arrived."""
+        self.reason: str | None = None
+        """The reason given with a rejection, if any."""
         self._output_text = ""
         self._title = widgets.HTML()
         self._body = widgets.HTML(_describe(tool_name, request.tool_args if request else {}))
@@ -72,17 +92,25 @@ class CallView(widgets.VBox):
         """Whether the call still waits for a person's decision."""
         return self.decision == "waiting for approval"
 
-    def decide(self, approved: bool) -> None:
-        """Answer the request (once); the agent that asked goes on."""
+    def decide(self, approved: bool, reason: str | None = None) -> None:
+        """Answer the request (once); the agent that asked goes on.
+
+        A rejection with a reason tells the model why, and its turn goes on.
+        """
         if not self.pending or self.request is None:
             return
-        self.request.approve(approved)
+        reason = reason.strip() if reason and not approved else None
+        self.request.approve(approved, reason)
+        self.reason = reason or None
         self._settle("approved" if approved else "rejected")
 
     def cancel(self) -> None:
-        """The run ended before anyone decided: the buttons stop working."""
+        """The run (or the agent) ended: undecided calls are cancelled, unfinished ones interrupted."""
         if self.pending:
             self._settle("cancelled")
+        elif self.decision in ("approved", "auto-approved") and not self.finished:
+            self.decision = "interrupted"
+            self._layout()
 
     def add_output(self, text: str) -> None:
         """Show more output of a running cell."""
@@ -91,11 +119,15 @@ class CallView(widgets.VBox):
 
     def set_output(self, event: CodeExecutionOutput) -> None:
         """Show the complete output of the cell, with its images."""
+        self.finished = True
         text = event.text
         if event.status == "timeout":
             text += "\n[the cell timed out and was interrupted]"
+            self.decision = "timed out"
         elif event.status == "kernel_died":
             text += "\n[the kernel died and was restarted]"
+        elif event.status not in ("ok", "error"):  # e.g. stopped by the user
+            self.decision = "interrupted"
         self._output_text = text
         self._show_output(text or "(no output)", error=event.status != "ok")
         images = []
@@ -109,6 +141,7 @@ class CallView(widgets.VBox):
 
     def set_result(self, event: ToolOutput) -> None:
         """Show the result of an MCP tool, of `reset_kernel`, or a subagent's final answer."""
+        self.finished = True
         if event.is_error:
             self._output.value = _html.preformatted(event.content, "freeact-pre freeact-error")
         elif event.tool_name == "task":
@@ -139,9 +172,11 @@ class CallView(widgets.VBox):
 
     def _layout(self) -> None:
         css = _DECISION_CLASS[self.decision]
+        reason = f' <span class="freeact-reason">{_html.escape(self.reason)}</span>' if self.reason else ""
         self._title.value = (
             f'<span class="freeact-call-title">{_html.escape(self.tool_name)}</span> '
-            f'<span class="freeact-decision freeact-decision-{css}">{self.decision}</span>'
+            f'<span class="freeact-decision freeact-decision-{css}" data-decision="{self.decision}">'
+            f"{self.decision}</span>{reason}"
         )
         parts: list[widgets.Widget] = [self._title, self._body]
         if self.approval is not None:

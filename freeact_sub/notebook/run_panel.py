@@ -1,4 +1,4 @@
-"""`RunPanel`: the widget tree of one run — the prompt, a Stop button, and the agents' panels."""
+"""`RunPanel`: one run — a sticky header (Stop, status, pending approvals, prompt) and the agents' panels."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ipywidgets as widgets
 
 from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentStarted
 
-from . import _html
+from . import _html, _static
 from ._style import STYLESHEET
 from .agent_panel import AgentPanel, AgentState
 
@@ -19,7 +19,8 @@ class RunPanel(widgets.VBox):
     """The main agent's panel with each subagent's panel nested under the `task` call that started it.
 
     Events are routed by `agent_id`: a `SubagentStarted` from an agent creates the child's panel,
-    and every later event tagged with the child's id lands there.
+    and every later event tagged with the child's id lands there. The header stays in sight
+    while the transcript scrolls, with Stop and the number of calls waiting for approval.
     """
 
     def __init__(
@@ -33,18 +34,23 @@ class RunPanel(widgets.VBox):
     ) -> None:
         super().__init__()
         self.add_class("freeact-run")
-        self.main = AgentPanel(agent_id, policy=policy)
-        self.panels: dict[str, AgentPanel] = {agent_id: self.main}
-        """Every agent's panel in this run, by agent id."""
+        self.add_class("freeact-live")  # only the live widgets: the static copy hides itself next to them
         self._policy = policy
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop")
         self.stop_button.add_class("freeact-stop")
         self.stop_button.on_click(lambda _: on_stop())
         self.status = widgets.HTML()
+        self.pending_count = widgets.HTML()
+        self.pending_count.add_class("freeact-pending-status")
         prompt_line = widgets.HTML(f"<b>Prompt:</b> {_html.escape(prompt)}")
-        header = widgets.HBox([self.stop_button, self.status, prompt_line])
+        header = widgets.HBox([self.stop_button, self.status, self.pending_count, prompt_line])
         header.add_class("freeact-run-header")
-        parts: list[widgets.Widget] = [widgets.HTML(STYLESHEET), header]
+        self.main = self._new_panel(agent_id, subagent=False)
+        self.panels: dict[str, AgentPanel] = {agent_id: self.main}
+        """Every agent's panel in this run, by agent id."""
+        stylesheet = widgets.HTML(STYLESHEET)
+        stylesheet.add_class("freeact-stylesheet")
+        parts: list[widgets.Widget] = [stylesheet, header]
         self.banner_shown = bool(auto_approve_note)
         """Whether the run says that every action is approved without asking."""
         if auto_approve_note:
@@ -54,20 +60,51 @@ class RunPanel(widgets.VBox):
             parts.append(banner)
         parts.append(self.main)
         self.children = tuple(parts)
+        self.state = "starting"
+        """The run's status as the header shows it (`done`, `cancelled`, `failed` once it ended)."""
         self.set_status("starting")
+        self._show_pending()
 
     def __repr__(self) -> str:
         # what a front end without widgets shows (`text/plain`), instead of the whole widget tree
-        return f"<freeact-sub run of {self.main.agent_id}: open the notebook in JupyterLab to see the widgets>"
+        return f"<freeact-sub run of {self.main.agent_id}: {self.state}>"
 
     def set_status(self, text: str) -> None:
+        self.state = text
         self.status.value = f'<span class="freeact-run-status">{_html.escape(text)}</span>'
+
+    @property
+    def pending(self) -> int:
+        """How many calls of all agents in this run wait for a person's decision."""
+        return sum(panel.pending_count for panel in self.panels.values())
+
+    def _show_pending(self) -> None:
+        if not hasattr(self, "panels"):  # the main panel reports while it is being built
+            return
+        count = self.pending
+        text = f"{count} waiting for approval" if count else ""
+        value = f'<span class="freeact-pending-count" data-pending="{count}">{text}</span>'
+        if self.pending_count.value != value:
+            self.pending_count.value = value
+
+    def _new_panel(self, agent_id: str, *, subagent: bool = True, max_turns: int | None = None) -> AgentPanel:
+        return AgentPanel(
+            agent_id, policy=self._policy, subagent=subagent, max_turns=max_turns, on_change=self._show_pending
+        )
+
+    def static_html(self) -> str:
+        """The run as it looks now, as HTML that shows without a live kernel."""
+        return _static.static_html(self)
+
+    def static_text(self) -> str:
+        """The run as it looks now, as plain text."""
+        return _static.static_text(self)
 
     def handle(self, event: AgentEvent) -> None:
         """Show one event in the panel of the agent it belongs to."""
         match event:
             case SubagentStarted(subagent_id=child_id, tool_call_id=call_id, max_turns=max_turns):
-                panel = AgentPanel(child_id, policy=self._policy, subagent=True, max_turns=max_turns)
+                panel = self._new_panel(child_id, max_turns=max_turns)
                 self.panels[child_id] = panel
                 self._panel(event.agent_id).attach_subagent(call_id, panel)
             case SubagentFinished(subagent_id=child_id, status=status, elapsed=elapsed, turns_used=turns):
@@ -79,7 +116,7 @@ class RunPanel(widgets.VBox):
     def _panel(self, agent_id: str) -> AgentPanel:
         panel = self.panels.get(agent_id)
         if panel is None:  # an agent we were not told about: show it rather than drop its events
-            panel = self.panels[agent_id] = AgentPanel(agent_id, policy=self._policy, subagent=True)
+            panel = self.panels[agent_id] = self._new_panel(agent_id)
             self.children = (*self.children, panel)
         return panel
 

@@ -6,10 +6,13 @@ import asyncio
 import re
 import sys
 import threading
+import uuid
 from collections.abc import Callable
+from typing import Any
 
 from freeact_sub import Agent, AgentEvent, Response, TurnCancelled, auto_approve_from_env
 
+from . import _replaced
 from .run_panel import RunPanel
 
 __all__ = ["AgentView"]
@@ -35,6 +38,15 @@ class AgentView:
 
     With `auto_approve=True`, or the environment variable `FREEACT_SUB_AUTO_APPROVE=1` when
     `auto_approve` is not given, every action of every agent is approved and the output says so.
+
+    `view` (or `display(view)`) shows the last run's panel again. When a run ends, its cell also
+    keeps a static copy of the transcript, which is what a notebook reopened without a kernel
+    shows. An agent that a re-run cell replaces (no name of the notebook holds it or a view of
+    it any more) is stopped, and the cell says so.
+
+    On an agent that resumed a saved session (`Agent(config, session="<id>")`), the first run
+    shows the earlier turns above it, collapsed. `view.transcript(agent_id)` opens the saved
+    transcript of any agent of the session, a finished subagent's say.
     """
 
     def __init__(self, agent: Agent, *, auto_approve: bool | None = None) -> None:
@@ -50,6 +62,29 @@ class AgentView:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._static_id: str | None = None
+        self._static: dict[str, str] | None = None
+        self._earlier_shown = False
+        _replaced.watch()
+
+    def __repr__(self) -> str:
+        state = self.panel.state if self.panel is not None else "no run yet"
+        return f"<AgentView of {self.agent.agent_id}: {state}>"
+
+    def _ipython_display_(self) -> None:
+        """`view` as a cell's value, or `display(view)`: the last run's panel (and its static copy)."""
+        from IPython.display import display
+
+        if self.panel is None:
+            earlier = self.earlier_turns()
+            display(earlier if earlier is not None else {"text/plain": repr(self)}, raw=earlier is None)
+            return
+        display(self.panel)
+        display(self._static_bundle(), raw=True, display_id=self._static_id)
+
+    def _static_bundle(self) -> dict[str, Any]:
+        # Until the run ends, an empty placeholder whose display id the end of the run updates.
+        return self._static or {"text/plain": "", "text/html": ""}
 
     @property
     def running(self) -> bool:
@@ -91,11 +126,49 @@ class AgentView:
         )
         self.panel = panel
         self.events = []
+        self._static = None
+        self._static_id = f"freeact-static-{uuid.uuid4().hex}"
+        if not self._earlier_shown:
+            self._earlier_shown = True
+            if (earlier := self.earlier_turns()) is not None:
+                display(earlier)
         display(panel)
+        if _in_ipython():
+            display(self._static_bundle(), raw=True, display_id=self._static_id)
         task = asyncio.create_task(self._drive(panel, prompt, max_turns), name=f"view:{self.agent.agent_id}")
         task.add_done_callback(_retrieve)
         self._task = task
         return task
+
+    def earlier_turns(self) -> Any:
+        """The agent's saved turns (collapsed), or None if its session has none yet or it saves no session."""
+        saved = self._saved_session()
+        if saved is None:
+            return None
+        from .saved import earlier_turns
+
+        return earlier_turns(saved, self.agent.agent_id)
+
+    def transcript(self, agent_id: str | None = None) -> Any:
+        """The saved transcript of an agent of this agent's session (default: the main agent), as panels."""
+        saved = self._saved_session()
+        if saved is None:
+            raise RuntimeError(f"{self.agent.agent_id} saves no session (AgentConfig.save_sessions is off)")
+        from .saved import transcript_panel
+
+        return transcript_panel(saved, agent_id)
+
+    def _saved_session(self) -> Any:
+        from freeact_sub import SessionError
+        from freeact_sub.sessions import open_session
+
+        if self.agent.session_id is None:
+            return None
+        try:
+            saved = open_session(self.agent.session_id, self.agent.config.working_dir)
+        except SessionError:
+            return None
+        return saved if saved.summary.main_id is not None else None
 
     def stop(self) -> None:
         """Cancel the running turn: its subagents stop and their kernels shut down."""
@@ -140,6 +213,22 @@ class AgentView:
             panel.end("cancelled" if state == "cancelled" else "done")
         finally:
             ticker.cancel()
+            self._keep_static_copy(panel)
+
+    def _keep_static_copy(self, panel: RunPanel) -> None:
+        """Put the finished run's transcript, as static HTML, into the cell(s) showing the run."""
+        if panel is not self.panel or self._static_id is None or not _in_ipython():
+            return
+        from IPython.display import update_display
+
+        self._static = {"text/html": panel.static_html(), "text/plain": panel.static_text()}
+        update_display(self._static, raw=True, display_id=self._static_id)
+
+
+def _in_ipython() -> bool:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.initialized()
 
 
 def _old_ipykernel() -> str | None:

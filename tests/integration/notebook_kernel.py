@@ -31,6 +31,8 @@ class NotebookKernel:
         """Widget state by model id, as a front end holds it."""
         self.printed: dict[str, str] = {}
         """What each cell (by request id) printed."""
+        self.displayed: dict[str, list[dict[str, Any]]] = {}
+        """The MIME bundles each cell (by request id) displayed, its value included."""
         self._idle: set[str] = set()
         self._errors: dict[str, str] = {}
         self._manager = AsyncKernelManager(kernel_name="python3")
@@ -90,6 +92,8 @@ class NotebookKernel:
             data = content["data"]
             if data.get("method") in ("update", "echo_update"):
                 self.models[content["comm_id"]].update(data.get("state", {}))
+        elif kind in ("display_data", "execute_result"):
+            self.displayed.setdefault(request, []).append(content["data"])
         elif kind == "stream":
             self.printed[request] = self.printed.get(request, "") + content["text"]
         elif kind == "error":

@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from freeact_sub.kernel import Kernel, KernelError
+from tests.processes import is_gone
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -229,6 +230,58 @@ async def test_each_kernel_has_a_private_connection_folder_removed_at_shutdown(t
         await asyncio.gather(first.shutdown(), second.shutdown())
     for folder in folders:
         assert not folder.exists()
+
+
+_HOST = """
+import asyncio, os, signal, sys
+from freeact_sub.kernel import Kernel
+
+async def main():
+    kernel = Kernel(working_dir=sys.argv[2])
+    await kernel.start()
+    print(kernel._connection_dir, kernel.pid, flush=True)
+    if sys.argv[1] == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())  # never shut down: what a notebook kernel restart does to its agents
+"""
+
+
+async def _host(how: str, tmp_path: Path) -> tuple[Path, int]:
+    """A host process that starts a kernel and ends without shutting it down; its folder and kernel PID."""
+    temp = tmp_path / "tmp"
+    temp.mkdir(exist_ok=True)
+    host = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOST, how, str(tmp_path),
+        stdout=asyncio.subprocess.PIPE, env={**os.environ, "TMPDIR": str(temp)},
+    )  # fmt: skip
+    out, _ = await host.communicate()
+    folder, pid = out.decode().split()
+    return Path(folder), int(pid)
+
+
+async def test_connection_folders_of_a_host_that_exits_are_removed_at_exit(tmp_path: Path) -> None:
+    folder, kernel_pid = await _host("exit", tmp_path)
+    assert folder.parent == tmp_path / "tmp" and folder.name.startswith("freeact-sub-kernel-")
+    assert not folder.exists()
+    assert is_gone(kernel_pid, wait=10)
+
+
+async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(tmp_path: Path) -> None:
+    from freeact_sub import _connection_dirs
+
+    folder, kernel_pid = await _host("die", tmp_path)
+    assert (folder / "connection.json").is_file()  # left behind, HMAC key and all
+    assert is_gone(kernel_pid, wait=10)
+    live = _connection_dirs.create()  # this process's own: its owner is alive
+    unowned = tmp_path / "tmp" / "freeact-sub-kernel-unowned"  # no owner recorded: not ours to judge
+    unowned.mkdir()
+    try:
+        assert _connection_dirs.sweep(str(tmp_path / "tmp")) == [str(folder)]
+        assert [p.exists() for p in (folder, unowned, Path(live))] == [False, True, True]
+        assert (Path(live) / "owner").read_text() == str(os.getpid())
+    finally:
+        _connection_dirs.remove(live)
 
 
 # -- timeouts, interrupts, cancellation --------------------------------------------------------

@@ -80,6 +80,16 @@ def test_quickstart_runs_headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "<strong>5050</strong>" in shown  # the final answer, rendered from Markdown
     assert "auto-approved" in shown and "waiting for approval" not in shown
 
+    # the finished run also left a static copy in its cell, for a notebook reopened without a kernel
+    run_cell = next(c for c in notebook.cells if c.cell_type == "code" and "await view.run(" in c.source)
+    (static,) = [o for o in run_cell.outputs if "freeact-static" in o.get("data", {}).get("text/html", "")]
+    html = static.data["text/html"]
+    assert "RESULT: 5050" in html and "<strong>5050</strong>" in html and "auto-approved" in html
+    assert "<button" not in html and "<script" not in html
+    assert "The sum of 1 to 100 is 5050." in static.data["text/plain"]
+    plain = [o.data.get("text/plain", "") for c in notebook.cells for o in c.get("outputs", []) if "data" in o]
+    assert not [text for text in plain if "JupyterLab" in text]
+
 
 def test_parallel_subagents_runs_headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     notebook = execute("parallel_subagents.ipynb", tmp_path, monkeypatch)

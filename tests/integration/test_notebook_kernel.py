@@ -16,6 +16,7 @@ import pytest
 
 from tests.integration import widget_state as ws
 from tests.integration.notebook_kernel import NotebookKernel
+from tests.processes import is_gone
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -139,3 +140,32 @@ async def test_stop_button_cancels_a_running_cell(tmp_path: Path) -> None:
         assert ws.panel_state(models, main_panel(kernel, again)) == "done"
         assert "5050" in await kernel.run(cells[3])
         await kernel.run(cleanup)
+
+
+async def test_view_shows_its_panel_and_a_replaced_agent_is_stopped(tmp_path: Path) -> None:
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", tmp_path)
+    setup, start = code_cells("quickstart.ipynb")[:2]
+    async with NotebookKernel(tmp_path, kernel_env()) as kernel:
+        await kernel.run(setup)
+        await kernel.run(start)
+        await kernel.run("agent.approvals.always_all()")
+        await kernel.run('await view.run("Add up the numbers from 1 to 100 in one cell.")')
+        (run,) = ws.runs(kernel.models)
+
+        # `view` as a cell's value shows the run's panel again, and its static copy
+        request = kernel.execute("view")
+        await kernel.until(lambda: kernel.finished(request), "the cell")
+        widget, static = kernel.displayed[request]
+        assert widget["application/vnd.jupyter.widget-view+json"]["model_id"] == run
+        assert "freeact-static" in static["text/html"] and "RESULT: 5050" in static["text/html"]
+
+        # re-running the cell that creates the agent stops the old one, and says so
+        old_id = ws.agent_id(kernel.models, main_panel(kernel, run))
+        pids = [int(p) for p in (await kernel.run("print(agent.kernel.pid, agent.tree.zygote.pid)")).split()]
+        printed = await kernel.run(start)
+        assert f"Stopped {old_id}: no name of the notebook holds it any more" in printed
+        assert all(is_gone(pid, wait=10) for pid in pids)
+        # the new agent is untouched, and a name that still holds an agent keeps it running
+        printed = await kernel.run("keep = agent\nagent = None\nprint(keep.started)")
+        assert printed.split() == ["True"]
+        await kernel.run("await keep.stop()")

@@ -208,3 +208,75 @@ async def test_run_refuses_a_kernel_that_cannot_deliver_clicks(workdir: Path, mo
         monkeypatch.setattr(ipykernel, "__version__", "7.4.0")
         await view.run("go")
         assert view.answer == "never asked"
+
+
+async def test_header_counts_pending_approvals_and_a_reason_goes_to_the_model(workdir: Path) -> None:
+    script = Script(
+        [Call("execute_ipython_cell", {"code": "import os"}), Call("execute_ipython_cell", {"code": "print(2)"})],
+        ["I will use pathlib instead."],
+    )
+    async with Agent(config(script.model, workdir, enable_subagents=False)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        task = view.start("go")
+        main = view.panel.main
+        await until(lambda: len(pending(main)) == 2, "two calls waiting")
+        assert view.panel.pending == 2
+        assert 'data-pending="2">2 waiting for approval' in view.panel.pending_count.value
+        first, second = pending(main)
+        first.approval.reason.value = "use pathlib, not os"
+        first.approval.reject_button.click()
+        assert view.panel.pending == 1 and "1 waiting for approval" in view.panel.pending_count.value
+        second.approval.approve_button.click()
+        await task
+    assert view.panel.pending == 0 and 'data-pending="0">' in view.panel.pending_count.value
+    # the rejection with a reason did not end the turn: the model read the reason and answered
+    assert view.answer == "I will use pathlib instead."
+    assert "use pathlib, not os" in script.tool_results(1)[first.tool_call_id]
+    assert first.decision == "rejected" and "use pathlib, not os" in first._title.value
+
+
+async def test_stopped_and_timed_out_cells_are_not_shown_as_approved(workdir: Path) -> None:
+    slow = "import time\nprint('started', flush=True)\ntime.sleep(60)"
+    script = Script([Call("execute_ipython_cell", {"code": slow})], [Call("execute_ipython_cell", {"code": slow})])
+    script.add(["the cell timed out"])
+    async with Agent(config(script.model, workdir, enable_subagents=False, execution_timeout=1.5)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        task = view.start("stop me")
+        (call,) = await until_value(lambda: pending(view.panel.main), "the cell's approval")
+        call.approval.approve_button.click()
+        await until(lambda: "started" in call._output.value, "the cell to run")
+        view.panel.stop_button.click()
+        await task
+        assert call.decision == "interrupted" and "freeact-decision-interrupted" in call._title.value
+
+        task = view.start("time out")  # the second step of the script: the same cell, past the 1.5 s limit
+        (call,) = await until_value(lambda: pending(view.panel.main), "the cell's approval")
+        call.approval.approve_button.click()
+        await task
+        assert call.decision == "timed out" and "freeact-decision-timed-out" in call._title.value
+
+
+async def test_a_standing_decision_shows_in_every_panel_of_the_agent(workdir: Path) -> None:
+    script = Script(["first"], ["second"], [Call("execute_ipython_cell", {"code": "print(3)"})], ["third"])
+    async with Agent(config(script.model, workdir, enable_subagents=False)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        await view.run("one")
+        first = view.panel.main
+        await view.run("two")
+        second = view.panel.main
+        first.always_checkbox.value = True  # in the finished run's panel
+        assert second.always_checkbox.value is True
+        second.always_checkbox.value = False
+        assert first.always_checkbox.value is False and not agent.approvals.is_approved(agent.agent_id)
+        # set from code while a third run waits: every panel follows, and the waiting call is answered
+        task = view.start("three")
+        await until(lambda: pending(view.panel.main), "the third run's approval")
+        agent.approvals.always(agent.agent_id)
+        await task
+        assert [p.always_checkbox.value for p in (first, second, view.panel.main)] == [True, True, True]
+        assert [c.decision for c in view.panel.main.calls.values()] == ["approved"]
+
+
+async def until_value(condition: Callable[[], object], what: str) -> object:
+    await until(lambda: bool(condition()), what)
+    return condition()

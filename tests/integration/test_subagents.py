@@ -310,8 +310,7 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
     )
     model = routed(parent, {"look": look})
     async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1)) as agent:
-        assert agent._subagents is not None
-        pool = agent._subagents._pool
+        pool = agent.tree.pool
         await eventually(lambda: pool.ready == 1, "the kernel pool should fill")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}  # the one ready kernel of the pool
@@ -574,8 +573,7 @@ async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
     children = {name: Script([cell(PRINT_PID)]) for name in names}
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
-        assert agent._subagents is not None
-        pool = agent._subagents._pool
+        pool = agent.tree.pool
 
         async def cancel_while_kernels_boot() -> None:
             while len(pool._booting) < 2:  # noqa: ASYNC110 - the pool has no event for this
@@ -669,10 +667,36 @@ async def test_child_stops_at_max_turns_and_returns_its_last_response(workdir: P
     assert [e.turn for e in watch.of(TurnStarted, sid)] == [1, 2]
     assert len(watch.of(CodeExecutionOutput, sid)) == 2
     assert run.finished.status == "turn_limit" and run.finished.turns_used == 2
-    assert "round 2" in run.result.content and "limit" in run.result.content
-    assert not run.result.is_error
+    assert "round 2" in run.result.content and "limit of 2 turns" in run.result.content
+    assert run.result.is_error  # an unfinished job is not a result the parent may take as done
     assert parent.tool_results(1) == {"task-loop": run.result.content}
     assert [e.content for e in watch.of(Response, agent.agent_id) if e.final] == ["parent got: " + run.result.content]
+
+
+async def test_a_limit_of_one_turn_is_said_once(workdir: Path) -> None:
+    parent = Script([task("once", max_turns=1)], ["parent done"])
+    once = Script(["one round", cell("print(1)")], ["never asked"])
+    model = routed(parent, {"once": once})
+    async with Agent(config(model.model, workdir)) as agent:
+        watch = await drive(agent, PARENT)
+
+    run = children_of(watch, agent.agent_id)[child("once")]
+    assert "limit of 1 turn." in run.result.content and "1 turns" not in run.result.content
+    assert run.result.is_error
+
+
+async def test_an_empty_answer_becomes_a_sentence(workdir: Path) -> None:
+    parent = Script([task("mute")], ["parent done"])
+    mute = Script([cell("x = 1")], [""])
+    model = routed(parent, {"mute": mute})
+    async with Agent(config(model.model, workdir)) as agent:
+        watch = await drive(agent, PARENT)
+
+    run = children_of(watch, agent.agent_id)[child("mute")]
+    assert run.finished.status == "done"
+    assert run.started.subagent_id in run.result.content and "response was empty" in run.result.content
+    assert not run.result.is_error
+    assert parent.tool_results(1) == {"task-mute": run.result.content}
 
 
 # -- faults in a child become the task's result; the parent goes on -------------------------------
@@ -693,6 +717,7 @@ async def test_child_failure_becomes_the_tool_result(workdir: Path, calc_server_
     sid = run.started.subagent_id
     assert run.finished.status == "failed"
     assert sid in run.result.content and "the child's model broke" in run.result.content
+    assert run.result.is_error
     assert parent.tool_results(1) == {"task-boom": run.result.content}
     assert len(watch.pids[sid]) == 2, "the child's kernel and its server both ran"
     assert watch.alive_at_finish[sid] == [], "a failed child's kernel and MCP server are stopped"
@@ -731,7 +756,11 @@ async def test_rejected_child_call_becomes_the_tool_result(workdir: Path) -> Non
     assert not watch.of(CodeExecutionOutput, sid), "a rejected cell does not run"
     assert ask.calls == 1
     assert run.finished.status == "rejected"
-    assert "rejected" in run.result.content and not run.result.is_error
+    assert run.result.is_error
+    content = run.result.content
+    assert "rejected" in content and sid in content  # names the child
+    assert "execute_ipython_cell" in content and "print('must not run')" in content  # and what was rejected
+    assert "this turn ends" not in content  # the parent's own turn goes on
     assert parent.tool_results(1) == {"task-ask": run.result.content}
     assert [e.content for e in watch.of(Response, agent.agent_id) if e.final] == ["parent saw: " + run.result.content]
 
@@ -796,7 +825,7 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
                     agent.cancel()
 
         watch = await drive(agent, PARENT, cancel_when_both_run)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         assert agent.history == history_before
 
         # the parent is usable again, and its next turn can start children
@@ -835,7 +864,7 @@ async def test_cancel_while_children_start(workdir: Path, calc_server_config: di
                     agent.cancel()
 
         watch = await drive(agent, PARENT, cancel_on_second_start)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         assert len(calc_servers()) == 1, "only the parent's MCP server runs: the starting children's are stopped"
 
     assert all(script.calls == 0 for script in children.values()), "no child got as far as its model"
@@ -912,7 +941,7 @@ async def test_cancel_while_child_waits_for_approval(workdir: Path) -> None:
                     agent.cancel()
 
         watch = await drive(agent, PARENT, decide)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel]
 
@@ -935,7 +964,7 @@ async def test_closing_the_stream_stops_children(workdir: Path) -> None:
                 watch(event)
                 if isinstance(event, CodeExecutionOutputChunk) and "RUNNING" in event.text:
                     break
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel]
         (started,) = watch.of(SubagentStarted)

@@ -66,3 +66,22 @@ def test_agents_can_share_one_policy() -> None:
     policy.always(second.agent_id)
     assert not first.approvals.is_approved(first.agent_id)
     assert first.approvals.is_approved(second.agent_id)
+
+
+def test_subscribers_hear_every_change_until_they_unsubscribe() -> None:
+    policy = ApprovalPolicy()
+    seen: list[tuple[bool, frozenset[str]]] = []
+    unsubscribe = policy.subscribe(lambda: seen.append((policy.everything, policy.agent_ids)))
+    policy.always("agent-1")
+    policy.clear("agent-1")
+    policy.always_all()
+    policy.clear_all()
+    assert seen == [
+        (False, frozenset({"agent-1"})),
+        (False, frozenset()),
+        (True, frozenset()),
+        (False, frozenset()),
+    ]
+    unsubscribe()
+    policy.always("agent-2")
+    assert len(seen) == 4

@@ -136,3 +136,33 @@ async def test_approval_requests_compare_by_content_not_by_future() -> None:
     two = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="1")
     assert one == two
     assert "_decision" not in repr(one)
+
+
+async def test_a_rejection_carries_its_reason() -> None:
+    request = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="1")
+    assert request.reason is None  # nothing decided yet
+    request.reject("  use pathlib, not os.system ")
+    assert request.decided and request.reason == "use pathlib, not os.system"
+    assert await request.approved() is False
+    request.reject("another reason")  # later decisions change nothing, the reason included
+    assert request.reason == "use pathlib, not os.system"
+
+
+async def test_approve_false_with_a_reason_and_blank_reasons() -> None:
+    with_reason = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="1")
+    with_reason.approve(False, "not now")
+    blank = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="2")
+    blank.reject("   ")
+    bare = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="3")
+    bare.reject()
+    assert (with_reason.reason, blank.reason, bare.reason) == ("not now", None, None)
+    assert [await r.approved() for r in (with_reason, blank, bare)] == [False, False, False]
+
+
+async def test_a_reason_given_from_another_thread_is_visible_at_once() -> None:
+    request = ApprovalRequest(agent_id="a", tool_name="reset_kernel", tool_args={}, tool_call_id="1")
+    thread = threading.Thread(target=request.reject, args=("too slow",))
+    thread.start()
+    thread.join()
+    assert request.decided and request.reason == "too slow"  # before the loop has run the settlement
+    assert await asyncio.wait_for(request.approved(), 10) is False

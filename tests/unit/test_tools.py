@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 import pytest
 
-from freeact_sub.tools import Toolbox, ToolSpec, builtin_tool, parse_arguments
+from freeact_sub.tools import Toolbox, ToolSpec, builtin_tool, definitions_dir, parse_arguments
 
 
 def _json_file(name: str) -> dict:
-    return json.loads(resources.files("freeact_sub.tools").joinpath(f"{name}.json").read_text(encoding="utf-8"))
+    return json.loads(definitions_dir().joinpath(f"{name}.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture
@@ -118,6 +117,14 @@ def test_parse_arguments_says_why_json_is_invalid() -> None:
     with pytest.raises(ValueError, match="not valid JSON") as info:
         parse_arguments('{"code": "print(1)"')
     assert "print(1)" in str(info.value)
+
+
+def test_an_unterminated_string_is_described_without_a_doubled_word() -> None:
+    with pytest.raises(ValueError, match="not valid JSON") as info:
+        parse_arguments('{"code": "print(1)')
+    message = str(info.value)
+    assert "Unterminated string starting at position 9" in message
+    assert "at at" not in message
 
 
 def test_parse_arguments_wants_an_object() -> None:

@@ -1,0 +1,48 @@
+"""What happens to an agent dropped while started: it is stopped anyway, and a warning says so.
+
+`Agent.__del__` calls `release()` for an agent whose `stop()` never ran (a notebook cell that
+replaced it, a script that forgot `async with`). On the agent's event loop, if it still runs,
+the agent is stopped as usual (turn, subagents, kernel pool, zygote, kernel, MCP servers);
+with the loop gone, its kernel and kernel zygote are killed by PID, the last thing left to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["release"]
+
+_stopping: set[asyncio.Task[None]] = set()
+
+
+def release(agent: Agent, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Stop `agent`, which the garbage collector is about to free while it is started."""
+    warnings.warn(
+        f"{agent.agent_id} was dropped while started: its kernel, subagents and MCP servers are stopped now. "
+        "Stop an agent with `await agent.stop()` (or use `async with Agent(...)`).",
+        RuntimeWarning,  # shown by default (a ResourceWarning is not): the person should hear of it
+        stacklevel=2,
+    )
+    if loop is not None and not loop.is_closed() and loop.is_running():
+        loop.call_soon_threadsafe(_stop_on_loop, agent, loop)
+        return
+    kernel = agent._kernel
+    zygote = agent.tree.zygote if not agent.is_subagent else None
+    for pid in (kernel.pid if kernel else None, zygote.pid if zygote else None):
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _stop_on_loop(agent: Agent, loop: asyncio.AbstractEventLoop) -> None:
+    task = loop.create_task(agent.stop(), name=f"stop-dropped:{agent.agent_id}")
+    _stopping.add(task)
+    task.add_done_callback(_stopping.discard)

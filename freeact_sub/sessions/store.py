@@ -1,0 +1,275 @@
+"""`SessionStore`: one session's folder, its lock, its index, and a log per agent.
+
+    <working_dir>/.freeact-sub/sessions/<session-id>/
+        lock                 held (flock) by the one process that writes the session
+        index.jsonl          who is whose child, from which `task` call, type, model, status, usage, times
+        <agent-id>.jsonl     one transcript per agent (see `transcript.py`)
+
+An agent writes through its `AgentLog`: `sync(history)` after each model response and each
+batch of tool results, `status(...)` when its state changes. Children get their log from their
+parent's (`log.child(...)`), so the whole tree writes into one session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ..errors import SessionError
+from .index import SessionSummary, read_index
+from .transcript import TranscriptWriter, read_messages, valid_for_model
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+__all__ = ["AgentLog", "SessionStore", "model_name", "now", "sessions_dir"]
+
+
+def sessions_dir(working_dir: Path | str) -> Path:
+    """Where the sessions of a working directory live."""
+    return Path(working_dir) / ".freeact-sub" / "sessions"
+
+
+def now() -> str:
+    """The current time, ISO 8601 in UTC, to the second."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def model_name(model: Any) -> str | None:
+    """A model's name for the index (`openai:gpt-4.1`); never its provider settings or keys."""
+    if model is None or isinstance(model, str):
+        return model
+    name = getattr(model, "model_name", None)
+    system = getattr(model, "system", None)
+    if isinstance(name, str):
+        return f"{system}:{name}" if isinstance(system, str) and system else name
+    return type(model).__name__
+
+
+def _new_session_id() -> str:
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+class SessionStore:
+    """The writer of one session; only one process at a time may hold it (a lock)."""
+
+    def __init__(self, path: Path, session_id: str) -> None:
+        self.path = path
+        self.session_id = session_id
+        self._lock: IO[bytes] | None = None
+        self._index: IO[bytes] | None = None
+        self._logs: dict[str, AgentLog] = {}
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, working_dir: Path | str) -> SessionStore:
+        """A new session in `working_dir`, locked by this process."""
+        root = sessions_dir(working_dir)
+        while True:
+            session_id = _new_session_id()
+            path = root / session_id
+            try:
+                path.mkdir(parents=True)
+                break
+            except FileExistsError:
+                continue
+        store = cls(path, session_id)
+        store._acquire()
+        store._record({"record": "session", "id": session_id, "created": now()})
+        return store
+
+    @classmethod
+    def open(cls, working_dir: Path | str, session_id: str) -> SessionStore:
+        """An existing session, locked by this process; `SessionError` if it is missing or in use."""
+        path = find_session(working_dir, session_id)
+        store = cls(path, path.name)
+        store._acquire()
+        store._record({"record": "resumed", "at": now(), "pid": os.getpid()})
+        return store
+
+    def _acquire(self) -> None:
+        lock = (self.path / "lock").open("a+b")
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().decode(errors="replace").strip() or "unknown"
+            lock.close()
+            raise SessionError(
+                f"session {self.session_id} is in use by another process (pid {holder}); "
+                "stop that one first, or start a new session"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()).encode())
+        lock.flush()
+        self._lock = lock
+        self._index = (self.path / "index.jsonl").open("ab")
+
+    def close(self) -> None:
+        """Close every log and the index, and release the lock."""
+        for log in list(self._logs.values()):
+            log.close()
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    @property
+    def closed(self) -> bool:
+        return self._lock is None
+
+    # -- agents ----------------------------------------------------------------------------
+
+    def summary(self) -> SessionSummary:
+        """The index as written so far."""
+        return read_index(self.path, self.session_id)
+
+    def history(self, agent_id: str) -> list[ModelMessage]:
+        """An agent's saved conversation, ready to be sent to a model (every tool call answered)."""
+        return valid_for_model(read_messages(self.path / f"{agent_id}.jsonl"))
+
+    def agent(
+        self,
+        agent_id: str,
+        *,
+        parent_id: str | None = None,
+        tool_call_id: str | None = None,
+        type: str = "main",
+        model: Any = None,
+        prompt: str = "",
+    ) -> AgentLog:
+        """The log of a new agent of this session (its index record is written now)."""
+        self._record(
+            {
+                "record": "agent",
+                "agent_id": agent_id,
+                "parent_id": parent_id,
+                "tool_call_id": tool_call_id,
+                "type": type,
+                "model": model_name(model),
+                "prompt": prompt,
+                "started": now(),
+            }
+        )
+        return self._open_log(agent_id, ())
+
+    def resume_agent(self, agent_id: str) -> tuple[AgentLog, list[ModelMessage]]:
+        """The log of an agent saved earlier, and its history ready for the model; it continues its own file."""
+        saved = read_messages(self.path / f"{agent_id}.jsonl")
+        summary = self.summary()
+        if agent_id not in summary.agents:
+            raise SessionError(f"session {self.session_id} has no agent {agent_id}")
+        record = summary.agents[agent_id]
+        self._record({"record": "agent", "agent_id": agent_id, "parent_id": record.parent_id, "resumed": now()})
+        log = self._open_log(agent_id, saved)
+        log.turns = record.turns
+        log.usage = [record.requests, record.input_tokens, record.output_tokens]
+        return log, valid_for_model(saved)
+
+    def _open_log(self, agent_id: str, saved: Sequence[ModelMessage]) -> AgentLog:
+        if self._index is None:
+            raise SessionError(f"session {self.session_id} is closed")
+        log = AgentLog(self, agent_id, TranscriptWriter(self.path / f"{agent_id}.jsonl", saved))
+        self._logs[agent_id] = log
+        return log
+
+    def _record(self, record: dict[str, Any], *, fsync: bool = False) -> None:
+        if self._index is None:
+            return
+        self._index.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        self._index.flush()
+        if fsync:
+            os.fsync(self._index.fileno())
+
+
+class AgentLog:
+    """Writes one agent's transcript and its index records."""
+
+    def __init__(self, store: SessionStore, agent_id: str, writer: TranscriptWriter) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self._writer = writer
+        self.turns = 0
+        self.usage = [0, 0, 0]  # requests, input tokens, output tokens
+
+    def sync(self, history: Sequence[ModelMessage]) -> None:
+        """Append what is new in `history` (flushed, fsync'ed) and the agent's usage so far."""
+        if self.store.closed or not self._writer.sync(history):
+            return
+        if self._writer.responses:
+            for response in self._writer.responses:
+                usage = response.usage
+                self.usage[0] += 1
+                self.usage[1] += int(getattr(usage, "input_tokens", 0) or 0)
+                self.usage[2] += int(getattr(usage, "output_tokens", 0) or 0)
+            self._writer.responses.clear()
+            requests, input_tokens, output_tokens = self.usage
+            self.store._record(
+                {
+                    "record": "usage",
+                    "agent_id": self.agent_id,
+                    "requests": requests,
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                },
+                fsync=True,
+            )
+
+    def prompt(self, text: str) -> None:
+        """The main agent got a user prompt."""
+        self.store._record({"record": "prompt", "agent_id": self.agent_id, "text": text, "at": now()})
+
+    def status(self, status: str, *, turns: int | None = None, ended: bool = False) -> None:
+        """The agent's state changed (`running`, `idle`, `done`, `failed`, `cancelled`, …)."""
+        if turns is not None:
+            self.turns = turns
+        self.store._record(
+            {
+                "record": "status",
+                "agent_id": self.agent_id,
+                "status": status,
+                "turns": self.turns,
+                "ended": now() if ended else None,
+            },
+            fsync=ended,
+        )
+
+    def child(
+        self, agent_id: str, *, tool_call_id: str, prompt: str, type: str = "general", model: Any = None
+    ) -> AgentLog:
+        """The log of a subagent this agent starts with its `task` call `tool_call_id`."""
+        return self.store.agent(
+            agent_id, parent_id=self.agent_id, tool_call_id=tool_call_id, type=type, model=model, prompt=prompt
+        )
+
+    def close(self) -> None:
+        self._writer.close()
+        self.store._logs.pop(self.agent_id, None)
+
+
+def find_session(working_dir: Path | str, session_id: str) -> Path:
+    """The folder of session `session_id` (or of the latest one for `latest`); `SessionError` if there is none."""
+    root = sessions_dir(working_dir)
+    if session_id == "latest":
+        found = [p for p in root.iterdir() if (p / "index.jsonl").is_file()] if root.is_dir() else []
+        if not found:
+            raise SessionError(f"there is no saved session in {root}")
+        return max(found, key=lambda p: ((p / "index.jsonl").stat().st_mtime, p.name))  # the one used last
+    path = root / session_id
+    if "/" in session_id or session_id in ("", ".", "..") or not (path / "index.jsonl").is_file():
+        raise SessionError(f"there is no session {session_id!r} in {root}")
+    return path

@@ -1,0 +1,203 @@
+"""One agent's transcript: an append-only JSONL file of pydantic-ai messages.
+
+Each line is one `ModelMessage` exactly as pydantic-ai's `ModelMessagesTypeAdapter` serializes
+it, or a control record `{"kind": "truncate", "keep": N}` saying that the agent's history was
+cut back to its first N messages (a turn rolled back after a failed model request, or a last
+request that grew by a part). Replaying the lines in order gives the history the agent had.
+
+`TranscriptWriter.sync(history)` appends what changed since the last call (flushed and
+fsync'ed), so the agent only says *when* to save, never *what*. `read_messages()` skips a
+partial or corrupted line with a `TranscriptWarning`, and `valid_for_model()` makes a history
+cut short by a crash one a model accepts: every tool call gets a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+__all__ = [
+    "INTERRUPTED_RESULT",
+    "TranscriptWarning",
+    "TranscriptWriter",
+    "read_messages",
+    "valid_for_model",
+]
+
+INTERRUPTED_RESULT = (
+    "[Interrupted: the session ended before this call finished; its result is unknown. "
+    "The kernel it ran in is gone.]"
+)
+_TRUNCATE = b'{"kind":"truncate"'
+
+
+class TranscriptWarning(UserWarning):
+    """A transcript line could not be read (a partial last line after a crash, or a corrupted one); it was skipped."""
+
+
+def _adapter() -> Any:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    return ModelMessagesTypeAdapter
+
+
+def dump_message(message: ModelMessage) -> bytes:
+    """One message as pydantic-ai serializes it (the JSON object of a one-message list)."""
+    return bytes(_adapter().dump_json([message]))[1:-1]
+
+
+class TranscriptWriter:
+    """Appends an agent's history to its JSONL file as it grows."""
+
+    def __init__(self, path: Path, saved: Sequence[ModelMessage] = ()) -> None:
+        self.path = path
+        self._saved: list[ModelMessage] = list(saved)
+        """The history as the file has it now (the same objects as the agent's history, compared by identity)."""
+        self._file = path.open("ab")
+        self.responses: list[Any] = []
+        """Model responses appended by this writer (for usage totals)."""
+
+    def sync(self, history: Sequence[ModelMessage]) -> bool:
+        """Append what `history` has that the file lacks; flush and fsync. Returns whether anything was written."""
+        saved = self._saved
+        common = 0
+        limit = min(len(saved), len(history))
+        while common < limit and history[common] is saved[common]:
+            common += 1
+        if common == len(saved) == len(history):
+            return False
+        lines: list[bytes] = []
+        if common < len(saved):
+            lines.append(json.dumps({"kind": "truncate", "keep": common}, separators=(",", ":")).encode())
+        for message in history[common:]:
+            lines.append(dump_message(message))
+            if message.kind == "response":
+                self.responses.append(message)
+        self._file.write(b"\n".join(lines) + b"\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._saved = list(history)
+        return True
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+
+def read_messages(path: Path) -> list[ModelMessage]:
+    """Replay a transcript file into the history it records; unreadable lines are skipped with a warning."""
+    from pydantic import ValidationError
+
+    data = path.read_bytes() if path.exists() else b""
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    elif raw_lines:  # no newline at the end: the process died while writing the last line
+        tail = raw_lines.pop()
+        warnings.warn(
+            f"{path}: skipped a partial last line ({len(tail)} bytes), written when the session ended",
+            TranscriptWarning,
+            stacklevel=2,
+        )
+    messages: list[ModelMessage] = []
+    batch: list[bytes] = []
+
+    def flush_batch() -> None:
+        if not batch:
+            return
+        try:
+            messages.extend(_adapter().validate_json(b"[" + b",".join(batch) + b"]"))
+        except ValidationError:  # find the bad lines one by one
+            for number, line in batch_numbers:
+                try:
+                    messages.extend(_adapter().validate_json(b"[" + line + b"]"))
+                except ValidationError:
+                    warnings.warn(f"{path}: skipped line {number}, which is not a message", TranscriptWarning,
+                                  stacklevel=3)
+        batch.clear()
+        batch_numbers.clear()
+
+    batch_numbers: list[tuple[int, bytes]] = []
+    for number, line in enumerate(raw_lines, start=1):
+        if not line.strip():
+            continue
+        if line.startswith(_TRUNCATE):
+            flush_batch()
+            try:
+                keep = int(json.loads(line)["keep"])
+            except (ValueError, KeyError, TypeError):
+                warnings.warn(f"{path}: skipped line {number}, a broken control record", TranscriptWarning,
+                              stacklevel=2)
+                continue
+            del messages[keep:]
+            continue
+        batch.append(line)
+        batch_numbers.append((number, line))
+    flush_batch()
+    return messages
+
+
+def valid_for_model(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """The history with every tool call answered, ready for the next model request.
+
+    A crash between a model response and its tool results leaves calls without results: each
+    gets an "interrupted" result. Results whose call is missing (a skipped corrupted line) are
+    dropped, and requests that follow each other are joined, as the agent itself does.
+    """
+    from pydantic_ai.messages import ModelRequest, ModelResponse, RetryPromptPart, ToolReturnPart
+
+    result: list[ModelMessage] = []
+    open_calls: dict[str, str] = {}  # id -> tool name, calls of the last response still without a result
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            if open_calls:
+                result.append(_answers(open_calls))
+            result.append(message)
+            open_calls = {p.tool_call_id: p.tool_name for p in message.parts if p.part_kind == "tool-call"}
+            continue
+        parts = []
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id:
+                if part.tool_call_id not in open_calls:
+                    continue
+                open_calls.pop(part.tool_call_id)
+            parts.append(part)
+        if open_calls and not any(isinstance(p, ToolReturnPart | RetryPromptPart) for p in parts):
+            parts = [*_answers(open_calls).parts, *parts]
+            open_calls = {}
+        elif open_calls:
+            parts = [*parts[: _last_result(parts) + 1], *_answers(open_calls).parts, *parts[_last_result(parts) + 1:]]
+            open_calls = {}
+        if not parts:
+            continue
+        if result and isinstance(result[-1], ModelRequest):
+            result[-1] = ModelRequest(parts=[*result[-1].parts, *parts])
+        elif len(parts) == len(message.parts) and all(a is b for a, b in zip(parts, message.parts, strict=True)):
+            result.append(message)  # unchanged: the same object, so a writer continuing this history sees no change
+        else:
+            result.append(ModelRequest(parts=parts))
+    if open_calls:
+        result.append(_answers(open_calls))
+    return result
+
+
+def _last_result(parts: list[Any]) -> int:
+    from pydantic_ai.messages import RetryPromptPart, ToolReturnPart
+
+    return max(i for i, p in enumerate(parts) if isinstance(p, ToolReturnPart | RetryPromptPart))
+
+
+def _answers(open_calls: dict[str, str]) -> Any:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+    return ModelRequest(
+        parts=[ToolReturnPart(tool_name=name, content=INTERRUPTED_RESULT, tool_call_id=call_id)
+               for call_id, name in open_calls.items()]
+    )

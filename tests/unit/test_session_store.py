@@ -1,0 +1,187 @@
+"""The session store on its own: transcripts, the index, the lock, damaged files, histories a model accepts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RequestUsage
+
+from freeact_sub import SessionError
+from freeact_sub.sessions import (
+    INTERRUPTED_RESULT,
+    SessionStore,
+    TranscriptWarning,
+    list_sessions,
+    open_session,
+)
+from freeact_sub.sessions.transcript import read_messages, valid_for_model
+
+
+def prompt(text: str) -> ModelRequest:
+    return ModelRequest(parts=[UserPromptPart(text)])
+
+
+def call(call_id: str, code: str = "print(1)") -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart("execute_ipython_cell", {"code": code}, call_id)],
+                         usage=RequestUsage(input_tokens=10, output_tokens=3))
+
+
+def result(call_id: str, text: str = "1") -> ModelRequest:
+    return ModelRequest(parts=[ToolReturnPart("execute_ipython_cell", text, call_id)])
+
+
+def answer(text: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(text)], usage=RequestUsage(input_tokens=20, output_tokens=5))
+
+
+def same(a: list[ModelMessage], b: list[ModelMessage]) -> bool:
+    return ModelMessagesTypeAdapter.dump_json(a) == ModelMessagesTypeAdapter.dump_json(b)
+
+
+def test_history_written_as_it_grows_reads_back_equal(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    log = store.agent("agent-main", model="openai:gpt-4.1")
+    history: list[ModelMessage] = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart("hi")])]
+    history.append(call("c1"))
+    log.sync(history)
+    history.append(result("c1"))
+    log.sync(history)
+    history.append(answer("done"))
+    log.sync(history)
+    log.sync(history)  # nothing new: nothing written
+    store.close()
+    path = store.path / "agent-main.jsonl"
+    assert len(path.read_bytes().splitlines()) == 4
+    assert same(read_messages(path), history)
+    saved = open_session(store.session_id, tmp_path)
+    assert saved.agents["agent-main"].model == "openai:gpt-4.1"
+    assert (saved.agents["agent-main"].input_tokens, saved.agents["agent-main"].output_tokens) == (30, 8)
+    assert same(saved.messages(), history)
+
+
+def test_rollback_and_a_grown_last_request_replay_to_the_agents_history(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    log = store.agent("agent-main")
+    history: list[ModelMessage] = [prompt("one"), call("c1"), result("c1")]
+    log.sync(history)
+    history[-1] = ModelRequest(parts=[*history[-1].parts, UserPromptPart("two")])  # the next prompt joins it
+    log.sync(history)
+    before = list(history)
+    history += [call("c2"), result("c2")]
+    log.sync(history)
+    history = before  # a failed model request rolled the turn back
+    log.sync(history)
+    history = [*history, answer("ok")]
+    log.sync(history)
+    store.close()
+    assert same(read_messages(store.path / "agent-main.jsonl"), history)
+
+
+def test_partial_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    log = store.agent("agent-main")
+    history: list[ModelMessage] = [prompt("one"), answer("first")]
+    log.sync(history)
+    store.close()
+    path = store.path / "agent-main.jsonl"
+    with path.open("ab") as handle:
+        handle.write(b'{"parts":[{"content":"half a mess')  # SIGKILL while writing
+    with pytest.warns(TranscriptWarning, match="partial last line"):
+        messages = read_messages(path)
+    assert same(messages, history)
+
+
+def test_corrupted_line_is_skipped_and_the_history_stays_valid(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    log = store.agent("agent-main")
+    log.sync([prompt("one"), call("c1"), result("c1"), answer("done")])
+    store.close()
+    path = store.path / "agent-main.jsonl"
+    lines = path.read_bytes().splitlines()
+    lines[1] = b'{"kind":"response","parts":[{"garbage'  # the tool call's line is damaged
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.warns(TranscriptWarning, match="line 2"):
+        messages = read_messages(path)
+    assert len(messages) == 3
+    repaired = valid_for_model(messages)
+    # the orphaned result is dropped: what remains is a prompt and an answer
+    assert [m.kind for m in repaired] == ["request", "response"]
+    assert not any(isinstance(p, ToolReturnPart) for m in repaired for p in m.parts)
+
+
+def test_calls_without_results_get_an_interrupted_result() -> None:
+    two_calls = ModelResponse(parts=[ToolCallPart("execute_ipython_cell", {"code": "1"}, "a"),
+                                     ToolCallPart("task", {"prompt": "x"}, "b")])
+    repaired = valid_for_model([prompt("go"), two_calls])
+    assert isinstance(repaired[-1], ModelRequest)
+    results = {p.tool_call_id: p for p in repaired[-1].parts if isinstance(p, ToolReturnPart)}
+    assert set(results) == {"a", "b"} and results["b"].tool_name == "task"
+    assert results["a"].content == INTERRUPTED_RESULT
+    # a later user prompt follows the results in the same request
+    repaired = valid_for_model([prompt("go"), two_calls, prompt("again")])
+    assert [p.part_kind for p in repaired[-1].parts] == ["tool-return", "tool-return", "user-prompt"]
+
+
+def test_a_complete_history_is_kept_as_it_is() -> None:
+    history: list[ModelMessage] = [prompt("go"), call("c1"), result("c1"), answer("done")]
+    repaired = valid_for_model(history)
+    assert all(a is b for a, b in zip(repaired, history, strict=True))
+
+
+def test_a_second_process_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    store.agent("agent-main")
+    script = (
+        "import sys\nfrom freeact_sub.sessions import SessionStore\n"
+        "try:\n    SessionStore.open(sys.argv[1], sys.argv[2])\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    try:
+        out = subprocess.run([sys.executable, "-c", script, str(tmp_path), store.session_id],
+                             capture_output=True, text=True, timeout=60).stdout
+        assert "SessionError" in out and "in use by another process" in out and str(os.getpid()) in out
+        with pytest.raises(SessionError, match="in use"):  # also a second writer in this process
+            SessionStore.open(tmp_path, store.session_id)
+        assert open_session(store.session_id, tmp_path).in_use
+    finally:
+        store.close()
+    reopened = SessionStore.open(tmp_path, store.session_id)  # free again once released
+    reopened.close()
+
+
+def test_listing_marks_an_abandoned_run_as_interrupted(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    log = store.agent("agent-main")
+    log.prompt("first question")
+    log.status("running")
+    child = log.child("agent-kid", tool_call_id="c1", prompt="sub job")
+    child.status("done", turns=2, ended=True)
+    store.close()  # without a final status: as if the process had died
+    [saved] = list_sessions(tmp_path)
+    assert saved.first_prompt == "first question"
+    assert saved.agents["agent-main"].status == "interrupted"
+    assert saved.agents["agent-kid"].status == "done"
+    assert [a.agent_id for a in saved.children()] == ["agent-kid"]
+    assert saved.children("agent-main")[0].tool_call_id == "c1"
+
+
+def test_missing_session_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="no saved session"):
+        open_session("latest", tmp_path)
+    with pytest.raises(SessionError, match="no session 'nope'"):
+        open_session("nope", tmp_path)
