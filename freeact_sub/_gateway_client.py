@@ -18,8 +18,8 @@ import json
 import secrets
 import struct
 import threading
+import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 from urllib.parse import quote
 
@@ -171,6 +171,9 @@ class KernelChannels:
                 max_size=None,
                 max_queue=None,
                 compression=None,
+                # no keepalive pings of our own: a pong queued behind a flood of output arrives late and would
+                # close a healthy connection; a gateway that is gone shows in the REST checks instead
+                ping_interval=None,
                 ssl=None if url.startswith("ws:") or self._api.validate_cert else _unverified_tls(),
             )
         except InvalidStatus as exc:
@@ -272,10 +275,16 @@ class _ExitDeletes:
             except httpx.HTTPError:
                 pass  # left to the gateway's idle culling
 
-        pool = ThreadPoolExecutor(max_workers=min(16, len(kernels)))
-        futures = [pool.submit(delete, kernel_id, *details) for kernel_id, details in kernels.items()]
-        wait(futures, timeout=_EXIT_DELETE_TIMEOUT + 1)
-        pool.shutdown(wait=False, cancel_futures=True)
+        # plain threads: executors refuse new work once the interpreter is shutting down
+        threads = [
+            threading.Thread(target=delete, args=(kernel_id, *details), daemon=True)
+            for kernel_id, details in kernels.items()
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + _EXIT_DELETE_TIMEOUT + 1
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 _exit_deletes = _ExitDeletes()

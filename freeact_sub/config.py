@@ -240,8 +240,12 @@ class AgentConfig(BaseModel):
             values.update(_read_config_file(Path(config_file)))
         if mcp_config is not None:
             values["mcp_servers"] = load_mcp_config(mcp_config)
-        values.update(_from_environment(os.environ if environ is None else environ))
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        for layer in (_from_environment(os.environ if environ is None else environ),
+                      {k: v for k, v in overrides.items() if v is not None}):
+            gateway, earlier = layer.get("kernel_gateway"), values.get("kernel_gateway")
+            if isinstance(gateway, str) and isinstance(earlier, Mapping):
+                layer["kernel_gateway"] = {**earlier, "url": gateway}  # a URL alone keeps the file's other settings
+            values.update(layer)
         return cls.validated(values, source=str(config_file) if config_file else "configuration")
 
     @classmethod

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +62,22 @@ try:
 finally:
     del _freeact_sub_unbounded_iopub
 """
+_GAP_NOTICE = "\n[The connection to the kernel gateway broke and was made again; output printed meanwhile is lost.]\n"
 _LOST_END_NOTICE = ("\n[The end of this cell's output did not arrive through the kernel gateway; the gateway "
                     "reports the kernel idle, so the cell has ended.]\n")
 _RATE_LIMIT_NOTICE = ("\n[The kernel gateway dropped part of this output: its IOPub rate limit was exceeded. "
                       "Print less, or start the gateway with --ZMQChannelsWebsocketConnection.limit_rate=False.]\n")
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One `execute()` call's arguments."""
+
+    code: str
+    timeout: float | None
+    on_output: OutputCallback | None
+    paused: Callable[[], float] | None
+    store_history: bool
 
 
 class _KernelRestarted(Exception):
@@ -101,6 +114,8 @@ class GatewayKernel:
         self._channels: KernelChannels | None = None
         self._unprepared = True
         """The kernel process is new since the last `_prepare()`."""
+        self._held: dict[str, Any] | Closed | None = None
+        """A message read ahead of its turn (news of a restart or a closed websocket), delivered next."""
         self._lock = asyncio.Lock()
         self._image_count = 0
 
@@ -158,15 +173,18 @@ class GatewayKernel:
 
     async def _connect(self, timeout: float) -> None:
         """A new websocket to the kernel in place of the current one, once the kernel answers on it."""
+        await self._reopen(timeout)
+        await self._wait_until_ready(timeout)
+
+    async def _reopen(self, timeout: float) -> None:
+        """A new websocket to the kernel in place of the current one (closed, with what it still held)."""
         assert self._api is not None and self.kernel_id is not None
         channels = KernelChannels(self._api, self.kernel_id)
         await channels.open(timeout)
         old, self._channels = self._channels, channels
-        try:
-            await self._wait_until_ready(timeout)
-        finally:
-            if old is not None:
-                await old.close()
+        self._held = None
+        if old is not None:
+            await old.close()
 
     async def _prepare(self, timeout: float) -> None:
         """Once per kernel process, before its first cell: lift its IOPub queue limit, then reconnect."""
@@ -238,6 +256,9 @@ class GatewayKernel:
     async def _next(self, wait: float) -> dict[str, Any]:
         """The next message within `wait` s; raises `_KernelRestarted` for the gateway's restart news."""
         assert self._channels is not None
+        if self._held is not None:
+            item, self._held = self._held, None
+            return self._checked(item)
         try:
             item = await asyncio.wait_for(self._channels.messages.get(), wait) if wait > 0 else \
                 self._channels.messages.get_nowait()
@@ -278,12 +299,17 @@ class GatewayKernel:
         *,
         timeout: float | None = None,
         on_output: OutputCallback | None = None,
+        paused: Callable[[], float] | None = None,
+        store_history: bool = True,
     ) -> ExecutionResult:
         """Run `code` as one cell; `on_output` gets each piece of text output as it arrives.
 
         Cells on one kernel run one after another. A cell that runs past `timeout` seconds is
-        interrupted and reported with status `timeout`.
+        interrupted and reported with status `timeout`; `paused()`, if given, says how many of
+        the cell's seconds so far do not count. `store_history=False` keeps the code out of
+        IPython's history and execution count.
         """
+        cell = _Cell(code, timeout, on_output, paused, store_history)
         async with self._lock:
             if self._api is None:
                 raise KernelError("the kernel is not running")
@@ -297,7 +323,7 @@ class GatewayKernel:
             elif await self._died_since_last_cell():
                 notice = _DIED_BEFORE_NOTICE
             await self._prepare(self.gateway.start_timeout)
-            return await self._execute(code, timeout, on_output, notice)
+            return await self._execute(cell, notice)
 
     async def _died_since_last_cell(self) -> bool:
         """Read what arrived between cells; True (after recovering) if the kernel died meanwhile."""
@@ -319,19 +345,13 @@ class GatewayKernel:
             await self._await_restarted()
         return died
 
-    async def _execute(
-        self, code: str, timeout: float | None, on_output: OutputCallback | None, notice: str
-    ) -> ExecutionResult:
+    async def _execute(self, cell: _Cell, notice: str) -> ExecutionResult:
+        """Send the cell and read its output until its `status: idle`, handling timeouts, deaths and cancellation."""
         assert self._channels is not None
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+        content = {"code": cell.code, "silent": False, "store_history": cell.store_history, "user_expressions": {},
                    "allow_stdin": False, "stop_on_error": True}
         msg_id = await self._channels.send("shell", "execute_request", content)
-        return await self._collect(code, msg_id, timeout, on_output, notice)
-
-    async def _collect(
-        self, code: str, msg_id: str, timeout: float | None, on_output: OutputCallback | None, notice: str
-    ) -> ExecutionResult:
-        """Read the request's output until its `status: idle`, handling timeouts, deaths and cancellation."""
+        timeout, on_output, paused = cell.timeout, cell.on_output, cell.paused
         result = ExecutionResult(text="")
         parts: list[str] = []
 
@@ -354,6 +374,8 @@ class GatewayKernel:
         try:
             while True:
                 now = time.monotonic()
+                if deadline is not None and paused is not None:
+                    now -= paused()  # seconds that do not count move the clock back, not the deadline
                 if interrupted_at is not None and now - interrupted_at > _INTERRUPT_GRACE:
                     await self._restart()
                     await emit("\nThe cell did not stop after an interrupt; the kernel was restarted "
@@ -369,6 +391,13 @@ class GatewayKernel:
                     wait = max(0.0, min(wait, deadline - now))
                 try:
                     batch = await self._receive_batch(wait)
+                except _KernelRestarted as news:
+                    if news.state != "closed" or not await self.is_alive():
+                        raise
+                    # only the websocket broke (the kernel runs on): go on reading on a new one
+                    await self._reopen(self.gateway.start_timeout)
+                    await emit(_GAP_NOTICE)
+                    continue
                 except TimeoutError:
                     if now - last_check > _LIVENESS_INTERVAL:
                         last_check = now
@@ -412,7 +441,7 @@ class GatewayKernel:
         except _KernelRestarted as restarted:
             if restarted.state == "restarting" and not running:
                 # the request reached no kernel
-                return await self._after_restart_before_start(code, timeout, on_output, notice)
+                return await self._after_restart_before_start(cell, notice)
             result.status = "kernel_died"
             try:
                 await self._recover(restarted.state)
@@ -432,14 +461,12 @@ class GatewayKernel:
         result.text = "".join(parts)
         return result
 
-    async def _after_restart_before_start(
-        self, code: str, timeout: float | None, on_output: OutputCallback | None, notice: str
-    ) -> ExecutionResult:
+    async def _after_restart_before_start(self, cell: _Cell, notice: str) -> ExecutionResult:
         """The kernel died before our request ran: send it again to the restarted kernel, on a new websocket."""
         self.restarts += 1
         self._unprepared = True
         await self._await_restarted()
-        return await self._execute(code, timeout, on_output, notice or _DIED_BEFORE_NOTICE)
+        return await self._execute(cell, notice or _DIED_BEFORE_NOTICE)
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
@@ -451,7 +478,12 @@ class GatewayKernel:
         assert self._channels is not None
         queue = self._channels.messages
         while len(batch) < 1000 and not queue.empty():
-            batch.append(self._checked(queue.get_nowait()))
+            item = queue.get_nowait()
+            try:
+                batch.append(self._checked(item))
+            except _KernelRestarted:
+                self._held = item  # the news comes with the next read, after this batch's output
+                break
         return batch
 
     async def _stop_running_cell(self, msg_id: str) -> None:

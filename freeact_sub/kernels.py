@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from .kernel import ExecutionResult, Kernel, OutputCallback
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from .config import AgentConfig
@@ -41,7 +42,13 @@ class KernelBackend(Protocol):
     async def start(self, timeout: float = ...) -> None: ...
 
     async def execute(
-        self, code: str, *, timeout: float | None = None, on_output: OutputCallback | None = None
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+        paused: Callable[[], float] | None = None,
+        store_history: bool = True,
     ) -> ExecutionResult: ...
 
     async def is_alive(self) -> bool: ...

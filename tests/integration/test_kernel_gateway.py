@@ -39,7 +39,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]
 
 
 def _config(server: GatewayServer, **changes: object) -> KernelGatewayConfig:
-    return KernelGatewayConfig(url=server.url, token_env=TOKEN_ENV, **changes)  # type: ignore[arg-type]
+    return KernelGatewayConfig.model_validate({"url": server.url, "token_env": TOKEN_ENV, **changes})
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
