@@ -64,7 +64,7 @@ class SubagentRunner:
             )
             try:
                 await child.start()
-                tree.pool.fill()  # top up only now: booting a kernel would slow this child's own MCP start
+                tree.refill(config)
                 answer = ""
                 requests: list[ApprovalRequest] = []
                 async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:

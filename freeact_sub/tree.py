@@ -2,9 +2,10 @@
 
 One tree per main agent. It holds the approval policy, the subagent bound (`max_subagents`,
 counted across the whole tree), the kernel zygote and the kernel pool that children's kernels
-come from, the usage ledger, and the registry of the agents alive in it (id, parent, type, description). It
-builds children through a factory the main agent hands it, so the module that runs `task`
-calls (`subagents.py`) needs neither the `Agent` class nor any agent's private state.
+come from, the pool of pre-opened MCP connections children take theirs from, the usage
+ledger, and the registry of the agents alive in it (id, parent, type, description). It builds
+children through a factory the main agent hands it, so the module that runs `task` calls
+(`subagents.py`) needs neither the `Agent` class nor any agent's private state.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
 from .kernels import KernelBackend, new_kernel, uses_local_kernels
+from .mcp_pool import McpPool
 from .usage import UsageLedger
 
 if TYPE_CHECKING:
@@ -108,6 +110,8 @@ class AgentTree:
         self.zygote = KernelZygote()
         self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
         """Pre-started, never-used kernels for children."""
+        self.mcp_pool = McpPool(self.config.mcp_pool_size)
+        """Pre-opened, never-used MCP connections for children, per server configuration."""
 
     @property
     def config(self) -> AgentConfig:
@@ -166,10 +170,21 @@ class AgentTree:
         kernel.label = agent_id
         return kernel
 
+    def mcp_pool_for(self, agent_id: str) -> McpPool | None:
+        """Where `agent_id` takes its MCP connections from: the pool for a child, none for the main agent."""
+        return self.mcp_pool if self.is_child(agent_id) else None
+
+    def refill(self, config: AgentConfig) -> None:
+        """Top the pools up after a child started (not before: booting would slow that child's own start)."""
+        self.pool.fill()
+        self.mcp_pool.fill(config.mcp_servers, config.working_dir)
+
     def start(self) -> None:
-        """When the main agent has started: start the kernel zygote, then fill the kernel pool, in the background."""
+        """When the main agent has started, in the background: open the MCP pool's connections; start the
+        kernel zygote, then fill the kernel pool."""
         if self._warming is None:
             self._renew()  # nothing has used them yet; the config may have changed since they were made
+            self.mcp_pool.fill(self.config.mcp_servers, self.config.working_dir)
             self._warming = asyncio.create_task(self._warm_up(), name="agent-tree-warm-up")
 
     async def _warm_up(self) -> None:
@@ -185,7 +200,7 @@ class AgentTree:
             with contextlib.suppress(BaseException):
                 await self._warming
         self._warming = None
-        pool, zygote = self.pool, self.zygote
+        pool, zygote, mcp_pool = self.pool, self.zygote, self.mcp_pool
         self._renew()  # a main agent may be started again after it stopped
-        await pool.close()
+        await asyncio.gather(pool.close(), mcp_pool.close(), return_exceptions=True)
         await zygote.close()
