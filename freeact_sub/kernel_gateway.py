@@ -38,6 +38,7 @@ __all__ = ["GatewayKernel"]
 _INTERRUPT_GRACE = 5.0
 _POLL = 0.5
 _LIVENESS_INTERVAL = 5.0
+_STARTUP_TIMEOUT = 60.0
 _DEATH_NOTICE = ("\nThe kernel died while running this cell and was restarted: all its state (variables, imports, "
                  "definitions) was lost.\n")
 _DIED_BEFORE_NOTICE = ("The kernel had died since the last cell and was restarted: all its state (variables, "
@@ -114,6 +115,8 @@ class GatewayKernel:
         self._channels: KernelChannels | None = None
         self._unprepared = True
         """The kernel process is new since the last `_prepare()`."""
+        self._startup_code: list[str] = []
+        """Run again before the first cell of every new kernel process (`run_at_start`)."""
         self._held: dict[str, Any] | Closed | None = None
         """A message read ahead of its turn (news of a restart or a closed websocket), delivered next."""
         self._lock = asyncio.Lock()
@@ -200,6 +203,8 @@ class GatewayKernel:
             return
         if applied:
             await self._connect(timeout)
+        for code in self._startup_code:
+            await self._execute(_Cell(code, _STARTUP_TIMEOUT, None, None, False), "")
 
     async def _run_silently(self, code: str, timeout: float) -> bool:
         """Run setup code that leaves no trace in the kernel's history; whether it ran without error."""
@@ -466,6 +471,7 @@ class GatewayKernel:
         self.restarts += 1
         self._unprepared = True
         await self._await_restarted()
+        await self._prepare(self.gateway.start_timeout)
         return await self._execute(cell, notice or _DIED_BEFORE_NOTICE)
 
     def _save_image(self, encoded: str) -> Path:
@@ -506,6 +512,14 @@ class GatewayKernel:
             await self._recover(restarted.state)
             return
         await self._restart()
+
+    async def run_at_start(self, code: str) -> ExecutionResult:
+        """Run `code` now and again after every restart, before any other cell (not stored in the history)."""
+        async with self._lock:
+            if self._api is None or self.kernel_id is None:
+                raise KernelError("the kernel is not running")
+            self._startup_code.append(code)
+            return await self._execute(_Cell(code, _STARTUP_TIMEOUT, None, None, False), "")
 
     async def interrupt(self) -> None:
         """Interrupt the running cell (the gateway's `POST /api/kernels/{id}/interrupt`)."""
