@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .approvals import ApprovalPolicy
+from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import AgentConfig
 from .errors import ModelError
 from .events import (
@@ -114,6 +115,7 @@ class Agent:
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
         self._calls: ToolCallRunner | None = None
+        self._code_tools: CodeTools | None = None
         self._subagents: SubagentRunner | None = None
         self._turn: asyncio.Task[None] | None = None
         self._started = False
@@ -165,6 +167,12 @@ class Agent:
     def tool_names(self) -> list[str]:
         """Names of the tools offered to the model (after `start()`)."""
         return self._toolbox.names if self._toolbox else []
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt this agent sends: the configured one plus a section on its MCP tools, if any."""
+        section = mcp_prompt(self.config, self._mcp, self._code_tools)
+        return f"{self.config.system_prompt.rstrip()}\n\n{section}\n" if section else self.config.system_prompt
 
     @property
     def usage(self) -> TreeUsage:
@@ -266,10 +274,11 @@ class Agent:
             specs.append(builtin_tool("task"))
             self._subagents = SubagentRunner(self)
             self._subagents.start()
-        specs += [
-            ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
-            for t in mcp.tools
-        ]
+        if self.config.mcp_tools != "code":
+            specs += [
+                ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
+                for t in mcp.tools
+            ]
         self._toolbox = Toolbox(specs)
         self._calls = ToolCallRunner(
             agent_id=self.agent_id,
@@ -280,6 +289,15 @@ class Agent:
             mcp=mcp,
             subagents=self._subagents,
         )
+        try:
+            self._code_tools = await open_code_tools(
+                agent_id=self.agent_id, config=self.config, kernel=self._kernel, mcp=mcp, ask=self._calls.ask
+            )
+        except BaseException:
+            self._started = True
+            await self.stop()
+            raise
+        self._calls.code_tools = self._code_tools
         self._started = True
 
     def _new_kernel(self, launcher: KernelZygote | None = None) -> Kernel:
@@ -299,6 +317,8 @@ class Agent:
             with contextlib.suppress(BaseException):
                 await turn
         closers = []
+        if self._code_tools is not None:
+            closers.append(self._code_tools.close())
         if self._subagents is not None:
             closers.append(self._subagents.close())
         if self._kernel is not None:
@@ -307,6 +327,7 @@ class Agent:
         if self._mcp is not None:
             closers.append(self._mcp.close())
         self._subagents, self._kernel, self._mcp, self._calls = None, None, None, None
+        self._code_tools = None
         self._started = False
         if closers:
             await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
@@ -403,7 +424,7 @@ class Agent:
             user.insert(0, UserPromptPart(RESUME_NOTE))
             self._resume_note = False
         if not self._history:
-            self._history.append(ModelRequest(parts=[SystemPromptPart(self.config.system_prompt), *user]))
+            self._history.append(ModelRequest(parts=[SystemPromptPart(self.system_prompt), *user]))
         elif isinstance(last := self._history[-1], ModelRequest):
             # the previous turn stopped at its limit after tool results: the prompt joins that request
             self._history[-1] = ModelRequest(parts=[*last.parts, *user])

@@ -11,7 +11,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import InitErrorDetails
@@ -43,7 +43,6 @@ Work in small steps: run a little code, look at the result, then decide the next
 cell fails, read the traceback and fix the cause. Prefer computing an answer over guessing it.
 `reset_kernel` gives you a clean kernel when its state is broken.
 
-Tools named `<server>_<tool>` come from MCP servers; call them directly when they fit the job.
 If you have a `task` tool, it hands an isolated job to a subagent with a fresh kernel; start
 independent jobs as parallel `task` calls in one response.
 
@@ -119,6 +118,9 @@ class AgentConfig(BaseModel):
     """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
     images_dir: Path | None = None
     """Where kernel images are saved; default `<working_dir>/.freeact-sub/images`."""
+    mcp_tools: Literal["calls", "code", "both"] = "both"
+    """How MCP tools are offered: as tool calls (`"calls"`), as Python functions in the kernel
+    (`"code"`: `from mcptools.<server> import <tool>`), or both."""
     save_sessions: bool = True
     """Save every agent's conversation as it happens under `<working_dir>/.freeact-sub/sessions/` (resumable)."""
 
@@ -291,6 +293,7 @@ _ENV_FIELDS: dict[str, str] = {
     "KERNEL_POOL_SIZE": "kernel_pool_size",
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
+    "MCP_TOOLS": "mcp_tools",
     "SAVE_SESSIONS": "save_sessions",
 }
 

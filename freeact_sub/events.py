@@ -11,7 +11,8 @@ Event family::
     ├── ThoughtsChunk / Thoughts     the model's thinking, streamed / complete
     ├── ResponseChunk / Response     the model's text, streamed / complete
     ├── ModelUsage                   tokens (and cost, where known) of one model response
-    ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy)
+    ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy);
+    │                                `source="code"` for an MCP tool that a cell's code calls
     ├── CodeExecutionOutputChunk     output of a running cell, as it arrives
     ├── CodeExecutionOutput          the complete output of a cell (text and saved images)
     ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
@@ -36,6 +37,7 @@ from .usage import Usage
 __all__ = [
     "AgentEvent",
     "ApprovalRequest",
+    "CallSource",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
     "ModelUsage",
@@ -115,6 +117,9 @@ class Thoughts(AgentEvent):
     content: str
 
 
+CallSource = Literal["model", "code"]
+
+
 def _new_decision() -> asyncio.Future[bool]:
     return asyncio.get_running_loop().create_future()
 
@@ -154,6 +159,10 @@ class ApprovalRequest(AgentEvent):
     """Id of the tool call; the output events of the call carry the same id."""
     auto_approved: bool = False
     """True when a standing approval decided this request before it was emitted."""
+    source: CallSource = "model"
+    """`"model"` for a tool call of the model; `"code"` for an MCP tool called from a cell's code."""
+    cell_call_id: str | None = None
+    """For a call from code: the `tool_call_id` of the `execute_ipython_cell` call whose cell made it."""
     _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
     _verdict: _Verdict = field(default_factory=_Verdict, repr=False, compare=False)
 
@@ -245,6 +254,10 @@ class ToolOutput(AgentEvent):
     is_error: bool = False
     """True for a refused call (bad arguments, unknown tool), an MCP tool that reported an error, and a
     `task` whose child failed, stopped at its turn limit or had a call rejected."""
+    source: CallSource = "model"
+    """`"code"` for the result of an MCP tool called from a cell's code (it went back to the cell, not the model)."""
+    cell_call_id: str | None = None
+    """For a call from code: the `tool_call_id` of the cell that made it."""
 
 
 SubagentStatus = Literal["done", "failed", "cancelled", "turn_limit", "rejected"]

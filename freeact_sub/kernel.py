@@ -254,11 +254,15 @@ class Kernel:
         *,
         timeout: float | None = None,
         on_output: OutputCallback | None = None,
+        paused: Callable[[], float] | None = None,
+        store_history: bool = True,
     ) -> ExecutionResult:
         """Run `code` as one cell; `on_output` gets each piece of text output as it arrives.
 
         Cells on one kernel run one after another. A cell that runs past `timeout` seconds is
-        interrupted and reported with status `timeout`.
+        interrupted and reported with status `timeout`; `paused()`, if given, says how many of
+        the cell's seconds so far do not count (e.g. its MCP calls waiting for approval).
+        `store_history=False` keeps the code out of IPython's history and execution count.
         """
         async with self._lock:
             if self._manager is None:
@@ -268,13 +272,19 @@ class Kernel:
                 await self._restart()
                 notice = ("The kernel had died since the last cell and was restarted: all its state (variables, "
                           "imports, definitions) was lost.\n")
-            return await self._execute(code, timeout, on_output, notice)
+            return await self._execute(code, timeout, on_output, notice, paused, store_history)
 
     async def _execute(
-        self, code: str, timeout: float | None, on_output: OutputCallback | None, notice: str = ""
+        self,
+        code: str,
+        timeout: float | None,
+        on_output: OutputCallback | None,
+        notice: str = "",
+        paused: Callable[[], float] | None = None,
+        store_history: bool = True,
     ) -> ExecutionResult:
         client = self._client
-        msg_id = client.execute(code, store_history=True, allow_stdin=False)
+        msg_id = client.execute(code, store_history=store_history, allow_stdin=False)
         result = ExecutionResult(text="")
         parts: list[str] = []
 
@@ -293,6 +303,8 @@ class Kernel:
         try:
             while True:
                 now = time.monotonic()
+                if deadline is not None and paused is not None:
+                    now -= paused()  # seconds that do not count move the clock back, not the deadline
                 if interrupted_at is not None and now - interrupted_at > _INTERRUPT_GRACE:
                     await self._restart()
                     await emit("\nThe cell did not stop after an interrupt; the kernel was restarted "

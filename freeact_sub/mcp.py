@@ -25,7 +25,7 @@ from typing import IO, Any
 from .config import HttpServerConfig, McpServerConfig, StdioServerConfig
 from .errors import McpServerError
 
-__all__ = ["McpConnections", "McpTool"]
+__all__ = ["McpConnections", "McpResult", "McpTool"]
 
 _CONNECT_TIMEOUT = 60.0
 _TOOL_NAME_MAX = 64
@@ -42,6 +42,19 @@ class McpTool:
     """`<server>_<tool>`: the name the model calls."""
     description: str
     input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    """The schema of the tool's structured result, if the server declares one."""
+
+
+@dataclass(frozen=True)
+class McpResult:
+    """The outcome of one tool call."""
+
+    text: str
+    """The result's content as text (or the error's message)."""
+    is_error: bool = False
+    structured: Any = None
+    """The structured result, when the server gives one."""
 
 
 def qualified_tool_name(server: str, tool: str) -> str:
@@ -81,6 +94,7 @@ class _Connection:
                         qualified_name=qualified_tool_name(self.name, tool.name),
                         description=tool.description or "",
                         input_schema=dict(tool.input_schema or {"type": "object", "properties": {}}),
+                        output_schema=dict(tool.output_schema) if tool.output_schema else None,
                     )
                     for tool in listing.tools
                 ]
@@ -180,11 +194,18 @@ class McpConnections:
         self, qualified_name: str, arguments: dict[str, Any], *, timeout: float | None = None
     ) -> tuple[str, bool]:
         """Call a tool; returns its text and whether it is an error. Never raises for server faults."""
+        result = await self.call_result(qualified_name, arguments, timeout=timeout)
+        return result.text, result.is_error
+
+    async def call_result(
+        self, qualified_name: str, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> McpResult:
+        """Call a tool: its text, structured result and whether it is an error. Never raises for server faults."""
         connection, tool = self._by_tool[qualified_name]
         session = connection.session
         if session is None:
             reason = f": {connection.failure}" if connection.failure else ""
-            return f"MCP server {connection.name!r} is not running{reason}", True
+            return McpResult(f"MCP server {connection.name!r} is not running{reason}", is_error=True)
         try:
             result = await session.call_tool(tool.name, arguments, read_timeout_seconds=timeout)
         except asyncio.CancelledError:
@@ -192,8 +213,10 @@ class McpConnections:
         except Exception as exc:
             tail = connection.stderr_tail()
             message = f"MCP server {connection.name!r} failed while running {tool.name!r}: {_error_text(exc)}"
-            return (message + (f"\nserver stderr:\n{tail}" if tail else "")), True
-        return _result_text(result), bool(getattr(result, "is_error", False))
+            return McpResult(message + (f"\nserver stderr:\n{tail}" if tail else ""), is_error=True)
+        is_error = bool(getattr(result, "is_error", False))
+        structured = None if is_error else getattr(result, "structured_content", None)
+        return McpResult(_result_text(result), is_error=is_error, structured=structured)
 
     async def close(self) -> None:
         """Close every session and stop every server process started for it."""

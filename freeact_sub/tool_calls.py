@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .events import AgentEvent, ApprovalRequest, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
+from .events import AgentEvent, ApprovalRequest, CallSource, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
 from .tools import parse_arguments
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
     from .approvals import ApprovalPolicy
+    from .code_tools import CodeTools
     from .config import AgentConfig
     from .kernel import Kernel
     from .mcp import McpConnections
@@ -51,6 +52,8 @@ class ToolCallRunner:
         self.kernel = kernel
         self.mcp = mcp
         self.subagents = subagents
+        self.code_tools: CodeTools | None = None
+        """Set when the kernel's code may call MCP tools; cells then run through it."""
 
     async def run(self, call: ToolCallPart, emit: Emit) -> tuple[ToolReturnPart, bool]:
         """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
@@ -73,19 +76,34 @@ class ToolCallRunner:
         if problem := self.toolbox.check(name, arguments):
             return refuse(problem)
         arguments = self.toolbox.with_defaults(name, arguments)
-
-        auto = self.approvals.is_approved(self.agent_id)
-        request = ApprovalRequest(
-            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto
-        )
-        if auto:
-            request.approve(True)
-        emit(request)
+        request = await self.ask(name, arguments, call_id, emit)
         if not await request.approved():
             if request.reason is None:
                 return result("The user rejected this call; it did not run.", rejected=True)
             return result(rejection_with_reason(request.reason))
         return result(await self._execute(name, arguments, call_id, emit))
+
+    async def ask(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        call_id: str,
+        emit: Emit,
+        *,
+        source: CallSource = "model",
+        cell_call_id: str | None = None,
+    ) -> ApprovalRequest:
+        """Emit the `ApprovalRequest` for a call (decided at once by a standing decision); returns it once decided."""
+        auto = self.approvals.is_approved(self.agent_id)
+        request = ApprovalRequest(
+            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto,
+            source=source, cell_call_id=cell_call_id,
+        )
+        if auto:
+            request.approve(True)
+        emit(request)
+        await request.approved()
+        return request
 
     async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
         if name == "execute_ipython_cell":
@@ -111,7 +129,12 @@ class ToolCallRunner:
         def on_output(text: str) -> None:
             emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
 
-        outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
+        if self.code_tools is not None:
+            outcome = await self.code_tools.execute(
+                code, call_id=call_id, emit=emit, timeout=self.config.execution_timeout, on_output=on_output
+            )
+        else:
+            outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
         emit(
             CodeExecutionOutput(
                 agent_id=self.agent_id,

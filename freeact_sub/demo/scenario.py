@@ -18,7 +18,9 @@ Main agent scripts, chosen by words in the user's prompt:
 - ``model error``: the server answers the request with HTTP 400 (a failing model).
 
 Subagents follow the script their prompt names (primes or π); each thinks aloud, asks for
-approval of its code, and reports a number the main agent quotes.
+approval of its code, and reports a number the main agent quotes. A subagent whose last call
+was rejected with a reason (the reason comes back as the call's result) stops and answers by
+quoting that result, so a person sees the reason reached the model.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
     conversation = _read(request)
     prompt = conversation.prompt.lower()
     if not conversation.is_main:
+        rejection = _rejection(conversation)
+        if rejection is not None:
+            return Reply(reasoning="The user rejected my call and said why.", text=f"I stopped: {rejection}")
         if "pi" in re.findall(r"[a-z]+", prompt):
             return _pi_subagent(conversation)
         if "prime" in prompt:
@@ -128,6 +133,14 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
     return ""
+
+
+def _rejection(c: _Conversation) -> str | None:
+    """The last tool result, when it says the user rejected the call (with a reason, or the model would not see it)."""
+    last = c.results[-1] if c.results and c.step > 0 else ""
+    if "reject" not in last.lower() or _result_value(last) is not None:
+        return None
+    return " ".join(last.split())[:300]
 
 
 def _result_value(text: str) -> str | None:

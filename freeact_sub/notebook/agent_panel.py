@@ -244,7 +244,10 @@ class AgentPanel(widgets.VBox):
             on_always=self.always_approve,
         )
         self.calls[request.tool_call_id] = call
-        self._append(call)
+        if request.source == "code" and (cell := self.calls.get(request.cell_call_id or "")):
+            cell.attach_subagent(call)  # an MCP call made by a cell's code is shown inside that cell
+        else:
+            self._append(call)
 
     def _add_refused_call(self, event: ToolOutput) -> CallView:
         call = CallView(tool_name=event.tool_name, tool_call_id=event.tool_call_id)

@@ -43,6 +43,10 @@ class AgentView:
     keeps a static copy of the transcript, which is what a notebook reopened without a kernel
     shows. An agent that a re-run cell replaces (no name of the notebook holds it or a view of
     it any more) is stopped, and the cell says so.
+
+    On an agent that resumed a saved session (`Agent(config, session="<id>")`), the first run
+    shows the earlier turns above it, collapsed. `view.transcript(agent_id)` opens the saved
+    transcript of any agent of the session, a finished subagent's say.
     """
 
     def __init__(self, agent: Agent, *, auto_approve: bool | None = None) -> None:
@@ -60,6 +64,7 @@ class AgentView:
         self._loop_thread: int | None = None
         self._static_id: str | None = None
         self._static: dict[str, str] | None = None
+        self._earlier_shown = False
         _replaced.watch()
 
     def __repr__(self) -> str:
@@ -71,7 +76,8 @@ class AgentView:
         from IPython.display import display
 
         if self.panel is None:
-            display({"text/plain": repr(self)}, raw=True)
+            earlier = self.earlier_turns()
+            display(earlier if earlier is not None else {"text/plain": repr(self)}, raw=earlier is None)
             return
         display(self.panel)
         display(self._static_bundle(), raw=True, display_id=self._static_id)
@@ -122,6 +128,10 @@ class AgentView:
         self.events = []
         self._static = None
         self._static_id = f"freeact-static-{uuid.uuid4().hex}"
+        if not self._earlier_shown:
+            self._earlier_shown = True
+            if (earlier := self.earlier_turns()) is not None:
+                display(earlier)
         display(panel)
         if _in_ipython():
             display(self._static_bundle(), raw=True, display_id=self._static_id)
@@ -129,6 +139,36 @@ class AgentView:
         task.add_done_callback(_retrieve)
         self._task = task
         return task
+
+    def earlier_turns(self) -> Any:
+        """The agent's saved turns (collapsed), or None if its session has none yet or it saves no session."""
+        saved = self._saved_session()
+        if saved is None:
+            return None
+        from .saved import earlier_turns
+
+        return earlier_turns(saved, self.agent.agent_id)
+
+    def transcript(self, agent_id: str | None = None) -> Any:
+        """The saved transcript of an agent of this agent's session (default: the main agent), as panels."""
+        saved = self._saved_session()
+        if saved is None:
+            raise RuntimeError(f"{self.agent.agent_id} saves no session (AgentConfig.save_sessions is off)")
+        from .saved import transcript_panel
+
+        return transcript_panel(saved, agent_id)
+
+    def _saved_session(self) -> Any:
+        from freeact_sub import SessionError
+        from freeact_sub.sessions import open_session
+
+        if self.agent.session_id is None:
+            return None
+        try:
+            saved = open_session(self.agent.session_id, self.agent.config.working_dir)
+        except SessionError:
+            return None
+        return saved if saved.summary.main_id is not None else None
 
     def stop(self) -> None:
         """Cancel the running turn: its subagents stop and their kernels shut down."""

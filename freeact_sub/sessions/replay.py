@@ -1,9 +1,10 @@
 """A saved transcript as the events a live `stream()` produced, so the same renderers show it.
 
 What a transcript keeps is what the model saw: prompts, thinking, text, tool calls and their
-results. Streamed chunks are not kept (their complete forms are), cell output is the text the
-model received, and a `task` call's child is replayed from its own transcript, framed by
-`SubagentStarted` / `SubagentFinished` as it was live. A user prompt, which a live stream does
+results. Streamed text chunks are not kept (their complete forms are); a cell's output is the
+text the model received, replayed as one chunk and the complete output; a `task` call's child
+is replayed from its own transcript, framed by `SubagentStarted` / `SubagentFinished` as it
+was live. A user prompt, which a live stream does
 not repeat, becomes a `UserPrompt` event.
 """
 
@@ -22,6 +23,7 @@ from ..events import (
     AgentEvent,
     ApprovalRequest,
     CodeExecutionOutput,
+    CodeExecutionOutputChunk,
     Response,
     SubagentFinished,
     SubagentStarted,
@@ -184,7 +186,10 @@ def _result(
     if tool_name == "execute_ipython_cell":
         text = "" if content == _NOTHING_PRINTED else content
         images = tuple(Path(found) for found in _IMAGE.findall(text))
-        return [CodeExecutionOutput(agent_id=agent_id, text=text, images=images, tool_call_id=call_id)]
+        output = CodeExecutionOutput(agent_id=agent_id, text=text, images=images, tool_call_id=call_id)
+        if not text:
+            return [output]
+        return [CodeExecutionOutputChunk(agent_id=agent_id, text=text, tool_call_id=call_id), output]
     events: list[AgentEvent] = []
     child = children.get(call_id) if tool_name == "task" else None
     if child is not None:

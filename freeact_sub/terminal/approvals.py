@@ -1,82 +1,241 @@
-"""Approval questions, asked one at a time in arrival order, each naming its agent.
+"""Approval questions from parallel agents: a short numbered list, answered in any order.
 
-Requests from parallel agents arrive interleaved in the one event stream. The stream consumer
-only queues them; this desk runs in a task of its own, so output keeps rendering while a
-question waits for a key. Answers: y (yes), n (no), a (always for this agent), A (always, for
-every agent, for the rest of the session).
+Requests arrive interleaved in the one event stream. The stream consumer only hands them to
+this desk; the desk keeps the undecided ones in arrival order and shows them at the bottom of
+the live view. One question is selected: the oldest, unless the person picks another with its
+number (1–9), Tab or Shift-Tab. Keys answer the selected question: y (yes), n (no: then an optional
+one-line reason for the model, Enter alone rejects without one, Esc goes back), a (always for
+this agent), A (always, for every agent, for the rest of the session). With one question
+waiting, the view is the single line it has always been.
+
+The desk outlives a turn: `submit()` may be called at any time (e.g. a background subagent's
+request while no turn runs), and `press()` takes one key from whatever reads the keyboard —
+`run()` reads them from a `KeyReader`, another front end can call `press()` itself.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
+import json
+from dataclasses import dataclass
 
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from freeact_sub import ApprovalPolicy, ApprovalRequest
 
-from .keys import KeyReader
+from .keys import BACK_TAB, ESCAPE, KeyReader
 from .palette import Palette
 from .render import Renderer
 
 __all__ = ["ApprovalDesk"]
+
+MAX_LISTED = 9
+"""How many questions the list shows and numbers (one key each); later ones wait below a count."""
 
 _QUESTIONS = {
     "execute_ipython_cell": "Run this code?",
     "task": "Start this subagent?",
     "reset_kernel": "Reset the kernel?",
 }
+_ENTER = ("\r", "\n")
+_BACKSPACE = ("\x7f", "\b")
+_CLEAR_LINE = "\x15"  # Ctrl-U
+_SUMMARY_CHARS = 60
+
+
+@dataclass
+class _Reason:
+    """A rejection reason being typed for one request."""
+
+    request: ApprovalRequest
+    text: str = ""
 
 
 class ApprovalDesk:
-    """Queues undecided requests and asks the person about each in turn."""
+    """Holds the undecided requests and decides them from the person's keys."""
 
-    def __init__(self, renderer: Renderer, palette: Palette, policy: ApprovalPolicy, keys: KeyReader | None) -> None:
+    def __init__(self, renderer: Renderer, palette: Palette, policy: ApprovalPolicy) -> None:
         self._renderer = renderer
         self._palette = palette
         self._policy = policy
-        self._keys = keys
-        self._pending: deque[ApprovalRequest] = deque()
-        self._arrived = asyncio.Event()
-        self.question: Text | None = None
-        """The question waiting for a key right now (shown at the bottom of the live view)."""
+        self._requests: list[ApprovalRequest] = []
+        self._selected: ApprovalRequest | None = None
+        self._reason: _Reason | None = None
+        self._nobody_answers = False
 
-    def submit(self, request: ApprovalRequest) -> None:
-        """Queue a request that needs a decision."""
-        self._pending.append(request)
-        self._arrived.set()
+    # -- what is waiting ------------------------------------------------------------------
+
+    @property
+    def pending(self) -> list[ApprovalRequest]:
+        """The undecided requests in arrival order (a request decided elsewhere, e.g. by a cancel, drops out)."""
+        self._requests = [r for r in self._requests if not r.decided]
+        return list(self._requests)
 
     @property
     def waiting(self) -> int:
-        return len(self._pending) + (1 if self.question is not None else 0)
+        """How many requests wait for a decision."""
+        return len(self.pending)
 
-    async def run(self) -> None:
-        """Ask about queued requests until cancelled."""
+    @property
+    def selected(self) -> ApprovalRequest | None:
+        """The request the next answer key decides: the one picked, else the oldest."""
+        pending = self.pending[:MAX_LISTED]
+        if self._selected not in pending:
+            self._selected = pending[0] if pending else None
+        return self._selected
+
+    # -- input ----------------------------------------------------------------------------
+
+    def submit(self, request: ApprovalRequest) -> None:
+        """Take a request that needs a decision and show what it would do."""
+        if request.decided:
+            return
+        if self._policy.is_approved(request.agent_id):
+            self._approve_standing(request)
+            return
+        if self._nobody_answers:
+            self._decide(request, "n")
+            return
+        self._renderer.show_request(request)
+        self._requests.append(request)
+
+    def press(self, key: str) -> bool:
+        """Handle one key; returns whether it decided a request. An empty string means input has ended."""
+        if key == "":
+            self.close_input()
+            return True
+        request = self.selected
+        if request is None:
+            return False  # typed while nothing was asked: not an answer to a later question
+        if self._reason is not None and self._reason.request is request:
+            return self._type_reason(key)
+        self._reason = None
+        if key in ("\t", BACK_TAB):
+            pending = self.pending[:MAX_LISTED]
+            step = 1 if key == "\t" else -1
+            self._selected = pending[(pending.index(request) + step) % len(pending)]
+        elif key.isdigit() and 1 <= int(key) <= min(len(self.pending), MAX_LISTED):
+            self._selected = self.pending[int(key) - 1]
+        elif key in ("y", "Y", "a", "A"):
+            self._decide(request, key if key in ("a", "A") else "y")
+            return True
+        elif key in ("n", "N"):
+            self._reason = _Reason(request)
+        return False
+
+    def close_input(self) -> None:
+        """Nobody can answer any more (stdin ended, or there is no terminal): reject what waits and what comes."""
+        self._nobody_answers = True
+        self._reason = None
+        for request in self.pending:
+            self._decide(request, "n")
+
+    async def run(self, keys: KeyReader | None) -> None:
+        """Answer requests with keys from `keys` until cancelled; without keys, reject every request."""
+        if keys is None:
+            self.close_input()  # the CLI refuses to start without a terminal unless everything is auto-approved
+            return
         while True:
-            while not self._pending:
-                self._arrived.clear()
-                await self._arrived.wait()
-            request = self._pending.popleft()
-            if request.decided:
-                continue
-            if self._policy.is_approved(request.agent_id):
-                self._approve_standing(request)
-                continue
-            self._renderer.show_request(request)
-            try:
-                answer = await self._ask(request)
-            finally:
-                self.question = None
-                self._renderer.refresh()  # the answered question leaves the screen before the decision is printed
-            self._decide(request, answer)
+            key = await keys.get()
+            if key == "":
+                self.close_input()  # stdin ended: nobody can answer
+                return
+            if self.press(key):
+                keys.discard_typed_ahead()  # a double-pressed key must not answer the next question
+            self._renderer.refresh()  # a selection or a typed reason shows at once
 
-    async def _ask(self, request: ApprovalRequest) -> str:
-        if self._keys is None:
-            return "n"  # the CLI refuses to start without a terminal unless everything is auto-approved
+    def _type_reason(self, key: str) -> bool:
+        assert self._reason is not None
+        if key in _ENTER:
+            request, reason = self._reason.request, self._reason.text.strip()
+            self._reason = None
+            self._decide(request, "n", reason or None)
+            return True
+        if key == ESCAPE:
+            self._reason = None
+        elif key in _BACKSPACE:
+            self._reason.text = self._reason.text[:-1]
+        elif key == _CLEAR_LINE:
+            self._reason.text = ""
+        elif key.isprintable():
+            self._reason.text += key
+        return False
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def _decide(self, request: ApprovalRequest, answer: str, reason: str | None = None) -> None:
         agent = request.agent_id
-        self.question = Text.assemble(
-            self._palette.tag(agent),
-            f" {_QUESTIONS.get(request.tool_name, f'Call {request.tool_name}?')}  ",
+        if answer == "n":
+            request.reject(reason)
+        else:
+            request.approve(True)
+        if answer == "a":
+            self._policy.always(agent)
+        elif answer == "A":
+            self._policy.always_all()
+        # waiting requests a new standing decision covers run at once, in arrival order
+        covered = [r for r in self.pending if self._policy.is_approved(r.agent_id)] if answer in ("a", "A") else []
+        for waiting in covered:
+            waiting.approve(True)
+        # the answered questions leave the live view before the decisions are printed above it (printing
+        # during a live view repeats its last frame below the new lines)
+        self._renderer.refresh()
+        if answer == "n":
+            text = f"rejected, the model is told: {reason}" if reason else "rejected"
+            self._renderer.show_decision(request, text, approved=False, goes_on=reason is not None)
+        else:
+            text = {
+                "a": f"approved, and always for {agent} from now on",
+                "A": "approved, and always for every agent from now on",
+            }.get(answer, "approved")
+            self._renderer.show_decision(request, text, approved=True)
+        for waiting in covered:
+            self._renderer.show_request(waiting, note="auto-approved (standing decision)")
+
+    def _approve_standing(self, request: ApprovalRequest) -> None:
+        request.approve(True)
+        self._renderer.show_request(request, note="auto-approved (standing decision)")
+
+    # -- the view -------------------------------------------------------------------------
+
+    def view(self) -> RenderableType | None:
+        """The waiting questions for the bottom of the live view; None when nothing waits."""
+        selected = self.selected
+        if selected is None:
+            return None
+        pending = self.pending
+        if len(pending) == 1:
+            return self._line(selected, selected=True)
+        listed = pending[:MAX_LISTED]
+        header = Text(
+            f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it", style="bold"
+        )
+        rows: list[RenderableType] = [header]
+        for number, request in enumerate(listed, start=1):
+            chosen = request is selected
+            prefix = Text.assemble(("›" if chosen else " ", "bold"), f" {number} ")
+            rows.append(Text.assemble(prefix, self._line(request, selected=chosen)))
+        if len(pending) > len(listed):
+            rows.append(Text(f"    … and {len(pending) - len(listed)} more after these", style="dim"))
+        return Group(*rows)
+
+    def _line(self, request: ApprovalRequest, *, selected: bool) -> Text:
+        agent = request.agent_id
+        question = _QUESTIONS.get(request.tool_name, f"Call {request.tool_name}?")
+        line = Text.assemble(self._palette.tag(agent), " ")
+        if not selected:
+            return Text.assemble(line, question, "  ", (_summary(request), "dim"))
+        if self._reason is not None and self._reason.request is request:
+            return Text.assemble(
+                line,
+                ("Reject. Reason for the model", "bold"),
+                " (Enter alone rejects without one, Esc goes back): ",
+                self._reason.text,
+                ("▏", "blink"),
+            )
+        return Text.assemble(
+            line,
+            f"{question}  ",
             ("[y]", "bold"),
             "es  ",
             ("[n]", "bold"),
@@ -88,35 +247,16 @@ class ApprovalDesk:
             ("[A]", "bold"),
             "ll agents",
         )
-        self._keys.discard_typed_ahead()
-        while True:
-            key = await self._keys.get()
-            if key in ("y", "Y", "n", "N", "a", "A"):
-                return key if key in ("a", "A") else key.lower()
-            if key == "":
-                return "n"  # stdin ended: nobody can answer
 
-    def _decide(self, request: ApprovalRequest, answer: str) -> None:
-        agent = request.agent_id
-        if answer == "n":
-            request.approve(False)
-            self._renderer.show_decision(request, "rejected", approved=False)
-            return
-        request.approve(True)
-        if answer == "a":
-            self._policy.always(agent)
-            self._renderer.show_decision(request, f"approved, and always for {agent} from now on", approved=True)
-        elif answer == "A":
-            self._policy.always_all()
-            self._renderer.show_decision(request, "approved, and always for every agent from now on", approved=True)
-        else:
-            self._renderer.show_decision(request, "approved", approved=True)
-        if answer in ("a", "A"):
-            # queued requests the new standing decision covers run at once, in arrival order
-            for queued in [r for r in self._pending if self._policy.is_approved(r.agent_id)]:
-                self._pending.remove(queued)
-                self._approve_standing(queued)
 
-    def _approve_standing(self, request: ApprovalRequest) -> None:
-        request.approve(True)
-        self._renderer.show_request(request, note="auto-approved (standing decision)")
+def _summary(request: ApprovalRequest) -> str:
+    """The call in a few words: its first line of code, the subagent's prompt, or the arguments."""
+    if request.code is not None:
+        lines = [line for line in request.code.strip().splitlines() if line.strip()]
+        text = lines[0] if lines else ""
+    elif request.tool_name == "task":
+        text = str(request.tool_args.get("prompt", ""))
+    else:
+        text = json.dumps(request.tool_args, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"

@@ -42,12 +42,18 @@ def banner(
     mcp_tools = [name for name in agent.tool_names if name not in _BUILTIN_TOOLS]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
+    if agent.session_id is not None:
+        grid.add_row("session", Text.assemble(agent.session_id, (" · saved as it goes; freeact-sub --resume", "dim")))
     if config.auto_approve or agent.approvals.everything:
         grid.add_row(
             "approvals", Text("AUTO-APPROVE: every action of every agent runs without asking", style="bold red")
         )
     else:
-        grid.add_row("approvals", "asked for every action: y yes · n no · a always for that agent · A all agents")
+        grid.add_row(
+            "approvals",
+            "asked for every action: y yes · n no (then a reason, or Enter) · a always for that agent · A all agents"
+            " · 1–9 or Tab picks among several",
+        )
     if not one_shot:
         grid.add_row("keys", "Enter sends · Alt-Enter or Ctrl-J new line · Ctrl-C cancels a turn · Ctrl-D exits")
         if demo is not None:

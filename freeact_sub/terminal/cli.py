@@ -69,12 +69,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="run every action of every agent without asking (also FREEACT_SUB_AUTO_APPROVE=1)",
     )
     parser.add_argument("--demo", action="store_true", help="offline demo: a scripted model, real kernels and MCP")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="ID",
+        help="continue a saved session (default: the one used last); list them with: freeact-sub sessions",
+    )
     parser.add_argument("--version", action="version", version=f"freeact-sub {__version__}")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sessions"]:
+        from .sessions_cmd import sessions_main
+
+        return sessions_main(argv[1:])
     args = build_parser().parse_args(argv)
     runner = _Runner(args)
     try:
@@ -143,10 +155,13 @@ class _Runner:
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
 
-        from freeact_sub import Agent
+        from freeact_sub import Agent, SessionError
 
         console = Console(stderr=one_shot)
-        agent = Agent(config)
+        try:
+            agent = Agent(config, session=args.resume)
+        except SessionError as exc:
+            raise UsageError(str(exc)) from None
         try:
             with console.status("Starting the kernel and MCP servers …", spinner="dots"):
                 await agent.start()
@@ -169,6 +184,8 @@ class _Runner:
         args = self.args
         session = Session(agent, console, ask_keys=sys.stdin.isatty(), show_final=args.prompt is None)
         console.print(banner(agent, config, session.palette, demo=self.demo, one_shot=args.prompt is not None))
+        if args.resume is not None and agent.session_id is not None:
+            _show_resumed(console, agent.session_id, config.working_dir, agent.agent_id)
         if args.prompt is None:
             from .prompt import PromptReader
 
@@ -187,6 +204,20 @@ class _Runner:
             print(f"freeact-sub: {reason}", file=sys.stderr)
             return EXIT_FAILED
         return EXIT_OK
+
+
+def _show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: str) -> None:
+    """The last turn of a resumed session, printed as it was shown live, and what resuming means."""
+    from rich.text import Text
+
+    from freeact_sub.sessions import open_session
+
+    from .sessions_cmd import print_transcript
+
+    print_transcript(console, open_session(session_id, working_dir), agent_id, last_turns=1)
+    console.print()
+    console.print(Text(f"Resumed session {session_id}. The conversation goes on; the kernel is new "
+                       "(earlier variables are gone, files remain).", style="yellow"))
 
 
 def _working_dir(flag: str | None) -> Path:

@@ -133,7 +133,12 @@ class Renderer:
         if note:
             self.board.set_state(agent, _running_state(request))
         colour = self.palette.colour(agent)
-        title = Text.assemble(Text(request.tool_name, style="bold"), Text(f"  {note}", style="dim") if note else "")
+        origin = "  from code in its cell" if request.source == "code" else ""
+        title = Text.assemble(
+            Text(request.tool_name, style="bold"),
+            Text(origin, style="italic"),
+            Text(f"  {note}", style="dim") if note else "",
+        )
         body: RenderableType
         if request.code is not None:
             body = Syntax(request.code, "python", theme="monokai", word_wrap=True, background_color="default")
@@ -145,13 +150,14 @@ class Renderer:
         panel = Panel(body, title=title, title_align="left", border_style=colour, padding=(0, 1))
         self._row(agent, Text("→", style=colour), panel)
 
-    def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool) -> None:
+    def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool, goes_on: bool = False) -> None:
+        """Print how a request was decided; `goes_on` says a rejected agent continues (it was given a reason)."""
         mark = Text("✓" if approved else "✗", style="green" if approved else "red")
         self._row(request.agent_id, mark, Text(text, style="green" if approved else "red"))
         if approved:
             self.board.set_state(request.agent_id, _running_state(request))
         else:
-            self.board.set_state(request.agent_id, "rejected")
+            self.board.set_state(request.agent_id, "thinking" if goes_on else "rejected")
 
     def refresh(self) -> None:
         """Redraw the live view now (e.g. right after its question was answered)."""
@@ -256,7 +262,7 @@ class Renderer:
             Text(output.tool_name, style="bold"), Text(" → ", style="dim"), Text("\n".join(lines), style=style)
         )
         self._row(agent, Text("←", style="red" if output.is_error else self.palette.colour(agent)), body)
-        self.board.set_state(agent, "thinking")
+        self.board.set_state(agent, "running code" if output.source == "code" else "thinking")
 
 
 def _running_state(request: ApprovalRequest) -> str:

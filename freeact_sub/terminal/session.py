@@ -1,8 +1,10 @@
 """One terminal session: run turns, render their events, ask approvals, cancel on Ctrl-C.
 
 During a turn two tasks share the event loop: this one consumes `Agent.stream()` and renders
-each event; the approval desk asks the queued questions one at a time. A live view at the
-bottom of the screen shows text still streaming, the subagents' status and the open question.
+each event; the approval desk takes the person's keys and decides the waiting questions, in
+whatever order the person picks. A live view at the bottom of the screen shows text still
+streaming, the subagents' status and the waiting questions. The desk belongs to the session,
+not to a turn, so it can also take requests that arrive between turns.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Session:
         self.board = SubagentBoard(self.palette)
         self.renderer = Renderer(console, self.palette, self.board, main_id=agent.agent_id, show_final=show_final)
         self._ask_keys = ask_keys
+        self.desk = ApprovalDesk(self.renderer, self.palette, agent.approvals)
         self._cancelling = False
         self._spinner = Spinner("dots", style="dim")
         self._turn_started = 0.0
@@ -62,7 +65,7 @@ class Session:
         """Run one turn to its end (answered, rejected, cancelled with Ctrl-C, or failed)."""
         main = self.agent.agent_id
         keys = KeyReader() if self._ask_keys else None
-        desk = ApprovalDesk(self.renderer, self.palette, self.agent.approvals, keys)
+        desk = self.desk
         self.board.clear()
         self.renderer.reset()
         self._cancelling = False
@@ -75,7 +78,7 @@ class Session:
                 stack.enter_context(keys)
             stack.enter_context(self._ctrl_c_cancels())
             stack.enter_context(self._live(desk))
-            asker = asyncio.create_task(desk.run(), name="approvals")
+            asker = asyncio.create_task(desk.run(keys), name="approvals")
             asker.add_done_callback(self._desk_ended)
             try:
                 async for event in self.agent.stream(prompt):
@@ -117,7 +120,7 @@ class Session:
     # -- during a turn --------------------------------------------------------------------
 
     def _desk_ended(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled():
+        if not task.cancelled() and task.exception() is not None:
             self.agent.cancel()  # the desk ends on its own only if it crashed: stop the turn, then re-raise
 
     @contextlib.contextmanager
@@ -179,6 +182,7 @@ class Session:
         waiting = f" · {desk.waiting} waiting for approval" if desk.waiting else ""
         self._spinner.update(text=Text(f"{what} · {elapsed:.0f} s{waiting} · Ctrl-C cancels the turn", style="dim"))
         parts.append(self._spinner)
-        if desk.question is not None:
-            parts.append(desk.question)
+        questions = desk.view()
+        if questions is not None:
+            parts.append(questions)
         return Group(*parts)

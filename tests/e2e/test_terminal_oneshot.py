@@ -53,7 +53,8 @@ def test_one_shot_exits_non_zero_when_the_model_fails(workdir: Path) -> None:
     assert processes_in(workdir) == []
 
 
-@pytest.mark.parametrize(("key", "code", "answer"), [("y", 0, "5050"), ("n", 1, "rejected")])
+# "n" then Enter: a rejection without a reason, which ends the turn
+@pytest.mark.parametrize(("key", "code", "answer"), [("y", 0, "5050"), ("n\r", 1, "rejected")])
 def test_one_shot_in_a_terminal_asks_and_reports_the_outcome(workdir: Path, key: str, code: int, answer: str) -> None:
     term = Terminal("--demo", "-p", "one cell", cwd=workdir)
     try:

@@ -39,7 +39,7 @@ def _ready(term: Terminal) -> str:
 
 
 def _approve(term: Terminal, agent: str, question: str, key: str = "y") -> None:
-    term.expect(rf"\[{agent}\] {re.escape(question)}")
+    term.expect(rf"\[{agent}\] {re.escape(question)}  \[y\]es")  # selected: the keys answer it
     term.send(key)
     term.expect(rf"{agent} +(✓ approved|✗ rejected)")
 
@@ -65,7 +65,7 @@ def _tour(
     pending = sum(len(tools) for tools in answers.values())
     asked_first = None
     for _ in range(pending):
-        asked = term.expect(rf"\[({AGENT})\] (Run this code\?|Call demo_constant\?)")
+        asked = term.expect(rf"\[({AGENT})\] (Run this code\?|Call demo_constant\?)  \[y\]es")  # the selected one
         agent, tool = asked.group(1), "cell" if asked.group(2).startswith("Run") else "mcp"
         asked_first = asked_first or agent
         if output_while_asking and agent != asked_first:
@@ -124,7 +124,7 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     assert len({next(iter(s)) for s in colours.values()}) == 3
 
     # a second tour: the other answers, and new subagents start without standing decisions
-    second = _tour(term, main, {PRIMES: {"cell": "n"}, PI: {"mcp": "y", "cell": "y"}})
+    second = _tour(term, main, {PRIMES: {"cell": "n\r"}, PI: {"mcp": "y", "cell": "y"}})  # n, Enter: no reason
     assert set(second.values()).isdisjoint(first.values())
     after = term.text[len(screen) :]
     assert re.search(rf"{second[PRIMES]} +✗ rejected", after)
@@ -144,6 +144,52 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     term.expect(r"you ›")
 
     term.send("\x04")  # Ctrl-D at the empty prompt exits
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
+def test_the_person_answers_the_second_question_first_and_rejects_the_first_with_a_reason(
+    demo: Terminal, workdir: Path
+) -> None:
+    term, main = demo, _ready(demo)
+    term.send("show me what you can do\r")
+    _approve(term, main, "Run this code?")
+    _approve(term, main, "Start this subagent?")
+    _approve(term, main, "Start this subagent?")
+
+    # both subagents wait at once: a numbered list, the oldest question selected
+    question = r"(Run this code\?|Call demo_constant\?)"
+    listed = term.expect(
+        rf"2 questions wait · 1–2 or Tab picks one, y/n/a/A answers it *\n"
+        rf"› 1 \[({AGENT})\] {question}  \[y\]es.*\n"
+        rf"  2 \[({AGENT})\] {question}  "
+    )
+    first, first_question, second, second_question = listed.groups()
+    term.send("2")
+    term.expect(rf"  1 \[{first}\] .*\n› 2 \[{second}\] {re.escape(second_question)}  \[y\]es")
+    term.send("y")
+    term.expect(rf"{second} +✓ approved")
+
+    # the second agent runs while the first still waits
+    if second_question.startswith("Run"):
+        term.expect(rf"{second} +│ RESULT: ")
+    else:
+        term.expect(rf"{second} +← demo_constant → 3\.14")
+    term.wait_for(rf"\[{first}\] {re.escape(first_question)}  \[y\]es", since=term.position)
+    assert not re.search(rf"{first} +[✓✗]", term.text)
+
+    # n asks for a reason; the rejected agent's model receives it and goes on
+    term.send("n")
+    term.expect(rf"\[{first}\] Reject\. Reason for the model \(Enter alone rejects without one, Esc goes back\)")
+    term.send("use the math module\r")
+    term.expect(rf"{first} +✗ rejected, the model is told: use the math module")
+    term.wait_for(rf"{first} +› I stopped: .*use the math module", since=term.position)
+    if second_question.startswith("Call"):  # the π subagent goes on to its simulation
+        _approve(term, second, "Run this code?")
+    term.expect(rf"{main} +› Results")
+    term.expect(r"you ›")
+
+    term.send("\x04")
     assert term.wait_exit() == 0
     assert processes_in(workdir) == []
 

@@ -1,10 +1,11 @@
-"""The approval desk: one question at a time, in arrival order, answered by keys from a real pseudo-terminal."""
+"""The approval desk: waiting questions as a numbered list, answered in any order by keys from a real pty."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -30,9 +31,24 @@ class Desk:
     def type(self, keys: bytes) -> None:
         os.write(self.keyboard, keys)
 
+    @property
+    def screen(self) -> str:
+        """The questions as the live view shows them."""
+        view = self.desk.view()
+        if view is None:
+            return ""
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(view)
+        return console.export_text()
+
     async def asked(self, agent_id: str) -> None:
-        while self.desk.question is None or f"[{agent_id}]" not in self.desk.question.plain:  # noqa: ASYNC110
+        """Wait until the selected question (the one with the answer keys) is `agent_id`'s."""
+        while f"[{agent_id}] " not in self.selected_line:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
+
+    @property
+    def selected_line(self) -> str:
+        return next((line for line in self.screen.splitlines() if "[y]es" in line or "Reason" in line), "")
 
 
 @pytest.fixture
@@ -44,8 +60,8 @@ async def desk() -> AsyncIterator[Desk]:
     policy = ApprovalPolicy()
     try:
         with KeyReader(slave) as keys:
-            desk = ApprovalDesk(renderer, palette, policy, keys)
-            task = asyncio.create_task(desk.run())
+            desk = ApprovalDesk(renderer, palette, policy)
+            task = asyncio.create_task(desk.run(keys))
             yield Desk(desk, policy, output, master)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -61,20 +77,21 @@ def _request(agent_id: str, code: str) -> ApprovalRequest:
     )
 
 
-async def test_questions_come_in_arrival_order_and_always_covers_that_agents_queued_requests(desk: Desk) -> None:
+async def test_the_oldest_question_is_selected_and_always_covers_that_agents_waiting_requests(desk: Desk) -> None:
     first_a, first_b, second_a = _request("agent-aaaa", "1"), _request("agent-bbbb", "2"), _request("agent-aaaa", "3")
     for request in (first_a, first_b, second_a):
         desk.desk.submit(request)
     await desk.asked("agent-aaaa")
-    assert "Run this code?" in desk.desk.question.plain and "[a]lways for agent-aaaa" in desk.desk.question.plain
+    assert "Run this code?" in desk.selected_line and "[a]lways for agent-aaaa" in desk.selected_line
     desk.type(b"a")
     assert await first_a.approved() is True
     assert await second_a.approved() is True  # queued behind agent-bbbb's request, approved at once by "always"
     assert not first_b.decided
     assert desk.policy.is_approved("agent-aaaa") and not desk.policy.is_approved("agent-bbbb")
     await desk.asked("agent-bbbb")
-    desk.type(b"n")
+    desk.type(b"n\r")  # n, then Enter without a reason: a bare rejection
     assert await first_b.approved() is False
+    assert first_b.reason is None
     shown = desk.output.getvalue()
     assert "auto-approved (standing decision)" in shown and "rejected" in shown
 
@@ -105,3 +122,153 @@ async def test_keys_typed_before_the_question_and_escape_sequences_are_not_answe
     desk.type(b"y")
     assert await request.approved() is True
     assert not desk.policy.everything
+
+
+async def test_one_question_is_one_line_and_several_are_a_numbered_list(desk: Desk) -> None:
+    first = _request("agent-aaaa", "x = 1\nprint(x)")
+    desk.desk.submit(first)
+    await desk.asked("agent-aaaa")
+    assert desk.screen.strip() == "[agent-aaaa] Run this code?  [y]es  [n]o  [a]lways for agent-aaaa  [A]ll agents"
+    desk.desk.submit(_request("agent-bbbb", "\n\nimport math\nmath.pi"))
+    lines = desk.screen.strip().splitlines()
+    assert lines[0] == "2 questions wait · 1–2 or Tab picks one, y/n/a/A answers it"
+    assert lines[1].startswith("› 1 [agent-aaaa] Run this code?  [y]es")
+    assert lines[2] == "  2 [agent-bbbb] Run this code?  import math"  # not selected: what it would run, in brief
+
+
+async def test_the_person_answers_the_second_question_first_and_the_first_still_waits(desk: Desk) -> None:
+    slow, quick = _request("agent-aaaa", "1"), _request("agent-bbbb", "2")
+    desk.desk.submit(slow)
+    desk.desk.submit(quick)
+    await desk.asked("agent-aaaa")
+    desk.type(b"2")
+    await desk.asked("agent-bbbb")
+    desk.type(b"y")
+    assert await quick.approved() is True
+    await asyncio.sleep(0.1)
+    assert not slow.decided
+    assert desk.desk.pending == [slow]
+    assert desk.screen.startswith("[agent-aaaa] Run this code?  [y]es")  # back to the single line
+    # Tab moves the selection along the list, wrapping around
+    third = _request("agent-cccc", "3")
+    desk.desk.submit(third)
+    desk.type(b"\t")
+    await desk.asked("agent-cccc")
+    desk.type(b"\t")
+    await desk.asked("agent-aaaa")
+    desk.type(b"9")  # no question 9: the selection stays
+    desk.type(b"y")
+    assert await slow.approved() is True
+    assert not third.decided
+    decisions = re.findall(r"(agent-\w+) +✓ approved", desk.output.getvalue())
+    assert decisions == ["agent-bbbb", "agent-aaaa"]
+
+
+async def test_a_new_question_does_not_take_the_selection_away(desk: Desk) -> None:
+    first, second = _request("agent-aaaa", "1"), _request("agent-bbbb", "2")
+    desk.desk.submit(first)
+    desk.desk.submit(second)
+    desk.type(b"2")
+    await desk.asked("agent-bbbb")
+    desk.desk.submit(_request("agent-cccc", "3"))  # arrives just before the person presses y
+    desk.type(b"y")
+    assert await second.approved() is True
+    assert not first.decided
+
+
+async def test_n_asks_for_a_reason_that_the_rejection_carries(desk: Desk) -> None:
+    request = _request("agent-aaaa", "import os; os.system('ls')")
+    desk.desk.submit(request)
+    await desk.asked("agent-aaaa")
+    desk.type(b"n")
+    while "Reason for the model" not in desk.selected_line:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    desk.type("use pathlib, not os.systemX\x7f — schön".encode())  # backspace removes the X
+    while "schön" not in desk.selected_line:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    assert not request.decided
+    desk.type(b"\r")
+    assert await request.approved() is False
+    assert request.reason == "use pathlib, not os.system — schön"
+    shown = desk.output.getvalue()
+    assert re.search(r"agent-aaaa +✗ rejected, the model is told: use pathlib, not os.system — schön", shown)
+
+
+async def test_esc_leaves_the_reason_and_the_keys_answer_again(desk: Desk) -> None:
+    request = _request("agent-aaaa", "1")
+    desk.desk.submit(request)
+    await desk.asked("agent-aaaa")
+    desk.type(b"n")
+    desk.type(b"yx\x7f")  # part of the reason, not an answer; backspace takes the x away
+    while not desk.selected_line.rstrip().endswith("Esc goes back): y▏"):  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    desk.type(b"z\x1b")  # keys and Esc in one read (as a fast typist or tmux sends them)
+    while "[y]es" not in desk.selected_line:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    assert not request.decided
+    desk.type(b"y")
+    assert await request.approved() is True
+
+
+async def test_shift_tab_goes_back_and_other_escape_sequences_are_ignored(desk: Desk) -> None:
+    requests = [_request(agent, agent) for agent in ("agent-aaaa", "agent-bbbb", "agent-cccc")]
+    for request in requests:
+        desk.desk.submit(request)
+    await desk.asked("agent-aaaa")
+    desk.type(b"\x1b[Z")  # Shift-Tab from the first wraps to the last
+    await desk.asked("agent-cccc")
+    desk.type(b"\x1b[1;5A\x1bOB\x1by\x1b[Z")  # Ctrl-Up, Down (SS3), Alt-y, then Shift-Tab: only Shift-Tab counts
+    await desk.asked("agent-bbbb")
+    desk.type(b"y")
+    assert await requests[1].approved() is True
+    assert not requests[0].decided and not requests[2].decided
+
+
+async def test_a_request_decided_elsewhere_leaves_the_list(desk: Desk) -> None:
+    first, second = _request("agent-aaaa", "1"), _request("agent-bbbb", "2")
+    desk.desk.submit(first)
+    desk.desk.submit(second)
+    await desk.asked("agent-aaaa")
+    first.approve(False)  # e.g. the turn was cancelled
+    await desk.asked("agent-bbbb")
+    assert desk.desk.waiting == 1
+    second.approve(True)
+    assert desk.desk.view() is None
+
+
+async def test_when_input_ends_every_waiting_and_later_request_is_rejected() -> None:
+    master, slave = os.openpty()
+    palette = Palette()
+    renderer = Renderer(Console(file=io.StringIO()), palette, SubagentBoard(palette), main_id="agent-0000")
+    desk = ApprovalDesk(renderer, palette, ApprovalPolicy())
+    waiting = _request("agent-aaaa", "1")
+    desk.submit(waiting)
+    try:
+        with KeyReader(slave) as keys:
+            task = asyncio.create_task(desk.run(keys))
+            os.close(master)  # the terminal went away
+            await asyncio.wait_for(task, 5)
+    finally:
+        os.close(slave)
+    assert await waiting.approved() is False
+    later = _request("agent-bbbb", "2")
+    desk.submit(later)
+    assert await later.approved() is False
+
+
+async def test_a_desk_without_a_running_turn_takes_requests_and_keys_from_any_front_end() -> None:
+    palette = Palette()
+    output = io.StringIO()
+    renderer = Renderer(Console(file=output, width=120), palette, SubagentBoard(palette), main_id="agent-0000")
+    desk = ApprovalDesk(renderer, palette, ApprovalPolicy())
+    assert desk.press("y") is False  # nothing asked: a key is not an answer to a later question
+    first, second = _request("agent-aaaa", "1"), _request("agent-bbbb", "2")
+    desk.submit(first)  # e.g. a background subagent while the prompt waits
+    desk.submit(second)
+    assert desk.waiting == 2 and "agent-aaaa" in output.getvalue()  # what it would run is shown on arrival
+    assert desk.press("\t") is False
+    assert desk.selected is second
+    for key in "nno\r":
+        desk.press(key)
+    assert second.decided and second.reason == "no"
+    assert desk.selected is first and not first.decided

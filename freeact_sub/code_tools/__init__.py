@@ -1,0 +1,57 @@
+"""MCP tools as Python functions in an agent's kernel (`from mcptools.<server> import <tool>`).
+
+- `generate`: the sources of the `mcptools` package, one typed function per tool;
+- `kernel_runtime`: the kernel side of a call (copied into the package as `_runtime.py`);
+- `channel`: the private, authenticated Unix socket from one kernel to its agent;
+- `bridge`: `CodeTools`, which ties them to one agent's kernel, MCP sessions and approvals.
+
+`open_code_tools()` and `mcp_prompt()` are what the agent calls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .bridge import Ask, CodeTools, McpToolsMode
+from .generate import PACKAGE
+
+if TYPE_CHECKING:
+    from ..config import AgentConfig
+    from ..kernel import Kernel
+    from ..mcp import McpConnections
+
+__all__ = ["PACKAGE", "Ask", "CodeTools", "McpToolsMode", "mcp_prompt", "open_code_tools"]
+
+
+async def open_code_tools(
+    *, agent_id: str, config: AgentConfig, kernel: Kernel, mcp: McpConnections, ask: Ask
+) -> CodeTools | None:
+    """Start an agent's code tools, or None when its MCP tools are offered only as calls (or it has none)."""
+    if config.mcp_tools == "calls" or not mcp.tools:
+        return None
+    tools = CodeTools(
+        agent_id=agent_id,
+        kernel=kernel,
+        mcp=mcp,
+        ask=ask,
+        root=config.working_dir.resolve() / ".freeact-sub" / PACKAGE / agent_id,
+        call_timeout=config.execution_timeout,
+    )
+    try:
+        await tools.start()
+    except BaseException:
+        await tools.close()
+        raise
+    return tools
+
+
+def mcp_prompt(config: AgentConfig, mcp: McpConnections | None, code_tools: CodeTools | None) -> str:
+    """The system prompt's section on MCP tools ("" without any)."""
+    if mcp is None or not mcp.tools:
+        return ""
+    if code_tools is None:
+        return (
+            "## MCP tools\nTools named `<server>_<tool>` come from MCP servers; call them directly when they "
+            "fit the job."
+        )
+    return code_tools.prompt_section(config.mcp_tools)

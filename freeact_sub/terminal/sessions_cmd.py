@@ -1,0 +1,121 @@
+"""`freeact-sub sessions`: list saved sessions, and show one agent's transcript as the live view showed it.
+
+    freeact-sub sessions                         id, start, status, first prompt, agents, tokens
+    freeact-sub sessions show [ID]               the main agent's transcript, children included
+    freeact-sub sessions show ID --agent agent-3fa2
+
+A transcript is replayed into the events a live run produced and printed by the same
+`Renderer` the live session uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from freeact_sub.sessions import SavedSession
+
+__all__ = ["print_transcript", "sessions_main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="freeact-sub sessions",
+        description="List the saved sessions of a working directory, or show one agent's transcript.",
+        epilog="Resume a session with: freeact-sub --resume [ID]",
+    )
+    parser.add_argument("--working-dir", metavar="DIR", help="whose sessions to read (default: here)")
+    commands = parser.add_subparsers(dest="command", metavar="{list,show}")
+    commands.add_parser("list", help="list the sessions, the one used last first (the default)")
+    show = commands.add_parser("show", help="print a transcript with the live renderer")
+    show.add_argument("session_id", nargs="?", default="latest", metavar="ID", help="a session id (default: latest)")
+    show.add_argument("--agent", metavar="AGENT_ID", help="a subagent's transcript instead of the main agent's")
+    return parser
+
+
+def sessions_main(argv: list[str]) -> int:
+    """Run `freeact-sub sessions …`; returns the exit code."""
+    from rich.console import Console
+
+    from freeact_sub import SessionError
+    from freeact_sub.sessions import list_sessions, open_session
+
+    args = build_parser().parse_args(argv)
+    raw = args.working_dir or os.environ.get("FREEACT_SUB_WORKING_DIR") or os.getcwd()
+    working_dir = Path(raw).expanduser().resolve()
+    console = Console()
+    try:
+        if args.command == "show":
+            saved = open_session(args.session_id, working_dir)
+            agent_id = args.agent or saved.main_id
+            if agent_id not in saved.agents:
+                known = ", ".join(saved.agents)
+                raise SessionError(f"session {saved.session_id} has no agent {agent_id!r} (it has {known})")
+            print_transcript(console, saved, agent_id)
+            return EXIT_OK
+        sessions = list_sessions(working_dir)
+    except SessionError as exc:
+        print(f"freeact-sub: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not sessions:
+        console.print(f"No saved sessions in {working_dir}.", style="dim")
+        return EXIT_OK
+    console.print(_table(sessions))
+    return EXIT_OK
+
+
+def _table(sessions: list[SavedSession]) -> object:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("id", "started", "status", "first prompt", "agents", "tokens"):
+        table.add_column(column, no_wrap=column != "first prompt", overflow="ellipsis",
+                         justify="right" if column in ("agents", "tokens") else "left")
+    for saved in sessions:
+        main = saved.agents.get(saved.summary.main_id or "")
+        status = "in use" if saved.in_use else (main.status if main else "empty")
+        started = (saved.created or "").replace("T", " ").removesuffix("+00:00")
+        first = saved.first_prompt.strip().splitlines()[0] if saved.first_prompt.strip() else ""
+        table.add_row(saved.session_id, started, status, first[:80], str(len(saved.agents)), f"{saved.total_tokens:,}")
+    return table
+
+
+def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, last_turns: int | None = None) -> None:
+    """Print an agent's transcript (its children inline) with the live renderer; `last_turns` keeps only the last N."""
+    from rich.text import Text
+
+    from freeact_sub import ApprovalRequest
+    from freeact_sub.sessions import UserPrompt
+
+    from .palette import Palette
+    from .render import Renderer
+    from .status import SubagentBoard
+
+    palette = Palette()
+    palette.colour(agent_id)
+    renderer = Renderer(console, palette, SubagentBoard(palette), main_id=agent_id, show_final=True)
+    events = saved.events(agent_id)
+    if last_turns is not None:
+        starts = [i for i, e in enumerate(events) if isinstance(e, UserPrompt) and e.agent_id == agent_id]
+        if len(starts) > last_turns:
+            skipped = len(starts) - last_turns
+            console.print(Text(f"… {skipped} earlier turn{'s' if skipped != 1 else ''} "
+                               f"(freeact-sub sessions show {saved.session_id})", style="dim"))
+            events = events[starts[-last_turns]:]
+    for event in events:
+        if isinstance(event, UserPrompt):
+            if event.agent_id == agent_id:  # a child's task is shown by its "started" line
+                console.print()
+                console.print(Text.assemble(("you", "bold"), ("  › ", "dim"), event.content))
+        elif isinstance(event, ApprovalRequest):
+            renderer.show_request(event, note="approved" if event.decision else "rejected")
+        else:
+            renderer.handle(event)

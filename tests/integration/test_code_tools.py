@@ -1,0 +1,327 @@
+"""MCP tools called from a cell's code: generated modules, per-call approval per agent, faults, isolation.
+
+Real kernels and real MCP servers (our calc server, `mcp-server-time` from PyPI and
+`@modelcontextprotocol/server-filesystem` from npm); the model is scripted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import pytest_asyncio
+
+from freeact_sub import (
+    Agent,
+    AgentConfig,
+    ApprovalRequest,
+    CodeExecutionOutput,
+    ToolOutput,
+    TurnCancelled,
+)
+from tests.npm_servers import filesystem_server
+from tests.scripting import Call, Router, Script, drive, of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+CALC_SERVER = Path(__file__).parents[1] / "servers" / "calc_server.py"
+CALC = {"command": sys.executable, "args": [str(CALC_SERVER)]}
+TIME = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+
+
+def cell(code: str, call_id: str = "cell") -> Call:
+    return Call("execute_ipython_cell", {"code": code}, id=call_id)
+
+
+def config(script: Script | Router, workdir: Path, servers: dict | None = None, **settings: Any) -> AgentConfig:
+    return AgentConfig(
+        model=script.model,
+        working_dir=workdir,
+        enable_subagents=False,
+        mcp_servers={"calc": CALC} if servers is None else servers,
+        **settings,
+    )
+
+
+def code_requests(events: list) -> list[ApprovalRequest]:
+    return [e for e in of(ApprovalRequest, events) if e.source == "code"]
+
+
+def cell_output(events: list, call_id: str = "cell") -> CodeExecutionOutput:
+    return next(e for e in of(CodeExecutionOutput, events) if e.tool_call_id == call_id)
+
+
+def only_cells(request: ApprovalRequest) -> bool | None:
+    """Approve cells; leave calls from code open (the test decides them)."""
+    return True if request.source == "model" else None
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(tmp_path_factory: pytest.TempPathFactory):
+    """An agent with the calc server and the time server, for tests that do not crash or restart anything."""
+    script = Script()
+    workdir = tmp_path_factory.mktemp("code-tools")
+    async with Agent(config(script, workdir, {"calc": CALC, "time": TIME})) as agent:
+        yield agent, script
+
+
+async def test_tools_are_modules_the_model_can_read_and_the_prompt_says_so(shared) -> None:
+    agent, script = shared
+    package = agent.config.working_dir.resolve() / ".freeact-sub" / "mcptools" / agent.agent_id / "mcptools"
+    source = (package / "calc.py").read_text()
+    assert "def add(*, a: int, b: int) -> int:" in source
+    assert "Add two integers." in source
+    time_source = (package / "time.py").read_text()
+    assert "def get_current_time(*, timezone: str) -> dict[str, Any]:" in time_source
+    assert "IANA timezone name" in time_source  # the argument's description is in the docstring
+    script.reset([cell(f"import os\nprint(sorted(os.listdir({str(package)!r})))")], ["ok"])
+    events = await drive(agent.stream("list the tools"))
+    assert "'calc.py'" in cell_output(events).text and "'time.py'" in cell_output(events).text
+    prompt = agent.system_prompt
+    assert "from mcptools.<module> import <tool>" in prompt and str(package) in prompt
+    assert "`mcptools.calc` (server `calc`): add, echo" in prompt
+    assert "named `<server>_<tool>`" in prompt  # "both": direct calls are offered as well
+    offered = {tool.name for tool in script.infos[0].function_tools}
+    assert "calc_add" in offered
+
+
+async def test_a_loop_of_100_calls_with_a_standing_approval(shared) -> None:
+    agent, script = shared
+    code = "from mcptools.calc import add\ntotal = 0\nfor i in range(100):\n    total = add(a=total, b=i)\nprint(total)"
+    script.reset([cell(code)], ["done"])
+    agent.approvals.always(agent.agent_id)
+    try:
+        events = await drive(agent.stream("sum it"), decide=False)  # nothing may need asking
+    finally:
+        agent.approvals.clear(agent.agent_id)
+    assert cell_output(events).text.strip() == "4950"
+    requests = code_requests(events)
+    assert len(requests) == 100
+    assert all(r.auto_approved and r.agent_id == agent.agent_id and r.cell_call_id == "cell" for r in requests)
+    assert requests[5].tool_name == "calc_add" and requests[5].tool_args == {"a": 10, "b": 5}
+    outputs = [e for e in of(ToolOutput, events) if e.source == "code"]
+    assert len(outputs) == 100 and outputs[-1].content == "4950"
+    assert [o.tool_call_id for o in outputs] == [r.tool_call_id for r in requests]
+    assert "4950" in script.tool_results(1)["cell"]  # the model sees the cell's output, not 100 results
+
+
+async def test_structured_results_come_back_as_python_values(shared) -> None:
+    agent, script = shared
+    code = (
+        "from mcptools.time import get_current_time\nfrom mcptools.calc import echo\n"
+        "now = get_current_time(timezone='UTC')\nprint(type(now).__name__, now['timezone'], repr(echo(text='hi')))"
+    )
+    script.reset([cell(code)], ["done"])
+    events = await drive(agent.stream("time"))
+    assert cell_output(events).text.strip() == "dict UTC 'hi'"
+    assert [r.tool_name for r in code_requests(events)] == ["time_get_current_time", "calc_echo"]
+
+
+async def test_a_rejected_call_raises_in_the_cell_and_the_agent_goes_on(shared) -> None:
+    agent, script = shared
+    code = "from mcptools.calc import echo\necho(text='secret')"
+    script.reset([cell(code), ], ["the call was rejected"])
+    events = await drive(agent.stream("echo"), decide=lambda r: r.source == "model")
+    output = cell_output(events)
+    assert output.status == "error"
+    assert "ToolRejected" in output.text and "calc.echo was not approved" in output.text
+    assert not [e for e in of(ToolOutput, events) if e.source == "code"]  # it never ran
+    assert events[-1].content == "the call was rejected"  # the turn went on: the model got the traceback
+    script.reset([cell("print(1 + 1)", "next")], ["2"])
+    assert cell_output(await drive(agent.stream("go on")), "next").text.strip() == "2"
+
+
+async def test_arguments_that_do_not_fit_the_schema_are_refused_before_approval(shared) -> None:
+    agent, script = shared
+    code = (
+        "import mcptools\nfrom mcptools.calc import add\n"
+        "try:\n    add(a='two', b=2)\nexcept mcptools.ToolArgumentError as error:\n    print('refused:', error)\n"
+        "try:\n    add(a=1)\nexcept TypeError as error:\n    print('python:', error)\n"
+    )
+    script.reset([cell(code)], ["done"])
+    events = await drive(agent.stream("bad"))
+    text = cell_output(events).text
+    assert "refused: Invalid arguments for calc.add:\n- a: 'two' is not of type 'integer'" in text
+    assert "python: add() missing 1 required keyword-only argument: 'b'" in text
+    assert code_requests(events) == []  # nobody was asked
+
+
+async def test_an_error_of_the_tool_raises_tool_error_with_the_servers_message(shared) -> None:
+    agent, script = shared
+    code = (
+        "import mcptools\nfrom mcptools.calc import fail\n"
+        "try:\n    fail(message='boom')\nexcept mcptools.ToolError as error:\n    print('ToolError:', error)\n"
+    )
+    script.reset([cell(code)], ["done"])
+    events = await drive(agent.stream("fail"))
+    assert "ToolError: Error executing tool fail" in cell_output(events).text
+    output = next(e for e in of(ToolOutput, events) if e.source == "code")
+    assert output.is_error and output.tool_name == "calc_fail"
+
+
+async def test_waiting_for_approval_does_not_count_against_the_cell_timeout(tmp_path: Path) -> None:
+    script = Script([cell("from mcptools.calc import add\nprint(add(a=1, b=2))")], ["done"])
+    async with Agent(config(script, tmp_path, execution_timeout=1.0)) as agent:
+
+        async def slow(request: ApprovalRequest) -> None:
+            await asyncio.sleep(2.5)  # the person takes longer than the cell may run
+            request.approve(True)
+
+        pending: list[asyncio.Task[None]] = []
+        async for event in agent.stream("add"):
+            if isinstance(event, ApprovalRequest) and not event.decided:
+                if event.source == "code":
+                    pending.append(asyncio.create_task(slow(event)))
+                else:
+                    event.approve(True)
+            if isinstance(event, CodeExecutionOutput):
+                output = event
+        await asyncio.gather(*pending)
+    assert (output.status, output.text.strip()) == ("ok", "3")
+
+
+async def test_a_server_that_crashes_mid_call_raises_tool_error(tmp_path: Path) -> None:
+    code = (
+        "import mcptools\nfrom mcptools.calc import crash, add\n"
+        "for call in (lambda: crash(), lambda: add(a=1, b=1)):\n"
+        "    try:\n        call()\n    except mcptools.ToolError as error:\n        print('ToolError:', error)\n"
+    )
+    script = Script([cell(code)], ["done"], [cell("print('alive')", "after")], ["ok"])
+    async with Agent(config(script, tmp_path, auto_approve=True)) as agent:
+        text = cell_output(await drive(agent.stream("crash"))).text
+        assert "ToolError: MCP server 'calc' failed while running 'crash'" in text
+        second = text.splitlines()[1]  # the server is gone: the next call fails too, and says why
+        assert second.startswith("ToolError: MCP server 'calc'") and ("'add'" in second or "not running" in second)
+        assert cell_output(await drive(agent.stream("still there?")), "after").text.strip() == "alive"
+
+
+async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path) -> None:
+    code = "from mcptools.calc import echo\necho(text='never')"
+    check = "import sys\nprint(type(sys.last_value).__name__, sys.last_value)"
+    script = Script([cell(code)], [cell(check, "check")], ["ok"])
+    async with Agent(config(script, tmp_path)) as agent:
+        events = []
+        async for event in agent.stream("echo"):
+            events.append(event)
+            if isinstance(event, ApprovalRequest) and event.source == "model":
+                event.approve(True)
+            elif isinstance(event, ApprovalRequest):
+                agent.cancel()  # the call waits for a decision that never comes
+        assert isinstance(events[-1], TurnCancelled)
+        assert not of(ToolOutput, events)
+        after = await drive(agent.stream("what happened?"))
+    text = cell_output(after, "check").text
+    assert "ToolCancelled the turn was cancelled" in text
+
+
+async def test_another_agents_kernel_is_refused_on_the_channel(tmp_path: Path) -> None:
+    first_script, second_script = Script(), Script()
+    async with (
+        Agent(config(first_script, tmp_path / "a")) as first,
+        Agent(config(second_script, tmp_path / "b")) as second,
+    ):
+        assert first._code_tools is not None
+        path = first._code_tools.channel.path
+        # The second agent's kernel aims its own mcptools at the first agent's socket, with the only
+        # secret it has (its own), and then with none at all.
+        code = (
+            "from mcptools import _runtime, ToolCallError\nfrom mcptools.calc import add\n"
+            "own = _runtime._settings['secret']\n"
+            f"for secret in (own, 'guess'):\n    _runtime.configure({path!r}, secret)\n"
+            "    try:\n        add(a=1, b=2)\n    except ToolCallError as error:\n        print('refused:', error)\n"
+        )
+        second_script.reset([cell(code)], ["done"])
+        events = await drive(second.stream("intrude"))
+        text = cell_output(events).text
+        assert text.count("refused: refused: this channel belongs to another agent's kernel") == 2
+        assert first._code_tools.channel.refused == 2
+        assert code_requests(events) == []
+        # the socket's folder is private to this user
+        assert (Path(path).parent.stat().st_mode & 0o777) == 0o700
+
+
+async def test_calls_mode_offers_no_modules_and_code_mode_no_direct_calls(tmp_path: Path) -> None:
+    script = Script(["hi"])
+    async with Agent(config(script, tmp_path / "calls", mcp_tools="calls")) as agent:
+        await drive(agent.stream("hello"))
+        assert "calc_add" in agent.tool_names
+        assert "mcptools" not in agent.system_prompt and "named `<server>_<tool>`" in agent.system_prompt
+        assert not (tmp_path / "calls" / ".freeact-sub" / "mcptools").exists()
+    script = Script([cell("from mcptools.calc import add\nprint(add(a=20, b=22))")], ["42"])
+    async with Agent(config(script, tmp_path / "code", mcp_tools="code", auto_approve=True)) as agent:
+        events = await drive(agent.stream("add"))
+        assert cell_output(events).text.strip() == "42"
+        assert not any(name.startswith("calc_") for name in agent.tool_names)
+        assert "named `<server>_<tool>`" not in agent.system_prompt
+        package = agent._code_tools.package if agent._code_tools else None
+    assert package is not None and not package.exists()  # removed with the agent
+
+
+async def test_an_npm_server_from_code(tmp_path: Path) -> None:
+    shared_dir = tmp_path / "files"
+    shared_dir.mkdir()
+    for name in ("a.txt", "b.txt", "c.md"):
+        (shared_dir / name).write_text(f"contents of {name}\n")
+    code = (
+        "from mcptools.files import list_directory, read_text_file\n"
+        f"listing = list_directory(path={str(shared_dir)!r})['content']\n"
+        "names = [line.split()[-1] for line in listing.splitlines() if line.endswith('.txt')]\n"
+        f"print([read_text_file(path={str(shared_dir)!r} + '/' + n)['content'].strip() for n in sorted(names)])"
+    )
+    script = Script([cell(code)], ["done"])
+    servers = {"files": filesystem_server(shared_dir)}
+    async with Agent(config(script, tmp_path, servers, auto_approve=True)) as agent:
+        events = await drive(agent.stream("read the text files"))
+    assert cell_output(events).text.strip() == "['contents of a.txt', 'contents of b.txt']"
+    assert [r.tool_name for r in code_requests(events)] == [
+        "files_list_directory", "files_read_text_file", "files_read_text_file",
+    ]
+
+
+async def test_three_children_call_the_same_server_from_code_each_through_its_own_session(tmp_path: Path) -> None:
+    code = "from mcptools.calc import server_pid, sleep\nsleep(seconds=0.5)\nprint('PID', server_pid())"
+    parent = Script(
+        [Call("task", {"prompt": f"CHILD-{n}: go"}, id=f"task-{n}") for n in range(3)],
+        ["all done"],
+    )
+    children = {f"CHILD-{n}:": Script([cell(code)], [f"child {n} done"]) for n in range(3)}
+    router = Router({"PARENT": parent, **children})
+    settings = AgentConfig(
+        model=router.model, working_dir=tmp_path, mcp_servers={"calc": CALC}, kernel_pool_size=0
+    )
+    servers_seen: set[int] = set()
+
+    def count_servers() -> None:
+        for process in psutil.Process().children(recursive=True):
+            try:
+                if str(CALC_SERVER) in " ".join(process.cmdline()):
+                    servers_seen.add(process.pid)
+            except psutil.Error:
+                continue
+
+    async with Agent(settings) as agent:
+        events = []
+        async for event in agent.stream("PARENT: three jobs"):
+            events.append(event)
+            if isinstance(event, ApprovalRequest) and not event.decided:
+                if event.source == "code":
+                    count_servers()  # all three children are up by now, each with its own server
+                event.approve(True)
+    children_ids = {e.agent_id for e in events if e.agent_id != agent.agent_id}
+    assert len(children_ids) == 3
+    requests = code_requests(events)
+    assert sorted(r.agent_id for r in requests if r.tool_name == "calc_server_pid") == sorted(children_ids)
+    pids = {}
+    for output in of(CodeExecutionOutput, events):
+        pids[output.agent_id] = int(output.text.split()[-1])
+    assert set(pids) == children_ids and len(set(pids.values())) == 3  # three sessions, three servers
+    assert set(pids.values()) <= servers_seen
+    # each child's code reached its own session: the ToolOutput under each child carries that child's server
+    for output in of(ToolOutput, events):
+        if output.tool_name == "calc_server_pid":
+            assert json.loads(output.content) == pids[output.agent_id]

@@ -1,0 +1,30 @@
+"""MCP servers from npm for the tests, installed once into `<repo>/.cache/npm-servers` (needs only node and npm)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NPM_PREFIX = ROOT / ".cache" / "npm-servers"
+FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
+
+
+def filesystem_server(allowed_dir: Path) -> dict:
+    """The `mcpServers` entry of `@modelcontextprotocol/server-filesystem`, allowed to use `allowed_dir`."""
+    binary = NPM_PREFIX / "node_modules" / ".bin" / "mcp-server-filesystem"
+    if not binary.exists():
+        npm = shutil.which("npm")
+        if npm is None or shutil.which("node") is None:
+            pytest.fail("node and npm are needed for the npm MCP server tests (.ci/run installs them with apt)")
+        NPM_PREFIX.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_PREFIX), FILESYSTEM_PACKAGE],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+    return {"command": str(binary), "args": [str(allowed_dir)]}
