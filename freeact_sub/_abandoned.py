@@ -35,7 +35,7 @@ def release(agent: Agent, loop: asyncio.AbstractEventLoop | None) -> None:
         loop.call_soon_threadsafe(_stop_on_loop, agent, loop)
         return
     kernel = agent._kernel
-    zygote = agent._subagents._zygote if agent._subagents is not None else None
+    zygote = agent.tree.zygote if not agent.is_subagent else None
     for pid in (kernel.pid if kernel else None, zygote.pid if zygote else None):
         if pid is not None:
             with contextlib.suppress(OSError):

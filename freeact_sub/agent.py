@@ -9,8 +9,15 @@ is rejected, or `max_turns` rounds are done.
 Rules for faults and cancellation:
 - what the model can correct (unknown tool, bad arguments, a failing cell or MCP call, a failed
   subagent) becomes a tool result, and the turn goes on;
-- a model request that fails raises `ModelError` out of `stream()`;
-- a failed or cancelled turn leaves the conversation history exactly as it was before the turn.
+- a model request that fails raises `ModelError` out of `stream()`, and the conversation
+  history is as it was before the turn;
+- a cancelled turn (`cancel()`, `stop()`, a consumer that closes the stream, a new `stream()`)
+  keeps what completed: the history holds the finished calls' results, each unfinished call is
+  answered with a result saying the user interrupted it, and a note says the turn was
+  interrupted, so the model's memory matches what its kernel did;
+- a turn only starts a model round or a round of tool calls while its consumer is reading: a
+  consumer that stops iterating (`break` without closing the stream) leaves the turn waiting,
+  not acting, and the next `stream()` ends it.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalPolicy
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
@@ -37,21 +44,19 @@ from .events import (
 )
 from .kernel import Kernel
 from .mcp import McpConnections
+from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
 from .tools import Toolbox, ToolSpec, builtin_tool
-from .usage import TreeUsage, UsageLedger
+from .tree import AgentTree, ChildSpec, TreeMember
+from .usage import TreeUsage
 
 if TYPE_CHECKING:
-    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
     from pydantic_ai.models import Model
 
-    from .kernel_launcher import KernelZygote
     from .sessions import AgentLog, SessionStore
-    from .subagents import SubagentRunner
 
 __all__ = ["Agent"]
-
-_T = TypeVar("_T")
 
 _agent_ids: set[str] = set()
 
@@ -70,6 +75,30 @@ def new_agent_id() -> str:
 
 class _TurnEnded:
     """Marks the end of a turn's event queue."""
+
+
+class _Reader:
+    """The consumer's side of one `stream()`: the event queue, and whether the consumer is waiting for more."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[AgentEvent | _TurnEnded] = asyncio.Queue()
+        self._waiting = asyncio.Event()
+
+    def emit(self, event: AgentEvent) -> None:
+        self._waiting.clear()
+        self.queue.put_nowait(event)
+
+    async def next(self) -> AgentEvent | _TurnEnded:
+        if self.queue.empty():
+            self._waiting.set()  # the consumer has taken every event and asks for more
+        return await self.queue.get()
+
+    async def caught_up(self) -> None:
+        """Wait until the consumer has taken every event so far and asks for the next one."""
+        await self._waiting.wait()
+
+
+_INTERRUPTED_NOTE = "[The user interrupted this turn before it was finished.]"
 
 
 class Agent:
@@ -91,6 +120,8 @@ class Agent:
         agent_id: str | None = None,
         approvals: ApprovalPolicy | None = None,
         session: str | None = None,
+        tree: AgentTree | None = None,
+        parent_id: str | None = None,
     ) -> None:
         self.config = config or AgentConfig()
         self.session_id: str | None = None
@@ -99,7 +130,15 @@ class Agent:
             agent_id = self._saved_main_agent(session, agent_id)
         self.agent_id = agent_id or new_agent_id()
         """This agent's id; every event it produces carries it."""
-        self.approvals = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+        self.parent_id = parent_id if tree is not None else None
+        """The id of the agent that started this one as a subagent (None for a main agent)."""
+        if tree is None:
+            policy = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
+            tree = AgentTree(self, approvals=policy, factory=_child_agent)
+            tree.register(self, parent_id=None)
+        self.tree = tree
+        """What this agent shares with the other agents of its tree (approvals, bound, kernel pool, registry)."""
+        self.approvals = tree.approvals
         """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
         self.turns_used = 0
         """Model rounds of the current (or last) turn."""
@@ -107,8 +146,6 @@ class Agent:
         """Whether the last turn stopped at `max_turns`."""
         self.last_turn_rejected = False
         """Whether the last turn ended because the consumer rejected a call."""
-        self._is_subagent = False
-        self._ledger = UsageLedger()  # a subagent shares its parent's
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
         self._kernel: Kernel | None = None
@@ -118,6 +155,9 @@ class Agent:
         self._code_tools: CodeTools | None = None
         self._subagents: SubagentRunner | None = None
         self._turn: asyncio.Task[None] | None = None
+        self._reader: _Reader | None = None
+        self._upstream: Callable[[], Awaitable[None]] | None = None
+        """For a subagent: waits until the consumer of the parent's stream is reading."""
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._store: SessionStore | None = None
@@ -159,6 +199,18 @@ class Agent:
         return self._started
 
     @property
+    def is_subagent(self) -> bool:
+        """Whether this agent was started by another one (through `task`)."""
+        return self.parent_id is not None
+
+    @property
+    def model(self) -> Model:
+        """The pydantic-ai `Model` this agent talks to (after `start()`)."""
+        if self._model is None:
+            raise RuntimeError("the agent has not started: its model is resolved in `start()`")
+        return self._model
+
+    @property
     def kernel(self) -> Kernel | None:
         """This agent's kernel while it runs."""
         return self._kernel
@@ -181,7 +233,7 @@ class Agent:
         `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD, None if the
         model's price is unknown).
         """
-        return self._ledger.snapshot()
+        return self.tree.usage.snapshot()
 
     @property
     def history(self) -> list[ModelMessage]:
@@ -189,19 +241,18 @@ class Agent:
         return list(self._history)
 
     async def start(self) -> None:
-        """Resolve the model, then start the kernel and connect the MCP servers concurrently."""
-        await self._start()
+        """Resolve the model, then start the kernel and connect the MCP servers concurrently.
 
-    async def _start(self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None = None) -> None:
-        """Start; a subagent's kernel comes from `acquire_kernel` (its parent's pool) instead of a new launch."""
+        A main agent launches its kernel; a subagent's kernel comes from its tree's pool.
+        """
         if self._started:
             return
         self._loop = asyncio.get_running_loop()
         self._model = self.config.resolve_model()
-        if not self._is_subagent:
+        if not self.is_subagent:
             self._open_session()
         try:
-            await self._start_resources(acquire_kernel)
+            await self._start_resources()
         except BaseException:
             self._close_session("failed")
             raise
@@ -230,6 +281,10 @@ class Agent:
         self._store, self._log = store, log
         log.status("running")
 
+    def finished(self, status: str) -> None:
+        """Record how this agent ended (done, failed, cancelled, …) in its session; it saves nothing after that."""
+        self._close_session(status)
+
     def _close_session(self, status: str) -> None:
         if self._log is not None:
             self._log.sync(self._history)
@@ -239,20 +294,13 @@ class Agent:
             self._store.close()
         self._store, self._log = None, None
 
-    async def _start_resources(self, acquire_kernel: Callable[[], Awaitable[Kernel]] | None) -> None:
-        mcp = McpConnections(self.config.mcp_servers, cwd=self.config.working_dir)
+    async def _start_resources(self) -> None:
+        mcp = McpConnections(
+            self.config.mcp_servers, cwd=self.config.working_dir, pool=self.tree.mcp_pool_for(self.agent_id)
+        )
         self._mcp = mcp
 
-        async def start_kernel() -> Kernel:
-            if acquire_kernel is not None:
-                started = await acquire_kernel()
-            else:
-                started = self._new_kernel()
-                await started.start()
-            started.label = self.agent_id
-            return started
-
-        kernel_task = asyncio.create_task(start_kernel())
+        kernel_task = asyncio.create_task(self.tree.acquire_kernel(self.agent_id))
         mcp_task = asyncio.create_task(mcp.open())
         try:
             await asyncio.gather(kernel_task, mcp_task)
@@ -268,12 +316,10 @@ class Agent:
             raise
         self._kernel = kernel_task.result()
         specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")]
-        if self.config.enable_subagents and not self._is_subagent:
-            from .subagents import SubagentRunner
-
+        if self.config.enable_subagents and not self.is_subagent:
             specs.append(builtin_tool("task"))
-            self._subagents = SubagentRunner(self)
-            self._subagents.start()
+            self._subagents = SubagentRunner(self.tree, self)
+            self.tree.start()
         if self.config.mcp_tools != "code":
             specs += [
                 ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
@@ -300,15 +346,6 @@ class Agent:
         self._calls.code_tools = self._code_tools
         self._started = True
 
-    def _new_kernel(self, launcher: KernelZygote | None = None) -> Kernel:
-        return Kernel(
-            working_dir=self.config.working_dir,
-            env=self.config.kernel_env,
-            images_dir=self.config.resolved_images_dir,
-            label=self.agent_id,
-            launcher=launcher,
-        )
-
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
         turn = self._turn
@@ -323,7 +360,7 @@ class Agent:
             closers.append(self._subagents.close())
         if self._kernel is not None:
             # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
-            closers.append(self._kernel.shutdown(now=self._is_subagent))
+            closers.append(self._kernel.shutdown(now=self.is_subagent))
         if self._mcp is not None:
             closers.append(self._mcp.close())
         self._subagents, self._kernel, self._mcp, self._calls = None, None, None, None
@@ -331,7 +368,8 @@ class Agent:
         self._started = False
         if closers:
             await asyncio.shield(asyncio.gather(*closers, return_exceptions=True))
-        if not self._is_subagent:
+        if not self.is_subagent:
+            await asyncio.shield(self.tree.close())
             self._close_session("stopped")
 
     # -- a turn ----------------------------------------------------------------------------
@@ -346,18 +384,24 @@ class Agent:
 
         `max_turns` bounds the model rounds (one model response plus its tool calls) of this turn;
         default `config.max_turns`. Raises `ModelError` if the model request fails.
+
+        The turn goes only as far as you read: it starts a model round or a round of tool calls
+        only once you have taken every event so far. Leaving the loop early (`break`) leaves the
+        turn waiting; closing the stream (`contextlib.aclosing`, `await events.aclose()`) or the
+        next `stream()` call ends it as cancelled. A `stream()` call while a turn is unfinished
+        ends that turn first (its consumer, if still reading, gets `TurnCancelled`).
         """
         if not self._started:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
-        await self._wait_for_abandoned_turn()
-        events: asyncio.Queue[AgentEvent | _TurnEnded] = asyncio.Queue()
+        await self._end_previous_turn()
+        reader = _Reader()
         limit = max_turns if max_turns is not None else self.config.max_turns
-        turn = asyncio.create_task(self._turn_keeping_history(prompt, limit, events.put_nowait),
+        turn = asyncio.create_task(self._turn_keeping_history(prompt, limit, reader.emit),
                                    name=f"turn:{self.agent_id}")
-        turn.add_done_callback(lambda _: events.put_nowait(_TurnEnded()))
-        self._turn = turn
+        turn.add_done_callback(lambda _: reader.queue.put_nowait(_TurnEnded()))
+        self._turn, self._reader = turn, reader
         try:
-            while not isinstance(item := await events.get(), _TurnEnded):
+            while not isinstance(item := await reader.next(), _TurnEnded):
                 yield item
             if turn.cancelled():
                 yield TurnCancelled(agent_id=self.agent_id)
@@ -368,32 +412,38 @@ class Agent:
             # once the generator is finalized) ends the turn.
             if not turn.done():
                 turn.cancel()
-                with contextlib.suppress(BaseException):
-                    await turn
+                await _ended(turn)
             if self._turn is turn:
-                self._turn = None
+                self._turn, self._reader = None, None
 
-    async def _wait_for_abandoned_turn(self) -> None:
-        """Let a turn whose consumer left (`break` out of `stream()`) finish cancelling; refuse a running one."""
+    async def _end_previous_turn(self) -> None:
+        """End a turn that is still unfinished (its consumer left with `break`, or a new turn replaces it)."""
         previous = self._turn
         if previous is None or previous.done():
             return
-        for _ in range(5):  # an abandoned stream's finalizer is scheduled by the loop within a few iterations
-            if previous.done() or previous.cancelling():
-                break
-            await asyncio.sleep(0)
-        if not previous.done() and not previous.cancelling():
-            raise RuntimeError("a turn is already running on this agent")
-        with contextlib.suppress(BaseException):
-            await previous
+        previous.cancel()
+        await _ended(previous)
+
+    async def _wait_for_reader(self) -> None:
+        """Wait until whoever reads this turn's events (and, for a subagent, its parent's) has read them all."""
+        reader = self._reader
+        if reader is not None:
+            await reader.caught_up()
+        if self._upstream is not None:
+            await self._upstream()
 
     async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
-        """Run a turn; if it fails or is cancelled, the history is as it was before it."""
+        """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed."""
         before = list(self._history)
-        if self._log is not None and not self._is_subagent:
+        if self._log is not None and not self.is_subagent:
             self._log.prompt(prompt)
         try:
             await self._run_turn(prompt, limit, emit)
+        except asyncio.CancelledError:
+            started = len(self._history) != len(before) or (before and self._history[-1] is not before[-1])
+            if started:  # the prompt is in: keep it and what completed, and say where the turn stopped
+                self._note_interruption()
+            raise
         except BaseException:
             self._history = before
             raise
@@ -404,6 +454,18 @@ class Agent:
         """Append what is new in the history to this agent's transcript (flushed and fsync'ed)."""
         if self._log is not None:
             self._log.sync(self._history)
+
+    def _note_interruption(self) -> None:
+        """End the history of a cancelled turn: answer calls left without a result, then add a note."""
+        from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
+
+        last = self._history[-1]
+        if isinstance(last, ModelResponse):
+            calls = [part for part in last.parts if isinstance(part, ToolCallPart)]
+            parts = [self._calls.interrupted(call) for call in calls] if self._calls is not None else []
+            self._history.append(ModelRequest(parts=[*parts, UserPromptPart(_INTERRUPTED_NOTE)]))
+        else:
+            self._history[-1] = ModelRequest(parts=[*last.parts, UserPromptPart(_INTERRUPTED_NOTE)])
 
     async def _run_turn(self, prompt: str, limit: int | None, emit: Emit) -> None:
         from pydantic_ai.messages import (
@@ -438,6 +500,8 @@ class Agent:
                 note = f"[Stopped: the limit of {limit} turn{'s' if limit != 1 else ''} was reached.]"
                 emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n{note}".strip(), final=True))
                 return
+            if self.turns_used:
+                await self._wait_for_reader()  # no new model round for a consumer that stopped reading
             self.turns_used += 1
             emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
             response = await self._model_round(emit)
@@ -453,7 +517,8 @@ class Agent:
                     emit(Response(agent_id=self.agent_id, content="", final=True))
                 return
             assert self._calls is not None
-            outcomes = await _all_or_none([self._calls.run(call, emit) for call in calls])
+            await self._wait_for_reader()  # no tool call starts while nobody reads
+            outcomes = await self._run_calls(calls, emit)
             self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
             self._save()
             rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
@@ -464,6 +529,33 @@ class Agent:
                 self.last_turn_rejected = True
                 emit(Response(agent_id=self.agent_id, content=message, final=True))
                 return
+
+    async def _run_calls(self, calls: list[ToolCallPart], emit: Emit) -> list[tuple[ToolReturnPart, bool]]:
+        """Run the calls of one response concurrently; if one fails or the turn is cancelled, cancel the rest.
+
+        All of them are waited for: a bare `gather` returns as soon as one task is cancelled or
+        fails, leaving the others (a subagent still shutting down its kernel, say) running past the
+        end of the turn. On cancellation the results of the calls that completed, and an
+        "interrupted" result for each of the others, go into the history before the turn ends.
+        """
+        from pydantic_ai.messages import ModelRequest
+
+        assert self._calls is not None
+        runner = self._calls
+        tasks = [asyncio.ensure_future(runner.run(call, emit)) for call in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                if not task.cancelling():  # cancelled already (with the turn): a second cancel cuts its cleanup short
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            parts = [
+                task.result()[0] if not task.cancelled() and task.exception() is None else runner.interrupted(call)
+                for call, task in zip(calls, tasks, strict=True)
+            ]
+            self._history.append(ModelRequest(parts=parts))
+            raise
 
     async def _model_round(self, emit: Emit) -> ModelResponse:
         from pydantic_ai.direct import model_request_stream
@@ -502,7 +594,7 @@ class Agent:
             raise
         except Exception as exc:
             raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
-        used = self._ledger.record(self.agent_id, response)
+        used = self.tree.usage.record(self.agent_id, response)
         emit(
             ModelUsage(
                 agent_id=self.agent_id,
@@ -518,18 +610,22 @@ class Agent:
         return response
 
 
-async def _all_or_none(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
-    """Run `calls` concurrently; if one fails or the turn is cancelled, cancel the rest and wait for all.
+async def _ended(turn: asyncio.Task[None]) -> None:
+    """Wait for a turn that was told to end; its outcome is not ours to raise (our own cancellation still is)."""
+    await asyncio.wait([turn])
+    if not turn.cancelled():
+        turn.exception()  # retrieved: a failure of a turn nobody reads is not "never retrieved"
 
-    A bare `gather` returns as soon as one task is cancelled or fails, leaving the others (a
-    subagent still shutting down its kernel, say) running past the end of the turn.
-    """
-    tasks = [asyncio.ensure_future(call) for call in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            if not task.cancelling():  # cancelled already (with the turn): a second cancel would cut its cleanup short
-                task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+
+def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
+    """The tree's factory: a subagent of `spec.parent_id` that shares `tree` (and its parent's session)."""
+    child = Agent(spec.config, tree=tree, parent_id=spec.parent_id)
+    parent = tree.agents[spec.parent_id].agent
+    if isinstance(parent, Agent):  # the child, too, acts only while the consumer of its parent's stream reads
+        child._upstream = parent._wait_for_reader
+    if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
+        child._log = parent._log.child(
+            child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+            model=spec.config.model,
+        )
+    return child

@@ -110,6 +110,11 @@ class AgentConfig(BaseModel):
     """Offer the `task` tool. Always off for subagents (no nesting)."""
     kernel_pool_size: int = Field(default=2, ge=0)
     """Pre-started, never-used kernels kept ready for subagents (0 turns the pool off)."""
+    mcp_pool_size: int = Field(default=1, ge=0)
+    """Pre-opened, never-used connections kept ready per MCP server for subagents (0 turns the pool off).
+
+    Each one is an idle server process (over HTTP, an open session) until a subagent takes it.
+    """
     max_turns: int | None = Field(default=None, ge=1)
     """Default limit on model rounds per `stream()` call (None: unlimited)."""
     auto_approve: bool = False
@@ -291,6 +296,7 @@ _ENV_FIELDS: dict[str, str] = {
     "MAX_SUBAGENTS": "max_subagents",
     "MAX_TURNS": "max_turns",
     "KERNEL_POOL_SIZE": "kernel_pool_size",
+    "MCP_POOL_SIZE": "mcp_pool_size",
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
     "MCP_TOOLS": "mcp_tools",

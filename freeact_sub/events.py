@@ -18,7 +18,7 @@ Event family::
     ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
     ├── SubagentStarted              a `task` call started a child agent
     ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
-    └── TurnCancelled                the turn was cancelled; history is as before the turn
+    └── TurnCancelled                the turn was cancelled; the history says how far it got
 
 All events are frozen dataclasses; dispatch on them with `match`.
 """
@@ -291,6 +291,10 @@ class SubagentFinished(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class TurnCancelled(AgentEvent):
-    """The turn was cancelled (`Agent.cancel()`); the conversation history is as it was before the turn."""
+    """The turn was cancelled (`Agent.cancel()`, a closed stream, a new `stream()`).
+
+    The history keeps what completed; unfinished calls are answered as interrupted by the user,
+    and a note says the turn was interrupted.
+    """
 
     reason: str = "cancelled"

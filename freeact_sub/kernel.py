@@ -48,6 +48,7 @@ _INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ"
 _INTERRUPT_GRACE = 5.0
 _RECONNECT_INTERVAL_MS = 10
 _LIVENESS_POLL = 0.5
+_STARTUP_TIMEOUT = 60.0
 
 
 @dataclass
@@ -130,6 +131,7 @@ class Kernel:
         self._log_file: IO[bytes] | None = None
         self.restarts = 0
         """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
+        self._startup_code: list[str] = []
 
     async def __aenter__(self) -> Kernel:
         await self.start()
@@ -443,6 +445,19 @@ class Kernel:
         else:
             await self._launch()
         await self._connect(timeout=60.0)
+        for code in self._startup_code:
+            await self._execute(code, _STARTUP_TIMEOUT, None, store_history=False)
+
+    async def run_at_start(self, code: str) -> ExecutionResult:
+        """Run `code` now and again after every restart, before any other cell (not stored in the history).
+
+        For set-up the agent needs in its kernel, such as connecting it to its MCP tools.
+        """
+        async with self._lock:
+            if self._manager is None:
+                raise KernelError("the kernel is not running")
+            self._startup_code.append(code)
+            return await self._execute(code, _STARTUP_TIMEOUT, None, store_history=False)
 
     async def shutdown(self, *, now: bool = False) -> None:
         """Stop the kernel: a shutdown request first, SIGKILL if it does not exit in time.

@@ -20,10 +20,13 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .config import HttpServerConfig, McpServerConfig, StdioServerConfig
 from .errors import McpServerError
+
+if TYPE_CHECKING:
+    from .mcp_pool import McpPool
 
 __all__ = ["McpConnections", "McpResult", "McpTool"]
 
@@ -152,11 +155,18 @@ async def _http_transport(url: str, client: Any) -> Any:
 
 
 class McpConnections:
-    """The MCP sessions of one agent: opened together, closed together."""
+    """The MCP sessions of one agent: opened together, closed together.
 
-    def __init__(self, servers: Mapping[str, McpServerConfig], *, cwd: str | Path | None = None) -> None:
+    With a `pool`, `open()` takes a pre-opened connection per server where the pool has one,
+    and opens the others itself; either way the connections are this agent's alone.
+    """
+
+    def __init__(
+        self, servers: Mapping[str, McpServerConfig], *, cwd: str | Path | None = None, pool: McpPool | None = None
+    ) -> None:
         self._servers = dict(servers)
         self._cwd = Path(cwd or Path.cwd())
+        self._pool = pool
         self._connections: dict[str, _Connection] = {}
         self._by_tool: dict[str, tuple[_Connection, McpTool]] = {}
 
@@ -167,9 +177,18 @@ class McpConnections:
 
     async def open(self) -> None:
         """Connect to every server at once; if one fails, close all and raise `McpServerError` naming it."""
-        for name, spec in self._servers.items():
-            connection = _Connection(name, spec, self._cwd)
-            connection.task = asyncio.create_task(connection.run(), name=f"mcp:{name}")
+        try:
+            if self._pool is not None:
+                taken = await asyncio.gather(*(self._pool.take(n, s, self._cwd) for n, s in self._servers.items()))
+            else:
+                taken = [None] * len(self._servers)
+        except BaseException:
+            await asyncio.shield(self.close())
+            raise
+        for (name, spec), pooled in zip(self._servers.items(), taken, strict=True):
+            connection = pooled or _Connection(name, spec, self._cwd)
+            if connection.task is None:
+                connection.task = asyncio.create_task(connection.run(), name=f"mcp:{name}")
             self._connections[name] = connection
         try:
             await asyncio.gather(*(c.ready for c in self._connections.values()))

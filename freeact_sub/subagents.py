@@ -1,11 +1,12 @@
 """The `task` tool: run a child agent for an isolated job and return only its final answer.
 
 A child has its parent's model, model settings, system prompt and MCP configuration, but a
-fresh kernel (from the pool), new MCP connections, its own id and no `task` tool. At most
-`max_subagents` children exist at once: the bound is taken before the child's kernel is
-acquired. Every event of the child flows into the parent's stream tagged with the child's id;
-`SubagentStarted` / `SubagentFinished` (tagged with the parent's id) frame its life. Whatever
-happens in the child (done, failed, cancelled, turn limit) it is stopped at once when it ends.
+fresh kernel (from the tree's pool), new MCP connections, its own id and no `task` tool. At
+most `max_subagents` children exist at once in the tree: the bound is taken before the child's
+kernel is acquired. Every event of the child flows into the parent's stream tagged with the
+child's id; `SubagentStarted` / `SubagentFinished` (tagged with the parent's id) frame its life.
+Whatever happens in the child (done, failed, cancelled, turn limit) it is stopped at once when
+it ends. Children are built and registered by the `AgentTree`; this module never needs `Agent`.
 """
 
 from __future__ import annotations
@@ -15,38 +16,24 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .events import AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, SubagentStatus
-from .kernel_launcher import KernelZygote
-from .kernel_pool import KernelPool
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .tree import AgentTree, ChildSpec, TreeMember
 
 __all__ = ["SubagentRunner"]
 
 
 class SubagentRunner:
-    """Starts, bounds and cleans up the children of one agent."""
+    """Starts and cleans up the children of one agent, through its tree."""
 
-    def __init__(self, parent: Agent) -> None:
+    def __init__(self, tree: AgentTree, parent: TreeMember) -> None:
+        self._tree = tree
         self._parent = parent
-        self._bound = asyncio.Semaphore(parent.config.max_subagents)
-        self._zygote = KernelZygote()
-        self._pool = KernelPool(lambda: parent._new_kernel(launcher=self._zygote), parent.config.kernel_pool_size)
-        self.running: dict[str, Agent] = {}
-        """The children alive now, by agent id."""
-        self._warming: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """In the background: start the kernel zygote, then fill the kernel pool from it."""
-        self._warming = asyncio.create_task(self._warm_up(), name="subagents-warm-up")
-
-    async def _warm_up(self) -> None:
-        with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
-            await self._zygote.start()
-        self._pool.fill()
+    @property
+    def running(self) -> dict[str, TreeMember]:
+        """The children of this agent alive now, by agent id."""
+        return {record.agent_id: record.agent for record in self._tree.children(self._parent.agent_id)}
 
     async def run(
         self, tool_call_id: str, prompt: str, max_turns: int, emit: Callable[[AgentEvent], None]
@@ -57,19 +44,13 @@ class SubagentRunner:
         because the user rejected one of its calls: the parent model should not take it for
         a finished job.
         """
-        from .agent import Agent
-
-        parent = self._parent
-        await self._bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
+        parent, tree = self._parent, self._tree
+        await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
         try:
-            config = parent.config.model_copy(update={"model": parent._model, "enable_subagents": False})
-            child = Agent(config, approvals=parent.approvals)
-            child._is_subagent = True
-            child._ledger = parent._ledger
-            if parent._log is not None:  # the child's conversation is saved in its parent's session
-                child._log = parent._log.child(
-                    child.agent_id, tool_call_id=tool_call_id, prompt=prompt, model=parent._model
-                )
+            config = parent.config.model_copy(update={"model": parent.model, "enable_subagents": False})
+            child = tree.new_child(
+                ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt)
+            )
             started = time.monotonic()
             status: SubagentStatus = "failed"
             emit(
@@ -81,10 +62,9 @@ class SubagentRunner:
                     max_turns=max_turns,
                 )
             )
-            self.running[child.agent_id] = child
             try:
-                await child._start(acquire_kernel=self._pool.acquire)
-                self._pool.fill()  # top up only now: booting a kernel would slow this child's own MCP start
+                await child.start()
+                tree.refill(config)
                 answer = ""
                 requests: list[ApprovalRequest] = []
                 async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:
@@ -111,12 +91,9 @@ class SubagentRunner:
             except Exception as exc:
                 return f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True
             finally:
-                self.running.pop(child.agent_id, None)
+                tree.unregister(child.agent_id)
                 await asyncio.shield(child.stop())
-                if child._log is not None:
-                    child._log.sync(child._history)
-                    child._log.status(status, turns=child.turns_used, ended=True)
-                    child._log.close()
+                child.finished(status)
                 emit(
                     SubagentFinished(
                         agent_id=parent.agent_id,
@@ -125,21 +102,16 @@ class SubagentRunner:
                         status=status,
                         turns_used=child.turns_used,
                         elapsed=time.monotonic() - started,
-                        usage=parent._ledger.of(child.agent_id),
+                        usage=tree.usage.of(child.agent_id),
                     )
                 )
         finally:
-            self._bound.release()
+            tree.bound.release()
 
     async def close(self) -> None:
-        """Stop every running child and shut the kernel pool down."""
-        if self._warming is not None and not self._warming.done():
-            self._warming.cancel()
-            with contextlib.suppress(BaseException):
-                await self._warming
+        """Stop every running child of this agent."""
         children = list(self.running.values())
-        await asyncio.gather(*(c.stop() for c in children), self._pool.close(), return_exceptions=True)
-        await self._zygote.close()
+        await asyncio.gather(*(c.stop() for c in children), return_exceptions=True)
 
 
 def _rejected_result(child_id: str, requests: list[ApprovalRequest]) -> str:

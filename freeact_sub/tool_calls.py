@@ -54,6 +54,8 @@ class ToolCallRunner:
         self.subagents = subagents
         self.code_tools: CodeTools | None = None
         """Set when the kernel's code may call MCP tools; cells then run through it."""
+        self._started: set[str] = set()
+        """Ids of the calls that began to run (approved and past their checks)."""
 
     async def run(self, call: ToolCallPart, emit: Emit) -> tuple[ToolReturnPart, bool]:
         """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
@@ -81,6 +83,7 @@ class ToolCallRunner:
             if request.reason is None:
                 return result("The user rejected this call; it did not run.", rejected=True)
             return result(rejection_with_reason(request.reason))
+        self._started.add(call_id)
         return result(await self._execute(name, arguments, call_id, emit))
 
     async def ask(
@@ -102,8 +105,25 @@ class ToolCallRunner:
         if auto:
             request.approve(True)
         emit(request)
-        await request.approved()
+        try:
+            await request.approved()
+        except BaseException:
+            request.reject()  # the turn ended while the request was pending: nobody should wait on it any more
+            raise
         return request
+
+    def interrupted(self, call: ToolCallPart) -> ToolReturnPart:
+        """The result of a call that the user's interruption (a cancelled turn) left unfinished."""
+        from pydantic_ai.messages import ToolReturnPart
+
+        if call.tool_call_id in self._started:
+            text = (
+                "The user interrupted this call while it was running. What it did before that stays "
+                "done (variables, files, a subagent's work); its output is incomplete."
+            )
+        else:
+            text = "The user interrupted the turn before this call ran; it did not run."
+        return ToolReturnPart(tool_name=call.tool_name, content=text, tool_call_id=call.tool_call_id)
 
     async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
         if name == "execute_ipython_cell":

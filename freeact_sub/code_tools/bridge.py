@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import shutil
+import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -102,8 +103,7 @@ class CodeTools:
         self._channel = Channel(self._handle)
         self._cell: _Cell | None = None
         self._clock: _PauseClock | None = None
-        self._connected: tuple[int, int] | None = None
-        """(id of the kernel, its restart count) when the kernel was last connected to the channel."""
+        self._connected = False
         self._numbers = itertools.count(1)
         self.modules: list[GeneratedModule] = []
         """The generated modules, one per server."""
@@ -163,13 +163,11 @@ class CodeTools:
             self._channel.cancel_calls("the cell that made this call has ended")
 
     async def _connect_kernel(self) -> None:
-        """Give the kernel the channel's path and secret, unless it has them since its last restart."""
-        state = (id(self.kernel), self.kernel.restarts)
-        if self._connected == state:
+        """Give the kernel the channel's path and secret, now and (the kernel sees to it) after every restart."""
+        if self._connected:
             return
-        result = await self.kernel.execute(self._setup_code(), store_history=False)
-        if result.status == "ok":
-            self._connected = (id(self.kernel), self.kernel.restarts)
+        self._connected = True
+        await self.kernel.run_at_start(self._setup_code())
 
     def _setup_code(self) -> str:
         return (
@@ -251,10 +249,12 @@ class CodeTools:
             f"Modules and tools:\n{listing}"
         )
         if mode == "code":
-            return "## MCP tools\n" + text.replace("are also Python", "are Python", 1)
-        return (
-            "## MCP tools\nYou can call MCP tools directly as tools named `<server>_<tool>`. " + text
-        )
+            text = text.replace("are also Python", "are Python", 1)
+        else:
+            text = "You can call MCP tools directly as tools named `<server>_<tool>`. " + text
+        paragraph, _, modules = text.partition("\nModules and tools:\n")
+        wrapped = textwrap.fill(paragraph, 96, break_long_words=False, break_on_hyphens=False)
+        return f"## MCP tools\n{wrapped}\nModules and tools:\n{modules}"
 
 
 def _failure(kind: str, message: str) -> dict[str, Any]:

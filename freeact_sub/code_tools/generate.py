@@ -142,7 +142,7 @@ def _function_source(name: str, server: str, tool: McpTool) -> str:
             parameters.append(f"{param}: {optional} = None")
             omitted.append(prop)
         arguments.append(f"{prop!r}: {param}")
-        described = prop_schema.get("description") or prop_schema.get("title") or ""
+        described = _description(prop_schema)
         doc_args.append(f"    {param}: {_one_line(described)}".rstrip())
     returns, unwrap = _returns(tool.output_schema)
     signature = f"def {name}(*, {', '.join(parameters)}) -> {returns}:" if parameters else f"def {name}() -> {returns}:"
@@ -153,6 +153,17 @@ def _function_source(name: str, server: str, tool: McpTool) -> str:
     extra = f", omit_none={tuple(omitted)!r}" if omitted else ""
     body = f"    return call_tool({server!r}, {tool.name!r}, {{{', '.join(arguments)}}}{extra}, unwrap={unwrap!r})"
     return f"{signature}\n{_docstring(doc)}\n{body}\n"
+
+
+def _description(schema: dict[str, Any]) -> str:
+    """An argument's description, also when it sits inside an `anyOf` member (optional arguments)."""
+    if schema.get("description"):
+        return str(schema["description"])
+    for combinator in ("anyOf", "oneOf"):
+        for member in schema.get(combinator) or []:
+            if isinstance(member, dict) and member.get("description"):
+                return str(member["description"])
+    return str(schema.get("title") or "")
 
 
 def _docstring(lines: list[str]) -> str:

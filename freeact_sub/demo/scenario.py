@@ -15,6 +15,8 @@ Main agent scripts, chosen by words in the user's prompt:
   value), then answer in Markdown with their results;
 - ``slow``: run a cell that prints a tick every half second for a minute (try Ctrl-C);
 - ``one cell``: run one quick cell, then answer;
+- ``from code``: run one cell whose code calls the demo MCP server's tools as Python functions
+  (`from mcptools.demo import constant, word_count`), each call approved on its own, then answer;
 - ``model error``: the server answers the request with HTTP 400 (a failing model).
 
 Subagents follow the script their prompt names (primes or π); each thinks aloud, asks for
@@ -82,6 +84,8 @@ class _Conversation:
     """Contents of the tool results after the prompt, in order."""
     tools: list[str]
     """Names of the tools the request offers."""
+    system: str = ""
+    """The system prompt (it says whether MCP tools are Python functions in the kernel)."""
 
     @property
     def is_main(self) -> bool:
@@ -110,6 +114,8 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
         return _slow(conversation)
     if "one cell" in prompt:
         return _one_cell(conversation)
+    if "from code" in prompt:
+        return _tools_from_code(conversation)
     return _tour(conversation)
 
 
@@ -124,6 +130,7 @@ def _read(request: Mapping[str, Any]) -> _Conversation:
         step=sum(1 for m in after if m.get("role") == "assistant"),
         results=[_text(m.get("content")) for m in after if m.get("role") == "tool"],
         tools=tools,
+        system="".join(_text(m.get("content")) for m in messages if m.get("role") == "system"),
     )
 
 
@@ -245,6 +252,38 @@ def _one_cell(c: _Conversation) -> Reply:
     if value is None:
         return Reply(text="The cell did not print a result.")
     return Reply(reasoning="The cell printed the sum.", text=f"The sum of 1 to 100 is **{value}**.")
+
+
+_TOOLS_FROM_CODE_CELL = """\
+from mcptools.demo import constant, word_count
+
+# each call goes to the demo MCP server, after its own approval; the results stay in variables
+values = {name: constant(name=name) for name in ("pi", "e", "phi")}
+for name, value in values.items():
+    print(f"{name:>3} = {value:.6f}")
+sentence = "code that calls tools keeps their raw results out of the context window"
+print(f"RESULT: {word_count(text=sentence)}")"""
+
+
+def _tools_from_code(c: _Conversation) -> Reply:
+    if c.step == 0:
+        if "mcptools.demo" not in c.system:
+            return Reply(text="My MCP tools are not offered as Python functions here (`mcp_tools` is `\"calls\"`).")
+        return Reply(
+            reasoning="Several tool calls whose results I only need to combine: one cell that calls them is best.",
+            text="I'll call the demo MCP server's tools from one cell of code.",
+            tool_calls=(_cell(_TOOLS_FROM_CODE_CELL),),
+        )
+    output = c.results[-1] if c.results else ""
+    value = _result_value(output)
+    if value is None:
+        return Reply(text=f"The cell did not finish:\n\n```\n{output.strip()[-600:]}\n```")
+    constants = [line.strip() for line in output.splitlines() if " = " in line]
+    return Reply(
+        reasoning="The cell printed the constants and the word count.",
+        text="From one cell, four MCP calls: " + ", ".join(f"`{line}`" for line in constants)
+        + f", and the sentence has **{value}** words.",
+    )
 
 
 # -- subagents ------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ def banner(
                     ("slow", "italic"),
                     " (a long cell to stop with Ctrl-C) · ",
                     ("one cell", "italic"),
+                    " · ",
+                    ("tools from code", "italic"),
+                    " (MCP tools called from a cell)",
                 ),
             )
     return Panel(grid, title=f"freeact-sub {__version__}", title_align="left", border_style="dim", expand=False)

@@ -1,7 +1,9 @@
-"""The tools the model sees: loaded from the JSON files beside this module, plus MCP tools.
+"""The tools the model sees: loaded from the JSON tool definitions, plus MCP tools.
 
-The JSON files (`execute_ipython_cell.json`, `reset_kernel.json`, `task.json`) are the one
-source of truth for names, descriptions and argument schemas; they ship inside the wheel.
+The JSON files (`execute_ipython_cell.json`, `reset_kernel.json`, `task.json`) in the project's
+top-level `tools/` folder are the one source of truth for names, descriptions and argument
+schemas. The wheel ships them inside this package (`freeact_sub/tools/definitions/`); a source
+tree or an editable install reads them from `tools/` itself.
 Arguments the model sends are checked against these schemas here, and every problem comes
 back as a message the model can act on.
 """
@@ -13,9 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["BUILTIN_TOOL_NAMES", "ToolSpec", "Toolbox", "builtin_tool", "parse_arguments"]
+__all__ = ["BUILTIN_TOOL_NAMES", "ToolSpec", "Toolbox", "builtin_tool", "definitions_dir", "parse_arguments"]
 
 BUILTIN_TOOL_NAMES = ("execute_ipython_cell", "reset_kernel", "task")
 
@@ -38,9 +42,21 @@ class ToolSpec:
 
 
 @cache
+def definitions_dir() -> Traversable:
+    """The folder of the JSON tool definitions: inside the installed package, else the source tree's `tools/`."""
+    shipped = resources.files(__package__).joinpath("definitions")
+    if shipped.is_dir():
+        return shipped
+    source = Path(__file__).resolve().parents[2] / "tools"
+    if source.is_dir():
+        return source
+    raise FileNotFoundError(f"the JSON tool definitions are missing: neither {shipped} nor {source} exists")
+
+
+@cache
 def builtin_tool(name: str) -> ToolSpec:
-    """Load one of the JSON tool definitions shipped in this package."""
-    text = resources.files(__package__).joinpath(f"{name}.json").read_text(encoding="utf-8")
+    """Load one of the JSON tool definitions (`tools/<name>.json`)."""
+    text = definitions_dir().joinpath(f"{name}.json").read_text(encoding="utf-8")
     data = json.loads(text)
     import jsonschema  # imported here: it costs ~1 s at import time, and `freeact-sub --help` should not pay it
 

@@ -18,8 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 async def test_a_dropped_agent_is_stopped_on_its_loop(workdir: Path) -> None:
     agent = Agent(AgentConfig(model=Script().model, working_dir=workdir, kernel_pool_size=0))
     await agent.start()
-    assert agent._subagents is not None
-    zygote = agent._subagents._zygote
+    zygote = agent.tree.zygote
     for _ in range(1000):  # the kernel zygote starts in the background
         if zygote.running:
             break

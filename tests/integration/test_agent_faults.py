@@ -1,8 +1,8 @@
 """Bad input and faults in a turn: each gives a clear message, leaves the agent usable and nothing running.
 
 Faults the model can correct become tool results (the next model request shows them); a model
-that fails raises `ModelError`; cancellation yields `TurnCancelled`. Failed and cancelled turns
-leave the history as it was before the turn.
+that fails raises `ModelError` and leaves the history as it was before the turn; cancellation
+yields `TurnCancelled` and leaves the history saying that the turn was interrupted.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from pydantic_ai.messages import ModelRequest
 
 from freeact_sub import (
     Agent,
@@ -35,6 +36,14 @@ async def shared(tmp_path_factory: pytest.TempPathFactory):
     script = Script()
     async with Agent(single_agent_config(script, tmp_path_factory.mktemp("faults"))) as agent:
         yield agent, script
+
+
+def assert_interrupted(agent: Agent, before: list) -> None:
+    """The cancelled turn is in the history, ending with the note that the user interrupted it."""
+    history = agent.history
+    assert history[: len(before) - 1] == before[: len(before) - 1]  # earlier turns untouched (the last may be joined)
+    last = history[-1]
+    assert isinstance(last, ModelRequest) and "interrupted" in str(last.parts[-1])
 
 
 async def still_works(agent: Agent, script: Script) -> None:
@@ -190,7 +199,7 @@ async def test_cancel_while_the_model_streams(shared) -> None:
     assert isinstance(events[-1], TurnCancelled)
     assert events[-1].agent_id == agent.agent_id
     assert not of(Response, events)
-    assert agent.history == before
+    assert_interrupted(agent, before)
     await still_works(agent, script)
 
 
@@ -206,7 +215,7 @@ async def test_cancel_while_waiting_for_approval(shared, tmp_path: Path) -> None
             agent.cancel()  # no decision is ever made
     assert isinstance(events[-1], TurnCancelled)
     assert not marker.exists()
-    assert agent.history == before
+    assert_interrupted(agent, before)
     assert script.calls == 1
     await still_works(agent, script)
 
@@ -224,7 +233,7 @@ async def test_cancel_a_running_cell(shared) -> None:
         if isinstance(event, CodeExecutionOutputChunk) and "started" in event.text:
             agent.cancel()
     assert isinstance(events[-1], TurnCancelled)
-    assert agent.history == before
+    assert_interrupted(agent, before)
     # the cell was interrupted, not left running: the next cell runs at once, on the same state
     script.reset([Call("execute_ipython_cell", {"code": "print(survives)"}, id="next")], ["ok"])
     await asyncio.wait_for(drive(agent.stream("next")), 60)
@@ -238,7 +247,7 @@ async def test_a_consumer_that_gives_up_cancels_the_turn(shared) -> None:
     script.reset(["slow", Block()])
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(drive(agent.stream("slow")), 0.5)
-    assert agent.history == before
+    assert_interrupted(agent, before)
     await still_works(agent, script)
 
 

@@ -22,6 +22,7 @@ from freeact_sub import (
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
+    TurnCancelled,
     TurnStarted,
 )
 from tests.scripting import Block, Call, Script, Think, drive, of, single_agent_config
@@ -407,17 +408,15 @@ async def test_stream_needs_a_started_agent(tmp_path: Path) -> None:
             pass
 
 
-async def test_one_turn_at_a_time(shared) -> None:
+async def test_a_new_stream_ends_the_unfinished_turn(shared) -> None:
     agent, script = shared
-    release = asyncio.Event()
-    script.reset(["waiting", Block(release), " done"])
+    script.reset(["waiting", Block()], ["second answer"])
     first = agent.stream("first")
     assert isinstance(await anext(first), TurnStarted)
-    with pytest.raises(RuntimeError, match="already running"):
-        await anext(agent.stream("second"))
-    release.set()
+    events = await drive(agent.stream("second"))
+    assert events[-1].content == "second answer"
     rest = [event async for event in first]
-    assert rest[-1].content == "waiting done"
+    assert isinstance(rest[-1], TurnCancelled)  # its consumer learns that the turn was ended
 
 
 async def test_start_and_stop_without_a_context_manager(tmp_path: Path) -> None:
@@ -448,13 +447,15 @@ async def test_breaking_out_of_the_loop_ends_the_turn(shared, tmp_path: Path) ->
     agent, script = shared
     marker = tmp_path / "ran"
     before = agent.history
-    script.reset([Call("execute_ipython_cell", {"code": f"open({str(marker)!r}, 'w').close()"})])
+    script.reset([Call("execute_ipython_cell", {"code": f"open({str(marker)!r}, 'w').close()"}, id="touch")])
     async with contextlib.aclosing(agent.stream("go")) as events:
         async for event in events:
             if isinstance(event, ApprovalRequest):
                 break
-    assert agent.history == before
     assert not marker.exists()
+    # the history says what happened: the call did not run, the turn was interrupted
+    new = agent.history[len(before):]
+    assert "did not run" in str(new[-1]) and "interrupted" in str(new[-1])
     script.reset(["still here"])
     events = await drive(agent.stream("again"))
     assert events[-1].content == "still here"

@@ -110,6 +110,25 @@ async def test_a_loop_of_100_calls_with_a_standing_approval(shared) -> None:
     assert "4950" in script.tool_results(1)["cell"]  # the model sees the cell's output, not 100 results
 
 
+async def test_calls_from_threads_of_one_cell_run_at_the_same_time(shared) -> None:
+    agent, script = shared
+    code = (
+        "from concurrent.futures import ThreadPoolExecutor\nfrom mcptools.calc import sleep\n"
+        "with ThreadPoolExecutor(3) as pool:\n    print(list(pool.map(lambda s: sleep(seconds=s), [0.5] * 3)))"
+    )
+    script.reset([cell(code)], ["done"])
+    agent.approvals.always(agent.agent_id)
+    try:
+        events = await drive(agent.stream("sleep thrice"), decide=False)
+    finally:
+        agent.approvals.clear(agent.agent_id)
+    assert cell_output(events).text.strip() == "['slept 0.5', 'slept 0.5', 'slept 0.5']"
+    calls = [e for e in events if getattr(e, "source", "model") == "code"]
+    kinds = [type(e).__name__ for e in calls]
+    assert kinds[:3] == ["ApprovalRequest"] * 3  # all three were under way before the first result came back
+    assert kinds.count("ToolOutput") == 3
+
+
 async def test_structured_results_come_back_as_python_values(shared) -> None:
     agent, script = shared
     code = (
@@ -325,3 +344,39 @@ async def test_three_children_call_the_same_server_from_code_each_through_its_ow
     for output in of(ToolOutput, events):
         if output.tool_name == "calc_server_pid":
             assert json.loads(output.content) == pids[output.agent_id]
+
+
+async def test_the_demo_runs_a_cell_that_calls_mcp_tools_from_code(tmp_path: Path) -> None:
+    from freeact_sub.demo import demo_config, start_demo_server
+
+    events = []
+    with start_demo_server(chunk_delay=0) as server:
+        async with Agent(demo_config(server, working_dir=tmp_path, kernel_pool_size=0)) as agent:
+            events = await drive(agent.stream("Call the MCP tools from code"))
+    assert [(r.tool_name, r.tool_args) for r in code_requests(events)] == [
+        ("demo_constant", {"name": "pi"}), ("demo_constant", {"name": "e"}), ("demo_constant", {"name": "phi"}),
+        ("demo_word_count", {"text": "code that calls tools keeps their raw results out of the context window"}),
+    ]
+    assert "pi = 3.141593" in of(CodeExecutionOutput, events)[0].text
+    assert "the sentence has **13** words" in events[-1].content
+
+
+async def test_a_cell_that_times_out_during_a_call_drops_the_call_and_the_session_goes_on(tmp_path: Path) -> None:
+    slow = "from mcptools.calc import sleep\nsleep(seconds=30)"
+    script = Script([cell(slow)], ["timed out"], [cell("from mcptools.calc import add\nprint(add(a=2, b=2))", "next")],
+                    ["4"])
+    async with Agent(config(script, tmp_path, auto_approve=True, execution_timeout=1.5)) as agent:
+        started = asyncio.get_running_loop().time()
+        output = cell_output(await drive(agent.stream("sleep")))
+        assert output.status == "timeout" and "KeyboardInterrupt" in output.text
+        assert asyncio.get_running_loop().time() - started < 20  # the 30 s call did not hold the cell
+        assert cell_output(await drive(agent.stream("add")), "next").text.strip() == "4"
+
+
+async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
+    add = "from mcptools.calc import add\nprint(add(a=1, b=1))"
+    script = Script([cell(add, "first"), Call("reset_kernel", {}, id="reset")], [cell(add, "second")], ["2"])
+    async with Agent(config(script, tmp_path, auto_approve=True)) as agent:
+        events = await drive(agent.stream("add, reset, add"))
+    assert [cell_output(events, i).text.strip() for i in ("first", "second")] == ["2", "2"]
+    assert agent.kernel is None  # stopped

@@ -87,7 +87,11 @@ def routed(parent: Script, children: dict[str, Script]) -> Router:
 
 
 def config(model: Any, workdir: Path, **overrides: Any) -> AgentConfig:
-    values: dict[str, Any] = {"model": model, "working_dir": workdir, "auto_approve": True, "kernel_pool_size": 0}
+    # no pools: these tests count the kernels and servers each child starts (tests/integration/test_mcp_pool.py
+    # and test_subagents_pool.py cover the pools)
+    values: dict[str, Any] = {
+        "model": model, "working_dir": workdir, "auto_approve": True, "kernel_pool_size": 0, "mcp_pool_size": 0
+    }
     values.update(overrides)
     return AgentConfig(**values)
 
@@ -310,8 +314,7 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
     )
     model = routed(parent, {"look": look})
     async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1)) as agent:
-        assert agent._subagents is not None
-        pool = agent._subagents._pool
+        pool = agent.tree.pool
         await eventually(lambda: pool.ready == 1, "the kernel pool should fill")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}  # the one ready kernel of the pool
@@ -424,7 +427,10 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
     assert "task" in parent_tools and "calc_server_pid" in parent_tools
     for script in (parent, *children.values()):
         for messages, info in zip(script.requests, script.infos, strict=True):
-            assert system_prompt(messages) == "You are the scripted test agent."
+            # the configured prompt, then the section on the agent's MCP tools (the same for parent and child)
+            assert system_prompt(messages).startswith("You are the scripted test agent.")
+            same = [re.sub(r"agent-[0-9a-f]+", "agent-X", system_prompt(m)) for m in (messages, parent.requests[0])]
+            assert same[0] == same[1]
             assert info.model_settings is not None
             assert {k: info.model_settings.get(k) for k in settings} == settings
     for script in children.values():
@@ -574,8 +580,7 @@ async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
     children = {name: Script([cell(PRINT_PID)]) for name in names}
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
-        assert agent._subagents is not None
-        pool = agent._subagents._pool
+        pool = agent.tree.pool
 
         async def cancel_while_kernels_boot() -> None:
             while len(pool._booting) < 2:  # noqa: ASYNC110 - the pool has no event for this
@@ -827,8 +832,11 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
                     agent.cancel()
 
         watch = await drive(agent, PARENT, cancel_when_both_run)
-        assert agent._subagents is not None and agent._subagents.running == {}
-        assert agent.history == history_before
+        assert agent.tree.children(agent.agent_id) == []
+        # the parent's history says that its task calls were interrupted (the children did not finish)
+        interrupted = agent.history[len(history_before):][-1]
+        assert all(f"task-{name}" in str(interrupted) for name in names)
+        assert str(interrupted).count("interrupted") >= 4  # three results and the note
 
         # the parent is usable again, and its next turn can start children
         parent.add([task("again")], ["second turn done"])
@@ -866,7 +874,7 @@ async def test_cancel_while_children_start(workdir: Path, calc_server_config: di
                     agent.cancel()
 
         watch = await drive(agent, PARENT, cancel_on_second_start)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         assert len(calc_servers()) == 1, "only the parent's MCP server runs: the starting children's are stopped"
 
     assert all(script.calls == 0 for script in children.values()), "no child got as far as its model"
@@ -943,11 +951,11 @@ async def test_cancel_while_child_waits_for_approval(workdir: Path) -> None:
                     agent.cancel()
 
         watch = await drive(agent, PARENT, decide)
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel]
 
-    assert len(asked) == 1 and not asked[0].decided
+    assert len(asked) == 1 and asked[0].decision is False  # a request pending at the cancel ends rejected
     (finished,) = watch.of(SubagentFinished)
     assert finished.status == "cancelled"
     assert not watch.of(CodeExecutionOutput)
@@ -966,10 +974,10 @@ async def test_closing_the_stream_stops_children(workdir: Path) -> None:
                 watch(event)
                 if isinstance(event, CodeExecutionOutputChunk) and "RUNNING" in event.text:
                     break
-        assert agent._subagents is not None and agent._subagents.running == {}
+        assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel]
         (started,) = watch.of(SubagentStarted)
         (child_kernel,) = watch.pids[started.subagent_id]
         assert not alive(child_kernel)
-        assert agent.history == []
+        assert "task-left" in str(agent.history[-1]) and "interrupted" in str(agent.history[-1])

@@ -172,9 +172,7 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
     model = Router({"PARENT": parent, "CHILD-one:": one, "CHILD-two:": two})
     cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=1)
     async with Agent(cfg) as agent:
-        runner = agent._subagents
-        assert runner is not None
-        pool = runner._pool
+        pool = agent.tree.pool
         await eventually(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}

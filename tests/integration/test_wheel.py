@@ -1,4 +1,4 @@
-"""The JSON tool definitions ship inside the wheel and load from the installed package.
+"""The JSON tool definitions (top-level `tools/`) ship inside the wheel and load from the installed package.
 
 The wheel is built from this source tree and installed (without dependencies) into a fresh
 virtual environment. The dependencies come from the test environment's site-packages, added
@@ -23,14 +23,13 @@ TOOLS = ("execute_ipython_cell", "reset_kernel", "task")
 
 CHECK = """
 import json, sys
-from importlib import resources
 import freeact_sub
-from freeact_sub.tools import Toolbox, builtin_tool
+from freeact_sub.tools import Toolbox, builtin_tool, definitions_dir
 specs = [builtin_tool(name) for name in {tools!r}]
 print(json.dumps({{
     "package": freeact_sub.__file__,
     "version": freeact_sub.__version__,
-    "tool_files": [str(resources.files("freeact_sub.tools").joinpath(name + ".json")) for name in {tools!r}],
+    "tool_files": [str(definitions_dir().joinpath(name + ".json")) for name in {tools!r}],
     "definitions": [
         {{"name": d.name, "description": d.description, "parameters": d.parameters_json_schema}}
         for d in Toolbox(specs).definitions()
@@ -59,11 +58,19 @@ def test_the_wheel_contains_the_tool_definitions(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         for tool in TOOLS:
-            member = f"freeact_sub/tools/{tool}.json"
+            member = f"freeact_sub/tools/definitions/{tool}.json"
             assert member in names
             shipped = json.loads(archive.read(member))
-            source = json.loads((ROOT / "freeact_sub" / "tools" / f"{tool}.json").read_text(encoding="utf-8"))
+            source = json.loads((ROOT / "tools" / f"{tool}.json").read_text(encoding="utf-8"))
             assert shipped == source
+
+
+def test_the_source_tree_loads_the_top_level_tool_definitions() -> None:
+    """In this (editable) install the definitions come from `tools/`, the one source of truth."""
+    from freeact_sub.tools import definitions_dir
+
+    assert Path(str(definitions_dir())) == ROOT / "tools"
+    assert not (ROOT / "freeact_sub" / "tools" / "definitions").exists()
 
 
 def test_the_installed_package_loads_its_tool_definitions(wheel: Path, tmp_path: Path) -> None:
@@ -96,10 +103,10 @@ def test_the_installed_package_loads_its_tool_definitions(wheel: Path, tmp_path:
     assert Path(report["package"]).is_relative_to(site)
     assert str(ROOT) not in report["path"]
     for file in report["tool_files"]:
-        assert Path(file).is_relative_to(site / "freeact_sub" / "tools")
+        assert Path(file).is_relative_to(site / "freeact_sub" / "tools" / "definitions")
     assert report["version"] == wheel.name.split("-")[1]  # the installed distribution's metadata is found
     for tool, definition in zip(TOOLS, report["definitions"], strict=True):
-        source = json.loads((ROOT / "freeact_sub" / "tools" / f"{tool}.json").read_text(encoding="utf-8"))
+        source = json.loads((ROOT / "tools" / f"{tool}.json").read_text(encoding="utf-8"))
         assert definition == {
             "name": source["name"],
             "description": source["description"],

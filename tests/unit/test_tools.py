@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 import pytest
 
-from freeact_sub.tools import Toolbox, ToolSpec, builtin_tool, parse_arguments
+from freeact_sub.tools import Toolbox, ToolSpec, builtin_tool, definitions_dir, parse_arguments
 
 
 def _json_file(name: str) -> dict:
-    return json.loads(resources.files("freeact_sub.tools").joinpath(f"{name}.json").read_text(encoding="utf-8"))
+    return json.loads(definitions_dir().joinpath(f"{name}.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture

@@ -1,0 +1,211 @@
+"""`AgentTree`: what a main agent and every subagent under it share.
+
+One tree per main agent. It holds the approval policy, the subagent bound (`max_subagents`,
+counted across the whole tree), the kernel zygote and the kernel pool that children's kernels
+come from, the pool of pre-opened MCP connections children take theirs from, the usage
+ledger, and the registry of the agents alive in it (id, parent, type, description). It builds
+children through a factory the main agent hands it, so the module that runs `task` calls
+(`subagents.py`) needs neither the `Agent` class nor any agent's private state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .kernel import Kernel
+from .kernel_launcher import KernelZygote
+from .kernel_pool import KernelPool
+from .mcp_pool import McpPool
+from .usage import UsageLedger
+
+if TYPE_CHECKING:
+    from .approvals import ApprovalPolicy
+    from .config import AgentConfig
+    from .events import AgentEvent
+
+__all__ = ["AgentFactory", "AgentRecord", "AgentTree", "ChildSpec", "TreeMember"]
+
+
+class TreeMember(Protocol):
+    """What the tree and the `task` runner need of an agent."""
+
+    agent_id: str
+    config: AgentConfig
+    turns_used: int
+    turn_limit_reached: bool
+    last_turn_rejected: bool
+
+    @property
+    def model(self) -> Any:
+        """The resolved pydantic-ai `Model` (after `start()`)."""
+        ...
+
+    async def start(self) -> None: ...
+
+    def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]: ...
+
+    async def stop(self) -> None: ...
+
+    def finished(self, status: str) -> None:
+        """Record how the agent ended (in its session, if it saves one)."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildSpec:
+    """What a child is built from."""
+
+    config: AgentConfig
+    """The child's own config (model resolved, no `task` tool)."""
+    parent_id: str
+    tool_call_id: str
+    """The parent's `task` call that starts it."""
+    prompt: str
+    subagent_type: str = "general"
+    description: str = ""
+
+
+AgentFactory = Callable[["AgentTree", ChildSpec], TreeMember]
+"""Builds a child of `spec.parent_id` that joins `tree` (the main agent's module supplies it)."""
+
+
+@dataclass
+class AgentRecord:
+    """One live agent of a tree."""
+
+    agent_id: str
+    parent_id: str | None
+    """None for the main agent."""
+    subagent_type: str
+    """The agent type it runs as (`general` unless a type was named)."""
+    description: str
+    """The short title its `task` call gave it (empty for the main agent)."""
+    agent: TreeMember
+
+
+class AgentTree:
+    """The shared state of one agent tree; created by the main agent, closed when it stops."""
+
+    def __init__(self, root: TreeMember, *, approvals: ApprovalPolicy, factory: AgentFactory) -> None:
+        self.root = root
+        """The main agent."""
+        self.approvals = approvals
+        """Standing decisions, shared by every agent of the tree."""
+        self.agents: dict[str, AgentRecord] = {}
+        """The live agents by id, the main agent included."""
+        self.usage = UsageLedger()
+        """Token usage and cost of every agent of the tree, by agent id."""
+        self._factory = factory
+        self._warming: asyncio.Task[None] | None = None
+        self._renew()
+
+    def _renew(self) -> None:
+        """New (unstarted) bound, zygote and pool from the main agent's current config."""
+        self.bound = asyncio.Semaphore(self.config.max_subagents)
+        """At most `max_subagents` children exist at once, across the tree; taken before a child's kernel exists."""
+        self.zygote = KernelZygote()
+        self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
+        """Pre-started, never-used kernels for children."""
+        self.mcp_pool = McpPool(self.config.mcp_pool_size)
+        """Pre-opened, never-used MCP connections for children, per server configuration."""
+
+    @property
+    def config(self) -> AgentConfig:
+        """The main agent's config: the kernel settings and the bound of the whole tree come from it."""
+        return self.root.config
+
+    # -- the registry ------------------------------------------------------------------------
+
+    def register(
+        self, agent: TreeMember, *, parent_id: str | None, subagent_type: str = "general", description: str = ""
+    ) -> AgentRecord:
+        """Add a live agent to the registry."""
+        record = AgentRecord(agent.agent_id, parent_id, subagent_type, description, agent)
+        self.agents[agent.agent_id] = record
+        return record
+
+    def unregister(self, agent_id: str) -> None:
+        """Remove an agent that ended."""
+        self.agents.pop(agent_id, None)
+
+    def children(self, parent_id: str) -> list[AgentRecord]:
+        """The live children of `parent_id`."""
+        return [record for record in self.agents.values() if record.parent_id == parent_id]
+
+    def is_child(self, agent_id: str) -> bool:
+        """Whether `agent_id` is a subagent (it has a parent)."""
+        record = self.agents.get(agent_id)
+        return record is not None and record.parent_id is not None
+
+    # -- children ----------------------------------------------------------------------------
+
+    def new_child(self, spec: ChildSpec) -> TreeMember:
+        """Build a child as `spec` says and register it; `start()` it next."""
+        child = self._factory(self, spec)
+        self.register(
+            child, parent_id=spec.parent_id, subagent_type=spec.subagent_type, description=spec.description
+        )
+        return child
+
+    # -- kernels -----------------------------------------------------------------------------
+
+    def new_kernel(self, label: str, *, launcher: KernelZygote | None = None) -> Kernel:
+        """A kernel (not started) with the tree's working directory, environment and images folder."""
+        return Kernel(
+            working_dir=self.config.working_dir,
+            env=self.config.kernel_env,
+            images_dir=self.config.resolved_images_dir,
+            label=label,
+            launcher=launcher,
+        )
+
+    def _pooled_kernel(self) -> Kernel:
+        return self.new_kernel("pooled", launcher=self.zygote)
+
+    async def acquire_kernel(self, agent_id: str) -> Kernel:
+        """A started kernel for `agent_id`: launched for the main agent, from the pool for a child."""
+        if self.is_child(agent_id):
+            kernel = await self.pool.acquire()
+        else:
+            kernel = self.new_kernel(agent_id)
+            await kernel.start()
+        kernel.label = agent_id
+        return kernel
+
+    def mcp_pool_for(self, agent_id: str) -> McpPool | None:
+        """Where `agent_id` takes its MCP connections from: the pool for a child, none for the main agent."""
+        return self.mcp_pool if self.is_child(agent_id) else None
+
+    def refill(self, config: AgentConfig) -> None:
+        """Top the pools up after a child started (not before: booting would slow that child's own start)."""
+        self.pool.fill()
+        self.mcp_pool.fill(config.mcp_servers, config.working_dir)
+
+    def start(self) -> None:
+        """When the main agent has started, in the background: open the MCP pool's connections; start the
+        kernel zygote, then fill the kernel pool."""
+        if self._warming is None:
+            self._renew()  # nothing has used them yet; the config may have changed since they were made
+            self.mcp_pool.fill(self.config.mcp_servers, self.config.working_dir)
+            self._warming = asyncio.create_task(self._warm_up(), name="agent-tree-warm-up")
+
+    async def _warm_up(self) -> None:
+        with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
+            await self.zygote.start()
+        self.pool.fill()
+
+    async def close(self) -> None:
+        """Stop the warm-up, shut down the kernel pool and the zygote (children are stopped by their parents)."""
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(BaseException):
+                await self._warming
+        self._warming = None
+        pool, zygote, mcp_pool = self.pool, self.zygote, self.mcp_pool
+        self._renew()  # a main agent may be started again after it stopped
+        await asyncio.gather(pool.close(), mcp_pool.close(), return_exceptions=True)
+        await zygote.close()
