@@ -44,7 +44,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
-from .kernel import Kernel
+from .kernels import KernelBackend
 from .mcp import McpConnections
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
@@ -157,7 +157,7 @@ class Agent:
         """Allow / ask / deny rules: its type's, then its parent's type's, then `config.approvals`."""
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
-        self._kernel: Kernel | None = None
+        self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
         self._calls: ToolCallRunner | None = None
@@ -220,7 +220,7 @@ class Agent:
         return self._model
 
     @property
-    def kernel(self) -> Kernel | None:
+    def kernel(self) -> KernelBackend | None:
         """This agent's kernel while it runs."""
         return self._kernel
 
@@ -386,7 +386,7 @@ class Agent:
         self._calls.code_tools = self._code_tools
         self._started = True
 
-    async def _acquire_kernel(self, runs_code: bool) -> Kernel | None:
+    async def _acquire_kernel(self, runs_code: bool) -> KernelBackend | None:
         """This agent's kernel; none for an agent that may not run code (no kernel process is started)."""
         return await self.tree.acquire_kernel(self.agent_id) if runs_code else None
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalPolicy, ApprovalRules
     from .code_tools import CodeTools
     from .config import AgentConfig
-    from .kernel import Kernel
+    from .kernels import KernelBackend
     from .mcp import McpConnections
     from .subagents import SubagentRunner
     from .tools import Toolbox
@@ -41,7 +41,7 @@ class ToolCallRunner:
         config: AgentConfig,
         toolbox: Toolbox,
         approvals: ApprovalPolicy,
-        kernel: Kernel | None,
+        kernel: KernelBackend | None,
         mcp: McpConnections,
         subagents: SubagentRunner | None,
         rules: ApprovalRules | None = None,
