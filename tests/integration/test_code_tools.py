@@ -382,6 +382,9 @@ async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
     assert agent.kernel is None  # stopped
 
 
+@pytest.mark.skipif(
+    "rule" not in ApprovalRequest.__dataclass_fields__, reason="the allow/ask/deny rules of issue 9 are not merged yet"
+)
 async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Path) -> None:
     code = (
         "import mcptools\nfrom mcptools.calc import echo, add\n"
