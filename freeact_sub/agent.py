@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalPolicy
+from .cell_images import accepts_images
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import AgentConfig
 from .errors import ModelError
@@ -334,6 +335,7 @@ class Agent:
             kernel=self._kernel,
             mcp=mcp,
             subagents=self._subagents,
+            model_sees_images=accepts_images(self._model),
         )
         try:
             self._code_tools = await open_code_tools(

@@ -123,6 +123,10 @@ class AgentConfig(BaseModel):
     """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
     images_dir: Path | None = None
     """Where kernel images are saved; default `<working_dir>/.freeact-sub/images`."""
+    max_images_to_model: int = Field(default=3, ge=0)
+    """How many of one cell's images go back to the model as images (if it accepts images); 0: paths only."""
+    max_image_bytes: int = Field(default=2_000_000, ge=1)
+    """A larger image is not sent to the model (its saved path still is)."""
     mcp_tools: Literal["calls", "code", "both"] = "both"
     """How MCP tools are offered: as tool calls (`"calls"`), as Python functions in the kernel
     (`"code"`: `from mcptools.<server> import <tool>`), or both."""
