@@ -258,6 +258,23 @@ class AgentLog:
             agent_id, parent_id=self.agent_id, tool_call_id=tool_call_id, type=type, model=model, prompt=prompt
         )
 
+    def saved_child(self, agent_id: str) -> list[ModelMessage] | None:
+        """The saved conversation of `agent_id`, ready for the model, if it is a child of this agent; else None.
+
+        For `task(resume=…)` across process restarts: the child's transcript is in the session.
+        """
+        return self.store.history(agent_id) if self.has_saved_child(agent_id) else None
+
+    def has_saved_child(self, agent_id: str) -> bool:
+        """Whether the session holds a subagent `agent_id` that this agent started."""
+        record = self.store.summary().agents.get(agent_id)
+        return record is not None and record.parent_id == self.agent_id
+
+    def resume_child(self, agent_id: str) -> AgentLog:
+        """The log of a saved child of this agent that runs again: it continues its own transcript."""
+        log, _ = self.store.resume_agent(agent_id)
+        return log
+
     def close(self) -> None:
         self._writer.close()
         self.store._logs.pop(self.agent_id, None)

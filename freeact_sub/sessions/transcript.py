@@ -134,7 +134,8 @@ class TranscriptWriter:
         saved = self._saved
         common = 0
         limit = min(len(saved), len(history))
-        while common < limit and history[common] is saved[common]:
+        # by identity, as the agent appends; by value for a history loaded or copied elsewhere (a resumed child)
+        while common < limit and (history[common] is saved[common] or history[common] == saved[common]):
             common += 1
         if common == len(saved) == len(history):
             return False
