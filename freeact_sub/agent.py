@@ -43,7 +43,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
-from .kernel import Kernel
+from .kernels import KernelBackend
 from .mcp import McpConnections
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
@@ -149,7 +149,7 @@ class Agent:
         """Whether the last turn ended because the consumer rejected a call."""
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
-        self._kernel: Kernel | None = None
+        self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
         self._calls: ToolCallRunner | None = None
@@ -212,7 +212,7 @@ class Agent:
         return self._model
 
     @property
-    def kernel(self) -> Kernel | None:
+    def kernel(self) -> KernelBackend | None:
         """This agent's kernel while it runs."""
         return self._kernel
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
     from .code_tools import CodeTools
     from .config import AgentConfig
-    from .kernel import Kernel
+    from .kernels import KernelBackend
     from .mcp import McpConnections
     from .subagents import SubagentRunner
     from .tools import Toolbox
@@ -42,7 +42,7 @@ class ToolCallRunner:
         config: AgentConfig,
         toolbox: Toolbox,
         approvals: ApprovalPolicy,
-        kernel: Kernel,
+        kernel: KernelBackend,
         mcp: McpConnections,
         subagents: SubagentRunner | None,
         model_sees_images: bool = False,
