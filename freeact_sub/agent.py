@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalPolicy
+from .cell_images import accepts_images
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import AgentConfig
 from .errors import ModelError
@@ -42,7 +43,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
-from .kernel import Kernel
+from .kernels import KernelBackend
 from .mcp import McpConnections
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
@@ -148,7 +149,7 @@ class Agent:
         """Whether the last turn ended because the consumer rejected a call."""
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
-        self._kernel: Kernel | None = None
+        self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
         self._calls: ToolCallRunner | None = None
@@ -211,7 +212,7 @@ class Agent:
         return self._model
 
     @property
-    def kernel(self) -> Kernel | None:
+    def kernel(self) -> KernelBackend | None:
         """This agent's kernel while it runs."""
         return self._kernel
 
@@ -334,6 +335,7 @@ class Agent:
             kernel=self._kernel,
             mcp=mcp,
             subagents=self._subagents,
+            model_sees_images=accepts_images(self._model),
         )
         try:
             self._code_tools = await open_code_tools(
@@ -624,8 +626,12 @@ def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     if isinstance(parent, Agent):  # the child, too, acts only while the consumer of its parent's stream reads
         child._upstream = parent._wait_for_reader
     if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
-        child._log = parent._log.child(
-            child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
-            model=spec.config.model,
-        )
+        resumed = getattr(spec, "agent_id", None)  # `task(resume=…)`: the child continues its own transcript
+        if resumed is not None and parent._log.has_saved_child(resumed):
+            child._log = parent._log.resume_child(resumed)
+        else:
+            child._log = parent._log.child(
+                child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+                model=spec.config.model,
+            )
     return child

@@ -18,7 +18,7 @@ from .generate import PACKAGE
 
 if TYPE_CHECKING:
     from ..config import AgentConfig
-    from ..kernel import Kernel
+    from ..kernels import KernelBackend
     from ..mcp import McpConnections
 
 __all__ = ["PACKAGE", "Ask", "CodeTools", "McpToolsMode", "mcp_prompt", "open_code_tools"]
@@ -28,7 +28,7 @@ async def open_code_tools(
     *,
     agent_id: str,
     config: AgentConfig,
-    kernel: Kernel,
+    kernel: KernelBackend,
     mcp: McpConnections,
     ask: Ask,
     allowed: Callable[[str], bool] | None = None,
@@ -36,10 +36,11 @@ async def open_code_tools(
     """Start an agent's code tools, or None when its MCP tools are offered only as calls (or it has none).
 
     `allowed(qualified_name)` picks the tools the agent may use (its type's `tools` patterns); the
-    others get no function, so code cannot reach them either.
+    others get no function, so code cannot reach them either. Kernels on a kernel gateway get
+    none: the kernel could not reach this machine's tool socket.
     """
     tools = [t for t in mcp.tools if allowed is None or allowed(t.qualified_name)]
-    if config.mcp_tools == "calls" or not tools:
+    if config.mcp_tools == "calls" or not tools or config.kernel_gateway is not None:
         return None
     code_tools = CodeTools(
         agent_id=agent_id,
