@@ -707,11 +707,13 @@ def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     parent = tree.agents[spec.parent_id].agent
     if isinstance(parent, Agent):  # the child, too, acts only while the consumer of its parent's stream reads
         child._upstream = parent._wait_for_reader
-    if isinstance(parent, Agent) and parent._log is not None and spec.agent_id is not None and spec.history:
-        child._log, _ = parent._log.store.resume_agent(spec.agent_id)  # a resumed child continues its own file
-    elif isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
-        child._log = parent._log.child(
-            child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
-            model=spec.config.model,
-        )
+    if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
+        resumed = spec.agent_id  # `task(resume=…)`: the child continues its own transcript
+        if resumed is not None and parent._log.has_saved_child(resumed):
+            child._log = parent._log.resume_child(resumed)
+        else:
+            child._log = parent._log.child(
+                child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+                model=spec.config.model,
+            )
     return child

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import shutil
+import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -248,10 +249,12 @@ class CodeTools:
             f"Modules and tools:\n{listing}"
         )
         if mode == "code":
-            return "## MCP tools\n" + text.replace("are also Python", "are Python", 1)
-        return (
-            "## MCP tools\nYou can call MCP tools directly as tools named `<server>_<tool>`. " + text
-        )
+            text = text.replace("are also Python", "are Python", 1)
+        else:
+            text = "You can call MCP tools directly as tools named `<server>_<tool>`. " + text
+        paragraph, _, modules = text.partition("\nModules and tools:\n")
+        wrapped = textwrap.fill(paragraph, 96, break_long_words=False, break_on_hyphens=False)
+        return f"## MCP tools\n{wrapped}\nModules and tools:\n{modules}"
 
 
 def _failure(kind: str, message: str) -> dict[str, Any]:

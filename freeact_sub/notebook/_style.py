@@ -68,10 +68,12 @@ def _token_rules() -> str:
 
 _RULES = """
 .freeact-run { width: 100%; }
+.freeact-run.widget-box, .freeact-run.widget-box > .freeact-run-header { overflow: visible; }
 .freeact-run-header { align-items: center; gap: 8px; position: sticky; top: 0; z-index: 10;
   background: var(--jp-layout-color1, #fff); border-bottom: 1px solid var(--jp-border-color2, #e0e0e0);
   padding: 2px 0; }
-/* the output area scrolls sideways by itself, which would make the header stick to it instead of the notebook */
+/* JupyterLab's output area clips and scrolls by itself, which would make the header stick to it, not the notebook */
+.jp-OutputArea:has(.freeact-run-header), .jp-OutputArea-child:has(.freeact-run-header),
 .jp-OutputArea-output:has(.freeact-run-header) { overflow: visible; }
 .freeact-pending-count { padding: 1px 6px; border-radius: 8px; font-size: 90%;
   background: var(--jp-warn-color1, #ff9800); color: var(--jp-ui-inverse-font-color1, #fff); }
@@ -107,16 +109,17 @@ _RULES = """
   border-color: var(--jp-warn-color0, #f57c00); }
 .freeact-decision-waiting { color: var(--jp-warn-color0, #f57c00); border-color: var(--jp-warn-color1, #ff9800); }
 .freeact-reason { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; }
-.freeact-code, .freeact-pre { margin: 2px 0; padding: 4px 6px; white-space: pre-wrap; word-break: break-word;
+pre.freeact-code, pre.freeact-pre { margin: 2px 0; padding: 4px 6px; white-space: pre-wrap; word-break: break-word;
   background: var(--jp-cell-editor-background, #f5f5f5); color: var(--jp-content-font-color1, rgba(0,0,0,.87));
   border-radius: 3px; font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); }
-.freeact-output { background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
-.freeact-error { color: var(--jp-error-color1, #f44336); }
+pre.freeact-output { background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
+.freeact-error, pre.freeact-pre.freeact-error { color: var(--jp-error-color1, #f44336); }
 .freeact-thoughts { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; white-space: pre-wrap; }
 .freeact-markdown p { margin: 2px 0; }
 .freeact-approval { align-items: center; gap: 6px; flex-wrap: wrap; }
 .freeact-always { align-items: center; gap: 6px; }
-/* the static transcript: boxes laid out like the widgets they stand for */
+/* the static transcript: boxes laid out like the widgets they stand for (`pre.` above: JupyterLab styles
+   the `pre` of rendered HTML with the same specificity as a class, and ours comes later) */
 .freeact-hbox { display: flex; flex-direction: row; align-items: center; gap: 8px; flex-wrap: wrap; }
 .freeact-vbox { display: flex; flex-direction: column; }
 .freeact-static img { max-width: 480px; }

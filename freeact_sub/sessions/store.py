@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import SessionError
 from .index import SessionSummary, read_index
-from .transcript import TranscriptWriter, read_messages, valid_for_model
+from .transcript import Durability, TranscriptWriter, read_messages, valid_for_model
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -66,6 +66,7 @@ class SessionStore:
         self.session_id = session_id
         self._lock: IO[bytes] | None = None
         self._index: IO[bytes] | None = None
+        self._index_durable: Durability | None = None
         self._logs: dict[str, AgentLog] = {}
 
     # -- opening ---------------------------------------------------------------------------
@@ -114,14 +115,15 @@ class SessionStore:
         lock.flush()
         self._lock = lock
         self._index = (self.path / "index.jsonl").open("ab")
+        self._index_durable = Durability(self._index)
 
     def close(self) -> None:
         """Close every log and the index, and release the lock."""
         for log in list(self._logs.values()):
             log.close()
-        if self._index is not None:
-            self._index.close()
-            self._index = None
+        if self._index_durable is not None:
+            self._index_durable.close()
+        self._index, self._index_durable = None, None
         if self._lock is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
@@ -192,8 +194,8 @@ class SessionStore:
             return
         self._index.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
         self._index.flush()
-        if fsync:
-            os.fsync(self._index.fileno())
+        if fsync and self._index_durable is not None:
+            self._index_durable.request()
 
 
 class AgentLog:
@@ -255,6 +257,23 @@ class AgentLog:
         return self.store.agent(
             agent_id, parent_id=self.agent_id, tool_call_id=tool_call_id, type=type, model=model, prompt=prompt
         )
+
+    def saved_child(self, agent_id: str) -> list[ModelMessage] | None:
+        """The saved conversation of `agent_id`, ready for the model, if it is a child of this agent; else None.
+
+        For `task(resume=…)` across process restarts: the child's transcript is in the session.
+        """
+        return self.store.history(agent_id) if self.has_saved_child(agent_id) else None
+
+    def has_saved_child(self, agent_id: str) -> bool:
+        """Whether the session holds a subagent `agent_id` that this agent started."""
+        record = self.store.summary().agents.get(agent_id)
+        return record is not None and record.parent_id == self.agent_id
+
+    def resume_child(self, agent_id: str) -> AgentLog:
+        """The log of a saved child of this agent that runs again: it continues its own transcript."""
+        log, _ = self.store.resume_agent(agent_id)
+        return log
 
     def close(self) -> None:
         self._writer.close()

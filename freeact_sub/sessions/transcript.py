@@ -5,8 +5,11 @@ it, or a control record `{"kind": "truncate", "keep": N}` saying that the agent'
 cut back to its first N messages (a turn rolled back after a failed model request, or a last
 request that grew by a part). Replaying the lines in order gives the history the agent had.
 
-`TranscriptWriter.sync(history)` appends what changed since the last call (flushed and
-fsync'ed), so the agent only says *when* to save, never *what*. `read_messages()` skips a
+`TranscriptWriter.sync(history)` appends what changed since the last call, so the agent only
+says *when* to save, never *what*. Each append is written and flushed before `sync` returns (a
+process killed with SIGKILL right after loses nothing: the data is with the operating system);
+the fsync that makes it survive a power cut follows at once in a background thread
+(`Durability`), so a round does not wait for the disk. `read_messages()` skips a
 partial or corrupted line with a `TranscriptWarning`, and `valid_for_model()` makes a history
 cut short by a crash one a model accepts: every tool call gets a result.
 """
@@ -15,8 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERRUPTED_RESULT",
+    "Durability",
     "TranscriptWarning",
     "TranscriptWriter",
     "read_messages",
@@ -53,6 +59,64 @@ def dump_message(message: ModelMessage) -> bytes:
     return bytes(_adapter().dump_json([message]))[1:-1]
 
 
+_fsyncs: ThreadPoolExecutor | None = None
+_fsyncs_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _fsyncs
+    with _fsyncs_lock:
+        if _fsyncs is None:
+            _fsyncs = ThreadPoolExecutor(max_workers=2, thread_name_prefix="freeact-fsync")
+        return _fsyncs
+
+
+class Durability:
+    """Fsyncs one open file in a background thread after each `request()`; requests made meanwhile are coalesced.
+
+    Every request is followed by an fsync that starts after it, so what was flushed before a
+    request reaches the disk. `close()` waits for it and fsyncs once more.
+    """
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._wanted = False
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def request(self) -> None:
+        with self._lock:
+            self._wanted = True
+            if not self._idle.is_set():
+                return  # the running worker loops once more
+            self._idle.clear()
+        _executor().submit(self._run)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._wanted:
+                    self._idle.set()
+                    return
+                self._wanted = False
+            try:
+                os.fsync(self._handle.fileno())
+            except (OSError, ValueError):  # closed meanwhile: close() fsyncs itself
+                pass
+
+    def close(self) -> None:
+        """Wait for a pending fsync, fsync once more, and close the file."""
+        self._idle.wait()
+        if not self._handle.closed:
+            try:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+            except OSError:
+                pass
+            self._handle.close()
+
+
 class TranscriptWriter:
     """Appends an agent's history to its JSONL file as it grows."""
 
@@ -61,6 +125,7 @@ class TranscriptWriter:
         self._saved: list[ModelMessage] = list(saved)
         """The history as the file has it now (the same objects as the agent's history, compared by identity)."""
         self._file = path.open("ab")
+        self._durable = Durability(self._file)
         self.responses: list[Any] = []
         """Model responses appended by this writer (for usage totals)."""
 
@@ -69,7 +134,8 @@ class TranscriptWriter:
         saved = self._saved
         common = 0
         limit = min(len(saved), len(history))
-        while common < limit and history[common] is saved[common]:
+        # by identity, as the agent appends; by value for a history loaded or copied elsewhere (a resumed child)
+        while common < limit and (history[common] is saved[common] or history[common] == saved[common]):
             common += 1
         if common == len(saved) == len(history):
             return False
@@ -82,13 +148,12 @@ class TranscriptWriter:
                 self.responses.append(message)
         self._file.write(b"\n".join(lines) + b"\n")
         self._file.flush()
-        os.fsync(self._file.fileno())
+        self._durable.request()
         self._saved = list(history)
         return True
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        self._durable.close()
 
 
 def read_messages(path: Path) -> list[ModelMessage]:

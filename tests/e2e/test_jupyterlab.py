@@ -4,7 +4,8 @@ JupyterLab (from pip) is started on 127.0.0.1 with fresh config, data, runtime a
 folders and a token, on a copy of `notebooks/parallel_subagents.ipynb` in a temporary folder.
 Debian's Chromium, headless and driven by Playwright, opens it, runs all cells, and clicks the
 approval buttons the widgets show: the second subagent is answered before the first, and one
-action is rejected. Screenshots land in `test-artifacts/`.
+action is rejected. Then the same run in JupyterLab's dark theme, and the saved notebook reopened
+after its kernel is gone (the static copy of the run shows). Screenshots land in `test-artifacts/`.
 
 Needs `/usr/bin/chromium` (`apt-get install chromium`); Playwright's own browser downloads are never used.
 Without Chromium the test is skipped, unless the `CI` environment variable is set: then it fails.
@@ -209,7 +210,8 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     def state(panel):
         return panel.locator(".freeact-state").first
 
-    main = notebook.locator(".freeact-panel.freeact-main")
+    live = notebook.locator(".freeact-live")  # the widgets; a finished run also has a (hidden) static copy
+    main = live.locator(".freeact-panel.freeact-main")
     expect(main).to_have_count(1, timeout=2 * MINUTE)
     main_id = main.locator(".freeact-id").first.inner_text()
 
@@ -225,7 +227,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(buttons("approve", main_id)).to_have_count(1)
     buttons("approve", main_id).click()
 
-    subagents = notebook.locator(".freeact-panel.freeact-subagent")
+    subagents = live.locator(".freeact-panel.freeact-subagent")
     expect(subagents).to_have_count(2, timeout=MINUTE)
     first, second = subagents.nth(0), subagents.nth(1)
     first_id = first.locator(".freeact-id").first.inner_text()
@@ -239,8 +241,28 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(buttons("approve", second_id)).to_have_count(1, timeout=MINUTE)
     expect(state(first)).to_have_text("waiting for approval")
     expect(state(second)).to_have_text("waiting for approval")
-    scroll_to_top_of(notebook.locator(".freeact-run"))
+    run_header = notebook.locator(".freeact-live .freeact-run-header")
+    expect(run_header.locator(".freeact-pending-count")).to_have_text("2 waiting for approval")
+    expect(notebook.locator(f".freeact-reason-input.freeact-by-{second_id} input")).to_be_visible()
+    scroll_to_top_of(live)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-waiting.png"))
+
+    # scrolled down to the last subagent, the run header (Stop, pending count) stays in sight
+    page.set_viewport_size({"width": 1400, "height": 800})
+    second.locator(".freeact-call").last.evaluate("element => element.scrollIntoView({block: 'end'})")
+    scroller = notebook.locator(".jp-WindowedPanel-outer").bounding_box()
+    header = run_header.bounding_box()
+    clipping = run_header.evaluate(  # what would keep the header from sticking: a scrolling ancestor
+        """element => { const found = []; for (let e = element.parentElement; e; e = e.parentElement) {
+             const style = getComputedStyle(e);
+             if (style.overflow !== 'visible') found.push(e.className + ': ' + style.overflow);
+           } return found; }"""
+    )
+    print("scrolling ancestors:", *clipping, sep="\n  ")
+    assert scroller and header and scroller["y"] - 1 <= header["y"] <= scroller["y"] + 5, (scroller, header)
+    expect(run_header.locator("button.freeact-stop")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-sticky-header.png"))
+    page.set_viewport_size({"width": 1400, "height": 1900})
 
     # the second subagent before the first: its MCP call, then the first's cell; then reject the second's cell
     expect(second.locator(".freeact-call.freeact-pending .freeact-call-title")).to_have_text("demo_constant")
@@ -272,3 +294,47 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     scroll_to_top_of(second)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-done.png"))
     assert not [e for e in errors if "widget" in e.lower()], errors
+    expect(notebook.locator(".freeact-static")).to_have_count(1)
+    expect(notebook.locator(".freeact-static")).to_be_hidden()  # next to the live widgets, the static copy hides
+
+    # code, badges and borders take the theme's colours: light now, dark after switching
+    keyword = main.locator(".freeact-code .fa-k").first
+    light = keyword.evaluate("element => getComputedStyle(element).color")
+    assert light == "rgb(0, 128, 0)", light  # --jp-mirror-editor-keyword-color of JupyterLab Light
+    page.get_by_role("menuitem", name="Settings", exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Theme", exact=True).click()  # opens the submenu
+    page.locator(".lm-Menu-itemLabel").get_by_text("JupyterLab Dark", exact=True).click()
+    expect(page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=MINUTE)
+    expect(keyword).to_have_css("color", "rgb(76, 175, 80)")  # the same variable in JupyterLab Dark
+    background = main.locator(".freeact-code").first.evaluate("element => getComputedStyle(element).backgroundColor")
+    assert background not in ("rgb(245, 245, 245)", "rgb(247, 247, 247)"), background  # not a light grey
+    scroll_to_top_of(live)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-dark.png"))
+
+    # saved, its kernel shut down, reopened: the run shows as its static copy, not as a widget error
+    page.keyboard.press("Control+s")
+    expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=MINUTE)
+    _shut_down_kernels(jupyterlab)
+    page.reload()
+    notebook = page.locator(".jp-NotebookPanel:visible")
+    expect(notebook).to_have_count(1, timeout=2 * MINUTE)
+    static = notebook.locator(".freeact-static")
+    expect(static).to_have_count(1, timeout=MINUTE)
+    expect(static).to_be_visible()
+    expect(static.locator(".freeact-panel")).to_have_count(3)
+    expect(static).to_contain_text("There are 17984 primes below 200,000.")
+    expect(static).to_contain_text("RESULT: 17984")
+    expect(static.locator("img")).to_have_count(1)
+    expect(notebook.locator(".freeact-live")).to_have_count(0)
+    expect(notebook.get_by_text("Error displaying widget")).to_be_hidden()
+    scroll_to_top_of(static)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-reopened.png"))
+
+
+def _shut_down_kernels(lab: JupyterLab) -> None:
+    """Shut down every kernel of the server through its REST API (what Kernel → Shut Down does)."""
+    with urllib.request.urlopen(f"{lab.url}/api/kernels?token={lab.token}", timeout=10) as response:
+        kernels = json.load(response)
+    for kernel in kernels:
+        request = urllib.request.Request(f"{lab.url}/api/kernels/{kernel['id']}?token={lab.token}", method="DELETE")
+        urllib.request.urlopen(request, timeout=30).close()

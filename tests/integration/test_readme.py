@@ -44,7 +44,7 @@ def run(program: str, stdin: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_readme_has_the_programs_this_test_runs() -> None:
-    assert len(readme_programs()) == 3
+    assert len(readme_programs()) == 4
 
 
 def test_stream_example_runs_a_multi_step_task_with_approvals(workdir: Path) -> None:
@@ -74,6 +74,16 @@ def test_subagent_example_reports_each_child(workdir: Path, index: int) -> None:
     started = re.findall(r"started (agent-[0-9a-f]+)", done.stdout)
     finished = re.findall(r"(agent-[0-9a-f]+) done after \d+ turns", done.stdout)
     assert len(started) == 2 and sorted(started) == sorted(finished), done.stdout
+
+
+def test_sessions_example_resumes_and_reads_the_saved_session(workdir: Path) -> None:
+    program = next(p for p in readme_programs() if "session=session_id" in p)
+    done = run(on_demo_model(program, workdir), stdin="")
+    assert done.returncode == 0, done.stderr
+    listed = re.search(r"^(\d{8}-\d{6}-[0-9a-f]{4}) \S+ What is the sum of 1 to 100\? Use one cell\. (\d+)$",
+                       done.stdout, flags=re.M)
+    assert listed, done.stdout
+    assert f"messages in session {listed.group(1)}" in done.stdout
 
 
 def test_code_tools_example_asks_for_each_call_from_code(workdir: Path) -> None:

@@ -427,7 +427,10 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
     assert "task" in parent_tools and "calc_server_pid" in parent_tools
     for script in (parent, *children.values()):
         for messages, info in zip(script.requests, script.infos, strict=True):
-            assert system_prompt(messages) == "You are the scripted test agent."
+            # the configured prompt, then the section on the agent's MCP tools (the same for parent and child)
+            assert system_prompt(messages).startswith("You are the scripted test agent.")
+            same = [re.sub(r"agent-[0-9a-f]+", "agent-X", system_prompt(m)) for m in (messages, parent.requests[0])]
+            assert same[0] == same[1]
             assert info.model_settings is not None
             assert {k: info.model_settings.get(k) for k in settings} == settings
     for script in children.values():

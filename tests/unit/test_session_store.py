@@ -185,3 +185,28 @@ def test_missing_session_is_a_clear_error(tmp_path: Path) -> None:
         open_session("latest", tmp_path)
     with pytest.raises(SessionError, match="no session 'nope'"):
         open_session("nope", tmp_path)
+
+
+def test_a_saved_child_resumes_in_another_process_and_continues_its_own_transcript(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    main = store.agent("agent-main")
+    kid = main.child("agent-kid", tool_call_id="task-1", prompt="sub job")
+    kid_history: list[ModelMessage] = [prompt("sub job"), call("c1"), result("c1"), answer("done")]
+    kid.sync(kid_history)
+    kid.status("done", turns=2, ended=True)
+    store.close()
+
+    store = SessionStore.open(tmp_path, store.session_id)  # a new process, say
+    main, _ = store.resume_agent("agent-main")
+    assert main.saved_child("agent-other") is None and not main.has_saved_child("agent-other")
+    history = main.saved_child("agent-kid")
+    assert history is not None and same(history, kid_history)
+    kid = main.resume_child("agent-kid")
+    copy = read_messages(store.path / "agent-kid.jsonl")  # equal messages, other objects
+    kid.sync([*copy, prompt("more"), answer("more done")])
+    store.close()
+    lines = (store.path / "agent-kid.jsonl").read_bytes().splitlines()
+    assert len(lines) == 6 and not any(b"truncate" in line for line in lines)  # appended, nothing rewritten
+    saved = open_session(store.session_id, tmp_path)
+    assert saved.agents["agent-kid"].status == "interrupted"  # it ran again, and nobody said how it ended
+    assert len(saved.messages("agent-kid")) == 6
