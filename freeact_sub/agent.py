@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalPolicy
+from .cell_images import accepts_images
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import AgentConfig
 from .errors import ModelError
@@ -42,7 +43,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
-from .kernel import Kernel
+from .kernels import KernelBackend
 from .mcp import McpConnections
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
@@ -156,7 +157,7 @@ class Agent:
         """Which budget stopped the last turn (its turn then also counts as having reached a limit)."""
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
-        self._kernel: Kernel | None = None
+        self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
         self._calls: ToolCallRunner | None = None
@@ -223,7 +224,7 @@ class Agent:
         return self._model
 
     @property
-    def kernel(self) -> Kernel | None:
+    def kernel(self) -> KernelBackend | None:
         """This agent's kernel while it runs."""
         return self._kernel
 
@@ -347,6 +348,7 @@ class Agent:
             kernel=self._kernel,
             mcp=mcp,
             subagents=self._subagents,
+            model_sees_images=accepts_images(self._model),
         )
         try:
             self._code_tools = await open_code_tools(

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .kernel import Kernel
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
+from .kernels import KernelBackend, new_kernel, uses_local_kernels
 from .mcp_pool import McpPool
 from .usage import UsageLedger
 
@@ -281,20 +281,14 @@ class AgentTree:
 
     # -- kernels -----------------------------------------------------------------------------
 
-    def new_kernel(self, label: str, *, launcher: KernelZygote | None = None) -> Kernel:
-        """A kernel (not started) with the tree's working directory, environment and images folder."""
-        return Kernel(
-            working_dir=self.config.working_dir,
-            env=self.config.kernel_env,
-            images_dir=self.config.resolved_images_dir,
-            label=label,
-            launcher=launcher,
-        )
+    def new_kernel(self, label: str, *, launcher: KernelZygote | None = None) -> KernelBackend:
+        """A kernel (not started) with the tree's settings: local, or on the configured kernel gateway."""
+        return new_kernel(self.config, label=label, launcher=launcher)
 
-    def _pooled_kernel(self) -> Kernel:
+    def _pooled_kernel(self) -> KernelBackend:
         return self.new_kernel("pooled", launcher=self.zygote)
 
-    async def acquire_kernel(self, agent_id: str) -> Kernel:
+    async def acquire_kernel(self, agent_id: str) -> KernelBackend:
         """A started kernel for `agent_id`: launched for the main agent, from the pool for a child."""
         if self.is_child(agent_id):
             kernel = await self.pool.acquire()
@@ -322,8 +316,9 @@ class AgentTree:
             self._warming = asyncio.create_task(self._warm_up(), name="agent-tree-warm-up")
 
     async def _warm_up(self) -> None:
-        with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
-            await self.zygote.start()
+        if uses_local_kernels(self.config):
+            with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
+                await self.zygote.start()
         self.pool.fill()
 
     async def close(self) -> None:

@@ -17,17 +17,20 @@ from .generate import PACKAGE
 
 if TYPE_CHECKING:
     from ..config import AgentConfig
-    from ..kernel import Kernel
+    from ..kernels import KernelBackend
     from ..mcp import McpConnections
 
 __all__ = ["PACKAGE", "Ask", "CodeTools", "McpToolsMode", "mcp_prompt", "open_code_tools"]
 
 
 async def open_code_tools(
-    *, agent_id: str, config: AgentConfig, kernel: Kernel, mcp: McpConnections, ask: Ask
+    *, agent_id: str, config: AgentConfig, kernel: KernelBackend, mcp: McpConnections, ask: Ask
 ) -> CodeTools | None:
-    """Start an agent's code tools, or None when its MCP tools are offered only as calls (or it has none)."""
-    if config.mcp_tools == "calls" or not mcp.tools:
+    """Start an agent's code tools, or None when its MCP tools are offered only as calls (or it has none).
+
+    Kernels on a kernel gateway get none: the kernel could not reach this machine's tool socket.
+    """
+    if config.mcp_tools == "calls" or not mcp.tools or config.kernel_gateway is not None:
         return None
     tools = CodeTools(
         agent_id=agent_id,

@@ -29,7 +29,8 @@ from .channel import Channel
 from .generate import PACKAGE, GeneratedModule, write_package
 
 if TYPE_CHECKING:
-    from ..kernel import ExecutionResult, Kernel, OutputCallback
+    from ..kernel import ExecutionResult, OutputCallback
+    from ..kernels import KernelBackend
     from ..mcp import McpConnections, McpTool
 
 __all__ = ["Ask", "CodeTools", "McpToolsMode"]
@@ -82,7 +83,7 @@ class CodeTools:
         self,
         *,
         agent_id: str,
-        kernel: Kernel,
+        kernel: KernelBackend,
         mcp: McpConnections,
         ask: Ask,
         root: Path,
