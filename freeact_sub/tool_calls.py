@@ -135,9 +135,9 @@ class ToolCallRunner:
         if name == "reset_kernel":
             await self.kernel.reset()
             text = "The kernel was restarted: all variables, imports and definitions are gone."
-        elif name == "task":
+        elif name in ("task", "task_output", "task_stop", "task_list"):
             assert self.subagents is not None
-            text, is_error = await self.subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+            text, is_error = await self.subagents.call(name, arguments, call_id, emit)
             emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
                             is_error=is_error))
             return text
