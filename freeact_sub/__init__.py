@@ -27,6 +27,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
+from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
 try:
@@ -54,6 +55,7 @@ __all__ = [
     "ResponseChunk",
     "SessionError",
     "SubagentFinished",
+    "SubagentInfo",
     "SubagentStarted",
     "Thoughts",
     "ThoughtsChunk",
