@@ -26,6 +26,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
+from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
 try:
@@ -53,6 +54,7 @@ __all__ = [
     "ResponseChunk",
     "SessionError",
     "SubagentFinished",
+    "SubagentInfo",
     "SubagentStarted",
     "Thoughts",
     "ThoughtsChunk",

@@ -159,7 +159,10 @@ class AgentConfig(BaseModel):
     max_subagents: int = Field(default=5, ge=1)
     """How many subagents may run at once."""
     enable_subagents: bool = True
-    """Offer the `task` tool. Always off for subagents (no nesting)."""
+    """Offer the `task` tool (and `task_output`, `task_stop`, `task_list`)."""
+    max_depth: int = Field(default=1, ge=1)
+    """How deep agents may nest: 1 lets only the main agent start subagents, 2 lets its children start
+    their own, and so on. `max_subagents` bounds the children of the whole tree at once, at any depth."""
     kernel_pool_size: int = Field(default=2, ge=0)
     """Pre-started, never-used kernels kept ready for subagents (0 turns the pool off)."""
     mcp_pool_size: int = Field(default=1, ge=0)
@@ -175,6 +178,10 @@ class AgentConfig(BaseModel):
     """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
     images_dir: Path | None = None
     """Where kernel images are saved; default `<working_dir>/.freeact-sub/images`."""
+    max_images_to_model: int = Field(default=3, ge=0)
+    """How many of one cell's images go back to the model as images (if it accepts images); 0: paths only."""
+    max_image_bytes: int = Field(default=2_000_000, ge=1)
+    """A larger image is not sent to the model (its saved path still is)."""
     mcp_tools: Literal["calls", "code", "both"] = "both"
     """How MCP tools are offered: as tool calls (`"calls"`), as Python functions in the kernel
     (`"code"`: `from mcptools.<server> import <tool>`), or both."""
@@ -371,6 +378,7 @@ _ENV_FIELDS: dict[str, str] = {
     "MAX_TURNS": "max_turns",
     "KERNEL_POOL_SIZE": "kernel_pool_size",
     "MCP_POOL_SIZE": "mcp_pool_size",
+    "MAX_DEPTH": "max_depth",
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
     "KERNEL_GATEWAY": "kernel_gateway",
