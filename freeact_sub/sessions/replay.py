@@ -153,7 +153,7 @@ def replay(
             continue
         for part in message.parts:
             if isinstance(part, UserPromptPart):
-                if isinstance(part.content, str) and part.content != RESUME_NOTE:
+                if isinstance(part.content, str) and not _is_note(part.content):
                     turn = 0
                     events.append(UserPrompt(agent_id=agent_id, content=part.content))
             elif isinstance(part, RetryPromptPart) and part.tool_call_id:
@@ -162,6 +162,13 @@ def replay(
             elif isinstance(part, ToolReturnPart):
                 events += _result(agent_id, part.tool_name, part.model_response_str(), part.tool_call_id, children)
     return events
+
+
+def _is_note(text: str) -> bool:
+    """Whether a user-prompt part is the agent's own note to the model (resumed, interrupted, a background
+    child ended), not something the user typed: its first line is in square brackets."""
+    first = text.split("\n", 1)[0]
+    return text == RESUME_NOTE or (first.startswith("[") and first.endswith("]"))
 
 
 def _with_defaults(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -184,3 +184,5 @@ async def test_cancelled_turn_leaves_a_transcript_that_resumes(workdir: Path) ->
     results = {p.tool_call_id for m in messages if isinstance(m, ModelRequest) for p in m.parts
                if isinstance(p, ToolReturnPart)}
     assert calls == results
+    # the agent's note that the turn was interrupted is not shown as something the user typed
+    assert [e.content for e in saved.events() if isinstance(e, UserPrompt)] == ["go"]
