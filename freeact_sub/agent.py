@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .approvals import ApprovalPolicy
+from .cell_images import accepts_images
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import AgentConfig
 from .errors import ModelError
@@ -42,12 +43,12 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
-from .kernel import Kernel
+from .kernels import KernelBackend
 from .mcp import McpConnections
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
 from .tools import Toolbox, ToolSpec, builtin_tool
-from .tree import AgentTree, ChildSpec, TreeMember
+from .tree import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from .usage import TreeUsage
 
 if TYPE_CHECKING:
@@ -146,9 +147,17 @@ class Agent:
         """Whether the last turn stopped at `max_turns`."""
         self.last_turn_rejected = False
         """Whether the last turn ended because the consumer rejected a call."""
+        self.max_tokens: int | None = None
+        """Budget (a subagent's): input plus output tokens over its life; checked before each model request."""
+        self.max_tool_calls: int | None = None
+        """Budget (a subagent's): tool calls over its life; checked before each model request."""
+        self.tool_calls_used = 0
+        """Tool calls made over this agent's life."""
+        self.budget_reached: str | None = None
+        """Which budget stopped the last turn (its turn then also counts as having reached a limit)."""
         self._history: list[ModelMessage] = []
         self._model: Model | None = None
-        self._kernel: Kernel | None = None
+        self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
         self._calls: ToolCallRunner | None = None
@@ -165,6 +174,10 @@ class Agent:
         """Where this agent's conversation is saved (None: not saved)."""
         self._resume_note = False
         """Whether the next prompt tells the model that its kernel is new (a resumed conversation)."""
+        self._first_note: str | None = None
+        """A subagent's note that goes with its first prompt (resumed or forked: its kernel is new)."""
+        self._told: list[str] = []
+        """Notes on background children told to the model in the current turn."""
 
     def _saved_main_agent(self, session: str, agent_id: str | None) -> str:
         """Check that `session` exists; the resumed agent keeps the main agent's id."""
@@ -211,7 +224,7 @@ class Agent:
         return self._model
 
     @property
-    def kernel(self) -> Kernel | None:
+    def kernel(self) -> KernelBackend | None:
         """This agent's kernel while it runs."""
         return self._kernel
 
@@ -316,10 +329,11 @@ class Agent:
             raise
         self._kernel = kernel_task.result()
         specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")]
-        if self.config.enable_subagents and not self.is_subagent:
-            specs.append(builtin_tool("task"))
+        if self.config.enable_subagents and self.tree.depth(self.agent_id) < self.config.max_depth:
+            specs += [builtin_tool(name) for name in ("task", "task_output", "task_stop", "task_list")]
             self._subagents = SubagentRunner(self.tree, self)
-            self.tree.start()
+            if not self.is_subagent:
+                self.tree.start()
         if self.config.mcp_tools != "code":
             specs += [
                 ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
@@ -334,6 +348,7 @@ class Agent:
             kernel=self._kernel,
             mcp=mcp,
             subagents=self._subagents,
+            model_sees_images=accepts_images(self._model),
         )
         try:
             self._code_tools = await open_code_tools(
@@ -379,6 +394,28 @@ class Agent:
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
 
+    def cancel_subagent(self, agent_id: str) -> bool:
+        """Stop one subagent of this agent's tree, at any depth, in the foreground or the background.
+
+        Its parent's `task` result says that the user stopped it, and the parent's turn goes on;
+        its siblings are untouched. Returns False if no such subagent is running.
+        """
+        return self.tree.cancel(agent_id, by="the user")
+
+    def subagents(self) -> list[SubagentInfo]:
+        """Every live subagent of this agent's tree: id, parent, type, state, turns, elapsed, tokens, cost."""
+        return self.tree.subagents()
+
+    async def background_events(self) -> AsyncGenerator[AgentEvent, None]:
+        """The events of background subagents that arrive while no `stream()` runs, for the agent's life.
+
+        Iterate it in a task of its own next to your `stream()` calls: during a turn background
+        events come through `stream()`, between turns through this iterator — above all their
+        `ApprovalRequest`s, which wait for your answer as any other. It ends when the agent stops.
+        """
+        async for event in self.tree.background.iterate():
+            yield event
+
     async def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn and yield its events as they happen (subagents' events included).
 
@@ -398,7 +435,16 @@ class Agent:
         limit = max_turns if max_turns is not None else self.config.max_turns
         turn = asyncio.create_task(self._turn_keeping_history(prompt, limit, reader.emit),
                                    name=f"turn:{self.agent_id}")
-        turn.add_done_callback(lambda _: reader.queue.put_nowait(_TurnEnded()))
+        background = self.tree.background if not self.is_subagent else None
+        if background is not None:
+            background.attach(reader.emit)  # background subagents' events join this turn while it runs
+
+        def turn_ended(_: object) -> None:
+            if background is not None:
+                background.detach()
+            reader.queue.put_nowait(_TurnEnded())
+
+        turn.add_done_callback(turn_ended)
         self._turn, self._reader = turn, reader
         try:
             while not isinstance(item := await reader.next(), _TurnEnded):
@@ -435,6 +481,7 @@ class Agent:
     async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
         """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed."""
         before = list(self._history)
+        self._told = []
         if self._log is not None and not self.is_subagent:
             self._log.prompt(prompt)
         try:
@@ -446,6 +493,8 @@ class Agent:
             raise
         except BaseException:
             self._history = before
+            if self._subagents is not None:
+                self._subagents.put_back(self._told)  # the history that told them is gone: tell them again
             raise
         finally:
             self._save()
@@ -479,12 +528,16 @@ class Agent:
         self.turns_used = 0
         self.turn_limit_reached = False
         self.last_turn_rejected = False
+        self.budget_reached = None
         user: list[Any] = [UserPromptPart(prompt)]
         if self._resume_note:
             from .sessions import RESUME_NOTE
 
             user.insert(0, UserPromptPart(RESUME_NOTE))
             self._resume_note = False
+        if self._first_note is not None:
+            user.insert(0, UserPromptPart(self._first_note))
+            self._first_note = None
         if not self._history:
             self._history.append(ModelRequest(parts=[SystemPromptPart(self.system_prompt), *user]))
         elif isinstance(last := self._history[-1], ModelRequest):
@@ -500,8 +553,15 @@ class Agent:
                 note = f"[Stopped: the limit of {limit} turn{'s' if limit != 1 else ''} was reached.]"
                 emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n{note}".strip(), final=True))
                 return
+            if budget := self._budget_reached():
+                self.turn_limit_reached = True
+                self.budget_reached = budget
+                emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n[Stopped: {budget}.]".strip(),
+                              final=True))
+                return
             if self.turns_used:
                 await self._wait_for_reader()  # no new model round for a consumer that stopped reading
+            self._tell_background_results()
             self.turns_used += 1
             emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
             response = await self._model_round(emit)
@@ -517,6 +577,7 @@ class Agent:
                     emit(Response(agent_id=self.agent_id, content="", final=True))
                 return
             assert self._calls is not None
+            self.tool_calls_used += len(calls)
             await self._wait_for_reader()  # no tool call starts while nobody reads
             outcomes = await self._run_calls(calls, emit)
             self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
@@ -529,6 +590,27 @@ class Agent:
                 self.last_turn_rejected = True
                 emit(Response(agent_id=self.agent_id, content=message, final=True))
                 return
+
+    def _budget_reached(self) -> str | None:
+        """Which budget this agent has used up, said the way its parent reads it; None while within them."""
+        if self.max_tokens is not None:
+            used = self.tree.usage.of(self.agent_id).total_tokens
+            if used >= self.max_tokens:
+                return f"its budget of {self.max_tokens} tokens was used up ({used} tokens)"
+        if self.max_tool_calls is not None and self.tool_calls_used >= self.max_tool_calls:
+            return f"its budget of {self.max_tool_calls} tool calls was used up"
+        return None
+
+    def _tell_background_results(self) -> None:
+        """Add the notes on background children that ended to the request the model is about to get."""
+        from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+        if self._subagents is None or not isinstance(last := self._history[-1], ModelRequest):
+            return
+        notes = self._subagents.take_notes()
+        if notes:
+            self._told.extend(notes)
+            self._history[-1] = ModelRequest(parts=[*last.parts, *(UserPromptPart(note) for note in notes)])
 
     async def _run_calls(self, calls: list[ToolCallPart], emit: Emit) -> list[tuple[ToolReturnPart, bool]]:
         """Run the calls of one response concurrently; if one fails or the turn is cancelled, cancel the rest.
@@ -619,12 +701,16 @@ async def _ended(turn: asyncio.Task[None]) -> None:
 
 def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     """The tree's factory: a subagent of `spec.parent_id` that shares `tree` (and its parent's session)."""
-    child = Agent(spec.config, tree=tree, parent_id=spec.parent_id)
+    child = Agent(spec.config, tree=tree, parent_id=spec.parent_id, agent_id=spec.agent_id)
+    if spec.history is not None:
+        child._history = list(spec.history)
+    child._first_note = spec.note
+    child.max_tokens, child.max_tool_calls = spec.max_tokens, spec.max_tool_calls
     parent = tree.agents[spec.parent_id].agent
     if isinstance(parent, Agent):  # the child, too, acts only while the consumer of its parent's stream reads
         child._upstream = parent._wait_for_reader
     if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
-        resumed = getattr(spec, "agent_id", None)  # `task(resume=…)`: the child continues its own transcript
+        resumed = spec.agent_id  # `task(resume=…)`: the child continues its own transcript
         if resumed is not None and parent._log.has_saved_child(resumed):
             child._log = parent._log.resume_child(resumed)
         else:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
 from .errors import ConfigError
@@ -26,6 +26,7 @@ __all__ = [
     "AgentConfig",
     "ConfigError",
     "HttpServerConfig",
+    "KernelGatewayConfig",
     "StdioServerConfig",
     "load_mcp_config",
 ]
@@ -77,6 +78,57 @@ class HttpServerConfig(BaseModel):
 McpServerConfig = StdioServerConfig | HttpServerConfig
 
 
+class KernelGatewayConfig(BaseModel):
+    """Kernels on a Jupyter Kernel Gateway or Enterprise Gateway instead of this machine.
+
+    Secrets are never written into the config: the token and extra headers are read from the
+    environment variables named here (the same ones Jupyter's own gateway client reads).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    """Base URL of the gateway, e.g. `http://127.0.0.1:8888` or `https://gateway.example.org/base`."""
+    kernel_name: str = "python3"
+    """The kernel spec to start on the gateway."""
+    token_env: str = "JUPYTER_GATEWAY_AUTH_TOKEN"
+    """Environment variable holding the gateway's token (sent as `Authorization: token …`); unset: no token."""
+    headers_env: str = "JUPYTER_GATEWAY_HEADERS"
+    """Environment variable holding extra HTTP headers as a JSON object (for a proxy's own auth); unset: none."""
+    start_timeout: float = Field(default=120.0, gt=0)
+    """Seconds a kernel may take to start (Enterprise Gateway may first have to pull an image)."""
+    request_timeout: float = Field(default=30.0, gt=0)
+    """Seconds any other gateway request may take."""
+    validate_cert: bool = True
+    """Check the gateway's TLS certificate (`https`/`wss`)."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// URL of the gateway")
+        return value.rstrip("/")
+
+    def headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The HTTP headers of every request: the token and extra headers from the environment."""
+        environ = os.environ if environ is None else environ
+        headers: dict[str, str] = {}
+        raw = environ.get(self.headers_env, "").strip()
+        if raw:
+            try:
+                extra = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                message = f"kernel_gateway.headers_env: {self.headers_env} is not a JSON object: {exc}"
+                raise ConfigError(message) from None
+            if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
+                raise ConfigError(f"kernel_gateway.headers_env: {self.headers_env} must be a JSON object of strings")
+            headers.update(extra)
+        token = environ.get(self.token_env, "").strip()
+        if token:
+            headers["Authorization"] = f"token {token}"
+        return headers
+
+
 class AgentConfig(BaseModel):
     """What an agent runs with. Subagents inherit their parent's config."""
 
@@ -107,7 +159,10 @@ class AgentConfig(BaseModel):
     max_subagents: int = Field(default=5, ge=1)
     """How many subagents may run at once."""
     enable_subagents: bool = True
-    """Offer the `task` tool. Always off for subagents (no nesting)."""
+    """Offer the `task` tool (and `task_output`, `task_stop`, `task_list`)."""
+    max_depth: int = Field(default=1, ge=1)
+    """How deep agents may nest: 1 lets only the main agent start subagents, 2 lets its children start
+    their own, and so on. `max_subagents` bounds the children of the whole tree at once, at any depth."""
     kernel_pool_size: int = Field(default=2, ge=0)
     """Pre-started, never-used kernels kept ready for subagents (0 turns the pool off)."""
     mcp_pool_size: int = Field(default=1, ge=0)
@@ -123,11 +178,33 @@ class AgentConfig(BaseModel):
     """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
     images_dir: Path | None = None
     """Where kernel images are saved; default `<working_dir>/.freeact-sub/images`."""
+    max_images_to_model: int = Field(default=3, ge=0)
+    """How many of one cell's images go back to the model as images (if it accepts images); 0: paths only."""
+    max_image_bytes: int = Field(default=2_000_000, ge=1)
+    """A larger image is not sent to the model (its saved path still is)."""
     mcp_tools: Literal["calls", "code", "both"] = "both"
     """How MCP tools are offered: as tool calls (`"calls"`), as Python functions in the kernel
     (`"code"`: `from mcptools.<server> import <tool>`), or both."""
     save_sessions: bool = True
     """Save every agent's conversation as it happens under `<working_dir>/.freeact-sub/sessions/` (resumable)."""
+    kernel_gateway: KernelGatewayConfig | None = None
+    """Run every kernel of the agent tree on this Jupyter Kernel / Enterprise Gateway (a URL is enough); None: local.
+
+    MCP tools are then offered as tool calls only: code tools need the kernel on this machine.
+    """
+
+    @field_validator("kernel_gateway", mode="before")
+    @classmethod
+    def _gateway_from_url(cls, value: Any) -> Any:
+        return {"url": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _code_tools_need_local_kernels(self) -> AgentConfig:
+        if self.kernel_gateway is not None and self.mcp_tools == "code":
+            raise ValueError(
+                "mcp_tools: 'code' needs kernels on this machine, but kernel_gateway is set (use 'calls' or 'both')"
+            )
+        return self
 
     @field_validator("mcp_servers", mode="before")
     @classmethod
@@ -175,8 +252,12 @@ class AgentConfig(BaseModel):
             values.update(_read_config_file(Path(config_file)))
         if mcp_config is not None:
             values["mcp_servers"] = load_mcp_config(mcp_config)
-        values.update(_from_environment(os.environ if environ is None else environ))
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        for layer in (_from_environment(os.environ if environ is None else environ),
+                      {k: v for k, v in overrides.items() if v is not None}):
+            gateway, earlier = layer.get("kernel_gateway"), values.get("kernel_gateway")
+            if isinstance(gateway, str) and isinstance(earlier, Mapping):
+                layer["kernel_gateway"] = {**earlier, "url": gateway}  # a URL alone keeps the file's other settings
+            values.update(layer)
         return cls.validated(values, source=str(config_file) if config_file else "configuration")
 
     @classmethod
@@ -297,8 +378,10 @@ _ENV_FIELDS: dict[str, str] = {
     "MAX_TURNS": "max_turns",
     "KERNEL_POOL_SIZE": "kernel_pool_size",
     "MCP_POOL_SIZE": "mcp_pool_size",
+    "MAX_DEPTH": "max_depth",
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
+    "KERNEL_GATEWAY": "kernel_gateway",
     "MCP_TOOLS": "mcp_tools",
     "SAVE_SESSIONS": "save_sessions",
 }

@@ -37,7 +37,7 @@ from . import _connection_dirs
 from .errors import KernelError
 from .kernel_launcher import ForkedProvisioner, KernelZygote
 
-__all__ = ["ExecutionResult", "Kernel", "KernelError", "kernel_environment"]
+__all__ = ["ExecutionResult", "Kernel", "KernelError", "kernel_environment", "render_output", "save_image"]
 
 ExecutionStatus = Literal["ok", "error", "timeout", "kernel_died"]
 OutputCallback = Callable[[str], Awaitable[None] | None]
@@ -72,6 +72,36 @@ def kernel_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]
 
 def strip_ansi(text: str) -> str:
     return _ANSI_ESCAPE.sub("", text)
+
+
+def render_output(
+    kind: str, content: dict[str, Any], result: ExecutionResult, save_png: Callable[[str], Path]
+) -> str:
+    """The text one iopub message adds to a cell's output; `image/png` data is saved with `save_png`.
+
+    Shared by every kernel backend, so local and gateway kernels report output alike.
+    """
+    if kind == "stream":
+        return strip_ansi(content.get("text", ""))
+    if kind == "error":
+        return strip_ansi("\n".join(content.get("traceback", []))) + "\n"
+    if kind in ("execute_result", "display_data"):
+        data = content.get("data", {})
+        if "image/png" in data:
+            path = save_png(data["image/png"])
+            result.images.append(path)
+            return f"[image saved: {path}]\n"
+        text = data.get("text/plain")
+        return strip_ansi(text) + "\n" if text else ""
+    return ""
+
+
+def save_image(images_dir: Path, label: str, number: int, encoded: str) -> Path:
+    """Write base64 PNG data to `<images_dir>/<label>-<number>-<random>.png` and return the path."""
+    images_dir.mkdir(parents=True, exist_ok=True)
+    path = images_dir / f"{label}-{number}-{uuid.uuid4().hex[:6]}.png"
+    path.write_bytes(base64.b64decode(encoded))
+    return path
 
 
 class _HostPythonSpecs(KernelSpecManager):
@@ -377,26 +407,11 @@ class Kernel:
         return batch
 
     def _render(self, kind: str, content: dict[str, Any], result: ExecutionResult) -> str:
-        if kind == "stream":
-            return strip_ansi(content.get("text", ""))
-        if kind == "error":
-            return strip_ansi("\n".join(content.get("traceback", []))) + "\n"
-        if kind in ("execute_result", "display_data"):
-            data = content.get("data", {})
-            if "image/png" in data:
-                path = self._save_image(data["image/png"])
-                result.images.append(path)
-                return f"[image saved: {path}]\n"
-            text = data.get("text/plain")
-            return strip_ansi(text) + "\n" if text else ""
-        return ""
+        return render_output(kind, content, result, self._save_image)
 
     def _save_image(self, encoded: str) -> Path:
-        self.images_dir.mkdir(parents=True, exist_ok=True)
         self._image_count += 1
-        path = self.images_dir / f"{self.label}-{self._image_count}-{uuid.uuid4().hex[:6]}.png"
-        path.write_bytes(base64.b64decode(encoded))
-        return path
+        return save_image(self.images_dir, self.label, self._image_count, encoded)
 
     async def _stop_running_cell(self, msg_id: str) -> None:
         """After a cancellation: interrupt, then wait briefly for the cell's idle status."""

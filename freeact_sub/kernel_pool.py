@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from .kernel import Kernel
+from .kernels import KernelBackend
 
 __all__ = ["KernelPool"]
 
@@ -23,10 +23,10 @@ class KernelPool:
     still booting and shuts down every kernel not handed out.
     """
 
-    def __init__(self, new_kernel: Callable[[], Kernel], size: int) -> None:
+    def __init__(self, new_kernel: Callable[[], KernelBackend], size: int) -> None:
         self._new_kernel = new_kernel
         self._size = size
-        self._ready: asyncio.Queue[Kernel | BaseException] = asyncio.Queue()
+        self._ready: asyncio.Queue[KernelBackend | BaseException] = asyncio.Queue()
         self._booting: set[asyncio.Task[None]] = set()
         self._start_slots = asyncio.Semaphore(_CONCURRENT_STARTS)
         self._waiting = 0
@@ -65,7 +65,7 @@ class KernelPool:
         else:
             self._ready.put_nowait(kernel)
 
-    async def acquire(self) -> Kernel:
+    async def acquire(self) -> KernelBackend:
         """The next started kernel; if none is ready, one is started for this caller."""
         self._waiting += 1
         try:
@@ -100,7 +100,7 @@ class KernelPool:
         kernels = []
         while not self._ready.empty():
             item = self._ready.get_nowait()
-            if isinstance(item, Kernel):
+            if not isinstance(item, BaseException):
                 kernels.append(item)
         with contextlib.suppress(Exception):
             await asyncio.gather(*(k.shutdown() for k in kernels), return_exceptions=True)

@@ -16,102 +16,308 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .events import AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, SubagentStatus
 from .tree import AgentTree, ChildSpec, TreeMember
 
+Emit = Callable[[AgentEvent], None]
+
 __all__ = ["SubagentRunner"]
 
 
+_FORK_NOTE = (
+    "[You are a fork of {parent}: the conversation above is a copy of its conversation up to the moment it "
+    "started you. Your IPython kernel is new: the variables, imports and definitions of that conversation are "
+    "gone. Work on the job below and answer with your result.]"
+)
+_RESUME_NOTE = (
+    "[You are resumed after you had finished: your IPython kernel is new, so the variables, imports and "
+    "definitions of your earlier work are gone (files you wrote remain).]"
+)
+_TAIL_CHARS = 1500
+
+
+@dataclass
+class _Job:
+    """A child of this agent that runs (or ran) in the background."""
+
+    agent_id: str
+    description: str
+    subagent_type: str
+    started_at: float
+    task: asyncio.Task[None] | None = None
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    status: SubagentStatus | None = None
+    result: str = ""
+    said: str = ""
+    """What it has said so far (its model's text), for `task_output` while it runs."""
+    elapsed: float = 0.0
+
+
 class SubagentRunner:
-    """Starts and cleans up the children of one agent, through its tree."""
+    """Starts and cleans up the children of one agent, through its tree: in the foreground, in the
+    background, resumed or forked; and answers `task_output`, `task_stop` and `task_list`."""
 
     def __init__(self, tree: AgentTree, parent: TreeMember) -> None:
         self._tree = tree
         self._parent = parent
+        self._jobs: dict[str, _Job] = {}
+        self._notes: list[str] = []
+        """Background children that ended and whose end the parent's model has not been told."""
+        self._ended: dict[str, TreeMember] = {}
+        """Children that finished, by id (to resume them)."""
 
     @property
     def running(self) -> dict[str, TreeMember]:
         """The children of this agent alive now, by agent id."""
         return {record.agent_id: record.agent for record in self._tree.children(self._parent.agent_id)}
 
-    async def run(
-        self, tool_call_id: str, prompt: str, max_turns: int, emit: Callable[[AgentEvent], None]
-    ) -> tuple[str, bool]:
-        """Run one child to its end; returns the `task` call's result and whether it is an error.
+    def take_notes(self) -> list[str]:
+        """The notes on background children that ended since the model was last told (each handed out once)."""
+        notes, self._notes = self._notes, []
+        return notes
 
-        The result is an error when the child failed, stopped at its turn limit, or stopped
-        because the user rejected one of its calls: the parent model should not take it for
-        a finished job.
+    def put_back(self, notes: list[str]) -> None:
+        """Notes whose model request failed: told at the next one instead."""
+        self._notes[:0] = notes
+
+    async def call(self, name: str, arguments: dict[str, Any], tool_call_id: str, emit: Emit) -> tuple[str, bool]:
+        """Run a call of the `task` family; returns its result and whether it is an error."""
+        if name == "task_output":
+            return await self._output(arguments["agent_id"], arguments["wait"], arguments["timeout"])
+        if name == "task_stop":
+            return self._stop(arguments["agent_id"])
+        if name == "task_list":
+            return self._list(), False
+        return await self.run(
+            tool_call_id, arguments["prompt"], arguments["max_turns"], emit,
+            background=arguments.get("run_in_background", False), resume=arguments.get("resume"),
+            fork=arguments.get("fork", False), max_tokens=arguments.get("max_tokens"),
+            max_tool_calls=arguments.get("max_tool_calls"),
+        )
+
+    async def run(
+        self, tool_call_id: str, prompt: str, max_turns: int, emit: Emit, *, background: bool = False,
+        resume: str | None = None, fork: bool = False, max_tokens: int | None = None,
+        max_tool_calls: int | None = None,
+    ) -> tuple[str, bool]:
+        """Run one child to its end (or start it in the background); returns the `task` call's result and
+        whether it is an error.
+
+        The result is an error when the child failed, stopped at its turn limit or a budget, was
+        stopped, or stopped because the user rejected one of its calls: the parent model should
+        not take it for a finished job.
         """
         parent, tree = self._parent, self._tree
-        await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
+        config = parent.config.model_copy(update={"model": parent.model})
+        spec = ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
+                         max_tokens=max_tokens, max_tool_calls=max_tool_calls)
+        if resume is not None and fork:
+            return "Give either `resume` or `fork`, not both.", True
+        if resume is not None:
+            ended = self._ended.get(resume)
+            if ended is None:
+                live = resume in self.running
+                why = "it is still running" if live else "it is not a subagent of yours that has finished"
+                return f"Cannot resume {resume!r}: {why}.", True
+            del self._ended[resume]
+            spec = replace(spec, agent_id=resume, history=ended.history, note=_RESUME_NOTE)
+        elif fork:
+            history = parent.history[:-1]  # up to this call: the response that makes it has no results yet
+            spec = replace(spec, history=history, note=_FORK_NOTE.format(parent=parent.agent_id))
+        child = tree.new_child(spec)
+        record = tree.agents[child.agent_id]
+        if not background:
+            record.task = asyncio.create_task(self._drive(child, spec, max_turns, emit), name=f"task:{child.agent_id}")
+            try:
+                return await record.task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # the parent's turn is cancelled
+                return _stopped_result(child.agent_id, record.stopped_by, ""), True
+        record.background = True
+        job = _Job(child.agent_id, spec.description, spec.subagent_type, time.monotonic())
+        self._jobs[child.agent_id] = job
+        job.task = record.task = asyncio.create_task(self._in_background(child, spec, max_turns, job),
+                                                     name=f"background-task:{child.agent_id}")
+        return (
+            f"Started the subagent {child.agent_id} in the background. You will be told when it finishes; "
+            f"`task_output(agent_id=\"{child.agent_id}\")` gives its state or result, `task_stop` stops it."
+        ), False
+
+    async def _in_background(self, child: TreeMember, spec: ChildSpec, max_turns: int, job: _Job) -> None:
+        record = self._tree.agents.get(child.agent_id)
+
+        def emit(event: AgentEvent) -> None:
+            if isinstance(event, Response) and event.agent_id == child.agent_id and event.content:
+                job.said = (job.said + "\n" + event.content)[-_TAIL_CHARS:]
+            self._tree.background.emit(event)
+
         try:
-            config = parent.config.model_copy(update={"model": parent.model, "enable_subagents": False})
-            child = tree.new_child(
-                ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt)
-            )
-            started = time.monotonic()
-            status: SubagentStatus = "failed"
+            job.result, _ = await self._drive(child, spec, max_turns, emit, job=job)
+        except asyncio.CancelledError:
+            job.result = _stopped_result(child.agent_id, record.stopped_by if record else None, job.said)
+            job.status = "cancelled"
+            if record is None or record.stopped_by is None:
+                raise  # the parent is stopping: nobody is left to tell
+        finally:
+            job.elapsed = time.monotonic() - job.started_at
+            job.finished.set()
+        self._notes.append(
+            f"[The background subagent {child.agent_id} has ended ({job.status}). Its result:]\n{job.result}"
+        )
+
+    async def _drive(
+        self, child: TreeMember, spec: ChildSpec, max_turns: int, emit: Emit, job: _Job | None = None
+    ) -> tuple[str, bool]:
+        """Take a slot, start the child, run its turn and stop it; returns the result and whether it is an error."""
+        parent, tree = self._parent, self._tree
+        record = tree.agents[child.agent_id]
+        started = time.monotonic()
+        status: SubagentStatus = "failed"
+        announced = False
+        try:
+            await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
+        except BaseException:
+            tree.unregister(child.agent_id)
+            raise
+        try:
+            record.state = "starting"
             emit(
                 SubagentStarted(
                     agent_id=parent.agent_id,
                     subagent_id=child.agent_id,
-                    tool_call_id=tool_call_id,
-                    prompt=prompt,
+                    tool_call_id=spec.tool_call_id,
+                    prompt=spec.prompt,
                     max_turns=max_turns,
                 )
             )
-            try:
-                await child.start()
-                tree.refill(config)
-                answer = ""
-                requests: list[ApprovalRequest] = []
-                async with contextlib.aclosing(child.stream(prompt, max_turns=max_turns)) as events:
-                    async for event in events:
-                        emit(event)
-                        if isinstance(event, Response) and event.final:
-                            answer = event.content
-                        elif isinstance(event, ApprovalRequest) and event.agent_id == child.agent_id:
-                            requests.append(event)
-                if child.last_turn_rejected:
-                    status = "rejected"
-                    return _rejected_result(child.agent_id, requests), True
-                if child.turn_limit_reached:
-                    status = "turn_limit"
-                    limit = f"{max_turns} turn{'s' if max_turns != 1 else ''}"
-                    return f"[The subagent {child.agent_id} reached its limit of {limit}.]\n{answer}".strip(), True
-                status = "done"
-                if not answer.strip():
-                    return f"The subagent {child.agent_id} finished, but its final response was empty.", False
-                return answer, False
-            except asyncio.CancelledError:
-                status = "cancelled"
-                raise
-            except Exception as exc:
-                return f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True
-            finally:
-                tree.unregister(child.agent_id)
-                await asyncio.shield(child.stop())
-                child.finished(status)
+            announced = True
+            await child.start()
+            tree.refill(spec.config)
+            record.state = "running"
+            answer = ""
+            requests: list[ApprovalRequest] = []
+            async with contextlib.aclosing(child.stream(spec.prompt, max_turns=max_turns)) as events:
+                async for event in events:
+                    emit(event)
+                    if isinstance(event, Response) and event.final and event.agent_id == child.agent_id:
+                        answer = event.content
+                    elif isinstance(event, ApprovalRequest) and event.agent_id == child.agent_id:
+                        requests.append(event)
+            if child.last_turn_rejected:
+                status = "rejected"
+                return _rejected_result(child.agent_id, requests), True
+            if child.turn_limit_reached:
+                status = "turn_limit"
+                budget = getattr(child, "budget_reached", None)
+                if budget:
+                    return f"[The subagent {child.agent_id} was stopped: {budget}.]\n{answer}".strip(), True
+                limit = f"{max_turns} turn{'s' if max_turns != 1 else ''}"
+                return f"[The subagent {child.agent_id} reached its limit of {limit}.]\n{answer}".strip(), True
+            status = "done"
+            if not answer.strip():
+                return f"The subagent {child.agent_id} finished, but its final response was empty.", False
+            return answer, False
+        except asyncio.CancelledError:
+            status = "cancelled"
+            raise
+        except Exception as exc:
+            return f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True
+        finally:
+            tree.unregister(child.agent_id)
+            await asyncio.shield(child.stop())
+            child.finished(status)
+            if job is not None:
+                job.status = status
+            if status != "failed" or child.history:
+                self._ended[child.agent_id] = child
+            if announced:
                 emit(
                     SubagentFinished(
                         agent_id=parent.agent_id,
                         subagent_id=child.agent_id,
-                        tool_call_id=tool_call_id,
+                        tool_call_id=spec.tool_call_id,
                         status=status,
                         turns_used=child.turns_used,
                         elapsed=time.monotonic() - started,
                         usage=tree.usage.of(child.agent_id),
                     )
                 )
-        finally:
             tree.bound.release()
 
+    # -- task_output, task_stop, task_list ------------------------------------------------------
+
+    def _own(self, agent_id: str) -> _Job | str:
+        job = self._jobs.get(agent_id)
+        if job is not None:
+            return job
+        if agent_id in self._tree.agents:
+            return f"{agent_id} is not a background subagent that you started; you can only manage your own."
+        return f"There is no subagent {agent_id!r} of yours. `task_list` lists them."
+
+    async def _output(self, agent_id: str, wait: bool, timeout: float) -> tuple[str, bool]:
+        job = self._own(agent_id)
+        if isinstance(job, str):
+            return job, True
+        if wait and not job.finished.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(job.finished.wait(), timeout)
+        if job.finished.is_set():
+            note = f"[The background subagent {agent_id} has ended ({job.status}). Its result:]\n{job.result}"
+            if note in self._notes:
+                self._notes.remove(note)  # the model has it now: no need to tell it again
+            return f"The subagent {agent_id} has ended ({job.status}). Its result:\n{job.result}", job.status != "done"
+        record = self._tree.agents.get(agent_id)
+        state = record.state if record else "ending"
+        turns = record.agent.turns_used if record else 0
+        said = job.said.strip() or "(nothing yet)"
+        return (
+            f"The subagent {agent_id} is still {state} ({turns} turns, {time.monotonic() - job.started_at:.0f} s). "
+            f"The end of what it has said so far:\n{said}"
+        ), False
+
+    def _stop(self, agent_id: str) -> tuple[str, bool]:
+        job = self._own(agent_id)
+        if isinstance(job, str):
+            return job, True
+        if job.finished.is_set():
+            return f"The subagent {agent_id} had already ended ({job.status}).", False
+        self._tree.cancel(agent_id, by="its parent")
+        return f"The subagent {agent_id} is being stopped; you will not be told about it again.", False
+
+    def _list(self) -> str:
+        if not self._jobs:
+            return "You have started no background subagents."
+        lines = []
+        for job in self._jobs.values():
+            record = self._tree.agents.get(job.agent_id)
+            state = record.state if record else (job.status or "ending")
+            turns = record.agent.turns_used if record else None
+            elapsed = time.monotonic() - job.started_at if record else job.elapsed
+            used = self._tree.usage.of(job.agent_id)
+            lines.append(
+                f"{job.agent_id} type={job.subagent_type} state={state} turns={turns if turns is not None else '-'} "
+                f"elapsed={elapsed:.0f}s tokens={used.total_tokens}"
+                + (f" description={job.description!r}" if job.description else "")
+            )
+        return "\n".join(lines)
+
     async def close(self) -> None:
-        """Stop every running child of this agent."""
+        """Stop every running child of this agent, background ones included."""
+        tasks = [job.task for job in self._jobs.values() if job.task is not None and not job.task.done()]
+        for task in tasks:
+            task.cancel()
         children = list(self.running.values())
-        await asyncio.gather(*(c.stop() for c in children), return_exceptions=True)
+        await asyncio.gather(*tasks, *(c.stop() for c in children), return_exceptions=True)
+
+
+def _stopped_result(child_id: str, by: str | None, said: str) -> str:
+    text = f"[{(by or 'the user').capitalize()} stopped the subagent {child_id} before it finished its task.]"
+    return f"{text}\nWhat it had said so far:\n{said.strip()}" if said.strip() else text
 
 
 def _rejected_result(child_id: str, requests: list[ApprovalRequest]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .cell_images import with_images
 from .events import AgentEvent, ApprovalRequest, CallSource, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
 from .tools import parse_arguments
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
     from .code_tools import CodeTools
     from .config import AgentConfig
-    from .kernel import Kernel
+    from .kernels import KernelBackend
     from .mcp import McpConnections
     from .subagents import SubagentRunner
     from .tools import Toolbox
@@ -41,11 +42,14 @@ class ToolCallRunner:
         config: AgentConfig,
         toolbox: Toolbox,
         approvals: ApprovalPolicy,
-        kernel: Kernel,
+        kernel: KernelBackend,
         mcp: McpConnections,
         subagents: SubagentRunner | None,
+        model_sees_images: bool = False,
     ) -> None:
         self.agent_id = agent_id
+        self.model_sees_images = model_sees_images
+        """Whether cells' images go back to the model as images (its profile accepts them)."""
         self.config = config
         self.toolbox = toolbox
         self.approvals = approvals
@@ -63,7 +67,7 @@ class ToolCallRunner:
 
         name, call_id = call.tool_name, call.tool_call_id
 
-        def result(content: str, rejected: bool = False) -> tuple[ToolReturnPart, bool]:
+        def result(content: Any, rejected: bool = False) -> tuple[ToolReturnPart, bool]:
             return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected
 
         def refuse(message: str) -> tuple[ToolReturnPart, bool]:
@@ -125,15 +129,15 @@ class ToolCallRunner:
             text = "The user interrupted the turn before this call ran; it did not run."
         return ToolReturnPart(tool_name=call.tool_name, content=text, tool_call_id=call.tool_call_id)
 
-    async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> str:
+    async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> Any:
         if name == "execute_ipython_cell":
             return await self._execute_cell(arguments["code"], call_id, emit)
         if name == "reset_kernel":
             await self.kernel.reset()
             text = "The kernel was restarted: all variables, imports and definitions are gone."
-        elif name == "task":
+        elif name in ("task", "task_output", "task_stop", "task_list"):
             assert self.subagents is not None
-            text, is_error = await self.subagents.run(call_id, arguments["prompt"], arguments["max_turns"], emit)
+            text, is_error = await self.subagents.call(name, arguments, call_id, emit)
             emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
                             is_error=is_error))
             return text
@@ -145,7 +149,7 @@ class ToolCallRunner:
         emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id))
         return text
 
-    async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> str:
+    async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> Any:
         def on_output(text: str) -> None:
             emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
 
@@ -164,7 +168,12 @@ class ToolCallRunner:
                 status=outcome.status,
             )
         )
-        return _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+        text = _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+        if not outcome.images or not self.model_sees_images or self.config.max_images_to_model == 0:
+            return text
+        return with_images(
+            text, outcome.images, max_images=self.config.max_images_to_model, max_bytes=self.config.max_image_bytes
+        )
 
 
 def rejection_with_reason(reason: str) -> str:

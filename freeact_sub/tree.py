@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .kernel import Kernel
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
+from .kernels import KernelBackend, new_kernel, uses_local_kernels
 from .mcp_pool import McpPool
 from .usage import UsageLedger
 
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
     from .config import AgentConfig
     from .events import AgentEvent
 
-__all__ = ["AgentFactory", "AgentRecord", "AgentTree", "ChildSpec", "TreeMember"]
+__all__ = [
+    "AgentFactory", "AgentRecord", "AgentTree", "BackgroundEvents", "ChildSpec", "SubagentInfo", "TreeMember",
+]
 
 
 class TreeMember(Protocol):
@@ -44,7 +48,14 @@ class TreeMember(Protocol):
         """The resolved pydantic-ai `Model` (after `start()`)."""
         ...
 
+    @property
+    def history(self) -> list[Any]:
+        """A copy of the conversation so far."""
+        ...
+
     async def start(self) -> None: ...
+
+    def cancel(self) -> None: ...
 
     def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]: ...
 
@@ -67,6 +78,16 @@ class ChildSpec:
     prompt: str
     subagent_type: str = "general"
     description: str = ""
+    agent_id: str | None = None
+    """The id to run under (a resumed child keeps its id); None for a new one."""
+    history: list[Any] | None = None
+    """The conversation the child continues (resume) or starts from (fork); None for an empty one."""
+    note: str | None = None
+    """Told to the model with the first prompt (e.g. that the kernel is new)."""
+    max_tokens: int | None = None
+    """Budget: input plus output tokens over the child's life."""
+    max_tool_calls: int | None = None
+    """Budget: tool calls over the child's life."""
 
 
 AgentFactory = Callable[["AgentTree", ChildSpec], TreeMember]
@@ -85,6 +106,77 @@ class AgentRecord:
     description: str
     """The short title its `task` call gave it (empty for the main agent)."""
     agent: TreeMember
+    started_at: float = field(default_factory=time.monotonic)
+    background: bool = False
+    """Whether it was started with `run_in_background`."""
+    state: str = "waiting"
+    """`waiting` (for a slot), `starting`, `running`; a record is removed when its agent ends."""
+    task: asyncio.Task[Any] | None = None
+    """The task that drives the child (cancelled to stop it)."""
+    stopped_by: str | None = None
+    """Who stopped it before it finished: `the user` or `its parent`."""
+    prompt: str = ""
+    """The job its `task` call gave it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubagentInfo:
+    """One live subagent, as `Agent.subagents()` lists it."""
+
+    agent_id: str
+    parent_id: str
+    subagent_type: str
+    description: str
+    prompt: str
+    state: str
+    """`waiting` for a slot, `starting`, `running`."""
+    background: bool
+    turns: int
+    """Model rounds so far."""
+    elapsed: float
+    """Seconds since its `task` call."""
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal | None
+    """USD, None if its model's price is unknown."""
+
+
+class BackgroundEvents:
+    """Carries the events of background subagents to the consumer, in or out of a turn.
+
+    While a `stream()` of the main agent runs, its events join that stream; between turns they
+    wait here for `Agent.background_events()`. Nothing is dropped and nothing is decided here.
+    """
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        self._sink: Callable[[AgentEvent], None] | None = None
+
+    def emit(self, event: AgentEvent) -> None:
+        if self._sink is not None:
+            self._sink(event)
+        else:
+            self._queue.put_nowait(event)
+
+    def attach(self, sink: Callable[[AgentEvent], None]) -> None:
+        """A turn begins: what waits here (unread) goes into it first, then every new event."""
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is not None:
+                sink(item)
+        self._sink = sink
+
+    def detach(self) -> None:
+        self._sink = None
+
+    async def iterate(self) -> AsyncIterator[AgentEvent]:
+        """Yield the events that arrive between turns, until `close()`."""
+        while (item := await self._queue.get()) is not None:
+            yield item
+
+    def close(self) -> None:
+        """End every `iterate()` loop."""
+        self._queue.put_nowait(None)
 
 
 class AgentTree:
@@ -99,6 +191,8 @@ class AgentTree:
         """The live agents by id, the main agent included."""
         self.usage = UsageLedger()
         """Token usage and cost of every agent of the tree, by agent id."""
+        self.background = BackgroundEvents()
+        """Where background subagents' events go (into the running turn, or to `Agent.background_events()`)."""
         self._factory = factory
         self._warming: asyncio.Task[None] | None = None
         self._renew()
@@ -136,6 +230,39 @@ class AgentTree:
         """The live children of `parent_id`."""
         return [record for record in self.agents.values() if record.parent_id == parent_id]
 
+    def depth(self, agent_id: str) -> int:
+        """0 for the main agent, 1 for its children, 2 for theirs, …"""
+        depth, record = 0, self.agents.get(agent_id)
+        while record is not None and record.parent_id is not None:
+            depth += 1
+            record = self.agents.get(record.parent_id)
+        return depth
+
+    def cancel(self, agent_id: str, by: str = "the user") -> bool:
+        """Stop one subagent (at any depth): its parent's `task` result says who stopped it. False if not live."""
+        record = self.agents.get(agent_id)
+        if record is None or record.parent_id is None or record.task is None or record.task.done():
+            return False
+        record.stopped_by = record.stopped_by or by
+        record.task.cancel()
+        return True
+
+    def subagents(self) -> list[SubagentInfo]:
+        """Every live subagent of the tree, oldest first."""
+        now = time.monotonic()
+        infos = []
+        for record in self.agents.values():
+            if record.parent_id is None:
+                continue
+            used = self.usage.of(record.agent_id)
+            infos.append(SubagentInfo(
+                agent_id=record.agent_id, parent_id=record.parent_id, subagent_type=record.subagent_type,
+                description=record.description, prompt=record.prompt, state=record.state,
+                background=record.background, turns=record.agent.turns_used, elapsed=now - record.started_at,
+                input_tokens=used.input_tokens, output_tokens=used.output_tokens, cost=used.cost,
+            ))
+        return infos
+
     def is_child(self, agent_id: str) -> bool:
         """Whether `agent_id` is a subagent (it has a parent)."""
         record = self.agents.get(agent_id)
@@ -146,27 +273,22 @@ class AgentTree:
     def new_child(self, spec: ChildSpec) -> TreeMember:
         """Build a child as `spec` says and register it; `start()` it next."""
         child = self._factory(self, spec)
-        self.register(
+        record = self.register(
             child, parent_id=spec.parent_id, subagent_type=spec.subagent_type, description=spec.description
         )
+        record.prompt = spec.prompt
         return child
 
     # -- kernels -----------------------------------------------------------------------------
 
-    def new_kernel(self, label: str, *, launcher: KernelZygote | None = None) -> Kernel:
-        """A kernel (not started) with the tree's working directory, environment and images folder."""
-        return Kernel(
-            working_dir=self.config.working_dir,
-            env=self.config.kernel_env,
-            images_dir=self.config.resolved_images_dir,
-            label=label,
-            launcher=launcher,
-        )
+    def new_kernel(self, label: str, *, launcher: KernelZygote | None = None) -> KernelBackend:
+        """A kernel (not started) with the tree's settings: local, or on the configured kernel gateway."""
+        return new_kernel(self.config, label=label, launcher=launcher)
 
-    def _pooled_kernel(self) -> Kernel:
+    def _pooled_kernel(self) -> KernelBackend:
         return self.new_kernel("pooled", launcher=self.zygote)
 
-    async def acquire_kernel(self, agent_id: str) -> Kernel:
+    async def acquire_kernel(self, agent_id: str) -> KernelBackend:
         """A started kernel for `agent_id`: launched for the main agent, from the pool for a child."""
         if self.is_child(agent_id):
             kernel = await self.pool.acquire()
@@ -194,8 +316,9 @@ class AgentTree:
             self._warming = asyncio.create_task(self._warm_up(), name="agent-tree-warm-up")
 
     async def _warm_up(self) -> None:
-        with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
-            await self.zygote.start()
+        if uses_local_kernels(self.config):
+            with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
+                await self.zygote.start()
         self.pool.fill()
 
     async def close(self) -> None:
@@ -205,6 +328,8 @@ class AgentTree:
             with contextlib.suppress(BaseException):
                 await self._warming
         self._warming = None
+        self.background.close()
+        self.background = BackgroundEvents()
         pool, zygote, mcp_pool = self.pool, self.zygote, self.mcp_pool
         self._renew()  # a main agent may be started again after it stopped
         await asyncio.gather(pool.close(), mcp_pool.close(), return_exceptions=True)

@@ -15,6 +15,8 @@ Main agent scripts, chosen by words in the user's prompt:
   value), then answer in Markdown with their results;
 - ``slow``: run a cell that prints a tick every half second for a minute (try Ctrl-C);
 - ``one cell``: run one quick cell, then answer;
+- ``draw``: run a cell that draws a small PNG, then say whether the picture itself came back
+  with the result (a model that accepts images gets it) or only its saved path;
 - ``from code``: run one cell whose code calls the demo MCP server's tools as Python functions
   (`from mcptools.demo import constant, word_count`), each call approved on its own, then answer;
 - ``model error``: the server answers the request with HTTP 400 (a failing model).
@@ -86,6 +88,8 @@ class _Conversation:
     """Names of the tools the request offers."""
     system: str = ""
     """The system prompt (it says whether MCP tools are Python functions in the kernel)."""
+    images: int = 0
+    """Images the model received with the tool results after the prompt."""
 
     @property
     def is_main(self) -> bool:
@@ -114,6 +118,8 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
         return _slow(conversation)
     if "one cell" in prompt:
         return _one_cell(conversation)
+    if "draw" in prompt:
+        return _draw(conversation)
     if "from code" in prompt:
         return _tools_from_code(conversation)
     return _tour(conversation)
@@ -121,7 +127,8 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
 
 def _read(request: Mapping[str, Any]) -> _Conversation:
     messages: Sequence[Mapping[str, Any]] = request.get("messages") or []
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user" and not _carries_files(m)),
+                    default=-1)
     prompt = _text(messages[last_user].get("content")) if last_user >= 0 else ""
     after = messages[last_user + 1 :]
     tools = [t.get("function", {}).get("name", "") for t in request.get("tools") or []]
@@ -131,7 +138,23 @@ def _read(request: Mapping[str, Any]) -> _Conversation:
         results=[_text(m.get("content")) for m in after if m.get("role") == "tool"],
         tools=tools,
         system="".join(_text(m.get("content")) for m in messages if m.get("role") == "system"),
+        images=sum(
+            1
+            for m in after
+            if _carries_files(m)
+            for part in m.get("content") or []
+            if isinstance(part, Mapping) and part.get("type") == "image_url"
+        ),
     )
+
+
+def _carries_files(message: Mapping[str, Any]) -> bool:
+    """A user message that only carries a tool result's files (chat completions has no images in tool messages)."""
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, list) or not content:
+        return False
+    first = content[0]
+    return isinstance(first, Mapping) and str(first.get("text", "")).startswith("<pyai:tool_result")
 
 
 def _text(content: Any) -> str:
@@ -179,6 +202,19 @@ def png(width, height, pixel):
 print(f"Python {sys.version.split()[0]} in the kernel")
 display(Image(data=png(96, 96, lambda x, y: (x * 255 // 95, y * 255 // 95, 180))))
 sum(i * i for i in range(1, 101))'''
+
+
+def _draw(c: _Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(text="Drawing a small gradient.", tool_calls=(_cell(_IMAGE_CELL),))
+    saved = re.findall(r"image saved: ([^\]]+)\]", c.results[-1] if c.results else "")
+    if c.images:
+        return Reply(
+            reasoning="The image came back with the cell's result, so I can look at it.",
+            text=f"I can see the image I drew ({c.images} image{'s' if c.images != 1 else ''} attached to the "
+            f"result): a gradient from dark to light. It is saved at `{saved[0] if saved else '?'}`.",
+        )
+    return Reply(text=f"The image was saved at `{saved[0] if saved else '?'}`; I only got its path, not the picture.")
 
 
 def _tour(c: _Conversation) -> Reply:

@@ -11,6 +11,7 @@ running event loop (a notebook cell) alike.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import re
 import socket
@@ -35,6 +36,8 @@ class DemoServer:
         import uvicorn
 
         self.chunk_delay = chunk_delay
+        self.requests: collections.deque[dict[str, Any]] = collections.deque(maxlen=200)
+        """The bodies of the latest chat-completions requests (at most 200), oldest first."""
         self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
@@ -123,6 +126,7 @@ def _application(server: DemoServer) -> Any:
             return _error(400, "the request body is not valid JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the request needs a list of messages")
+        server.requests.append(body)
         reply = respond(body)
         if isinstance(reply, ModelErrorReply):
             return _error(reply.status, reply.message)

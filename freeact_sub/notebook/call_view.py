@@ -195,7 +195,8 @@ def _describe(tool_name: str, arguments: dict) -> str:
         return _html.code(arguments["code"])
     if tool_name == "task" and isinstance(arguments.get("prompt"), str):
         limit = arguments.get("max_turns")
-        note = f' <span class="freeact-meta">(at most {limit} turns)</span>' if limit else ""
+        turns = f"{limit} turn{'s' if limit != 1 else ''}"
+        note = f' <span class="freeact-meta">(at most {turns})</span>' if limit else ""
         return f"<b>Job for a subagent</b>{note}{_html.preformatted(arguments['prompt'])}"
     if tool_name == "reset_kernel":
         return '<span class="freeact-meta">restart the kernel: all variables are lost</span>'

@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-subagents", type=int, metavar="N", help="how many subagents may run at once")
     parser.add_argument("--max-turns", type=int, metavar="N", help="limit on model rounds per prompt")
     parser.add_argument("--working-dir", metavar="DIR", help="the kernels' working directory (default: here)")
+    parser.add_argument(
+        "--kernel-gateway",
+        metavar="URL",
+        help="run every kernel on this Jupyter Kernel/Enterprise Gateway (token in $JUPYTER_GATEWAY_AUTH_TOKEN)",
+    )
     parser.add_argument("--config", metavar="FILE", help="a JSON or TOML file with AgentConfig fields")
     parser.add_argument(
         "--auto-approve",
@@ -259,6 +264,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "max_turns": args.max_turns,
         "working_dir": working_dir,
         "auto_approve": args.auto_approve,
+        "kernel_gateway": args.kernel_gateway,
     }
     mcp_config = args.mcp_config
     if demo is not None:

@@ -325,6 +325,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(static).to_contain_text("There are 17984 primes below 200,000.")
     expect(static).to_contain_text("RESULT: 17984")
     expect(static.locator("img")).to_have_count(1)
+    expect(static.locator("pre.freeact-code").first).to_have_css("padding-left", "6px")  # its own style, not the page's
     expect(notebook.locator(".freeact-live")).to_have_count(0)
     expect(notebook.get_by_text("Error displaying widget")).to_be_hidden()
     scroll_to_top_of(static)

@@ -1,0 +1,190 @@
+"""Kernels on a Jupyter Kernel Gateway, measured in one run against one local gateway.
+
+    python bench/gateway_bench.py [--rounds 200] [--spawns 5]
+
+Starts `jupyter-kernelgateway` on 127.0.0.1 (a free port, a token), then prints:
+(1) spawn latency of a child whose kernel is on the gateway, from the approval of the parent's
+    `task` call to the child's first model request, with the kernel pool (warm) and without it;
+    baseline: a plain remote kernel start (`GatewayKernel.start()`).
+(2) the median round trip of a trivial cell (`x = 1`, until its iopub `idle`) through our
+    `GatewayKernel` vs. a minimal raw websocket client sending the same `execute_request` to
+    another kernel on the same gateway, measured alternately. Target: ratio <= 1.25.
+(3) how many of 10,000 lines printed with `flush=True` arrive through our layer (target: all),
+    and, for comparison, through the raw client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.subagent_bench import SpawnScript
+from freeact_sub import Agent, AgentConfig, ApprovalRequest
+from freeact_sub.config import KernelGatewayConfig
+from freeact_sub.kernel_gateway import GatewayKernel
+from tests.gateway_server import TOKEN_ENV, GatewayServer, kernel_gateway
+
+LINES = 10_000
+
+
+class RawClient:
+    """The baseline: one websocket, a hand-made `execute_request`, read until its `idle`."""
+
+    def __init__(self, server: GatewayServer) -> None:
+        self.server = server
+        self.session = uuid.uuid4().hex
+
+    async def start(self) -> None:
+        async with httpx.AsyncClient(headers=self.server.headers, timeout=120) as http:
+            response = await http.post(f"{self.server.url}/api/kernels", json={"name": "python3"})
+        self.kernel_id = response.json()["id"]
+        url = self.server.url.replace("http", "ws", 1) + f"/api/kernels/{self.kernel_id}/channels"
+        self.ws: ClientConnection = await connect(url, additional_headers=self.server.headers, max_size=None,
+                                                  compression=None)
+        await self.execute("pass")  # the kernel answers
+
+    async def execute(self, code: str) -> str:
+        msg_id = uuid.uuid4().hex
+        message = {
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "bench", "session": self.session,
+                       "date": "", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True},
+        }
+        await self.ws.send(json.dumps(message))
+        parts = []
+        while True:
+            reply: dict[str, Any] = json.loads(await self.ws.recv())
+            if reply["parent_header"].get("msg_id") != msg_id:
+                continue
+            if reply["msg_type"] == "stream":
+                parts.append(reply["content"]["text"])
+            elif reply["msg_type"] == "status" and reply["content"]["execution_state"] == "idle":
+                return "".join(parts)
+
+    async def shutdown(self) -> None:
+        await self.ws.close()
+        async with httpx.AsyncClient(headers=self.server.headers, timeout=30) as http:
+            await http.delete(f"{self.server.url}/api/kernels/{self.kernel_id}")
+
+
+def gateway_config(server: GatewayServer) -> KernelGatewayConfig:
+    return KernelGatewayConfig(url=server.url, token_env=TOKEN_ENV)
+
+
+async def remote_starts(server: GatewayServer, count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        began = time.perf_counter()
+        kernel = GatewayKernel(gateway_config(server))
+        await kernel.start()
+        samples.append(time.perf_counter() - began)
+        await kernel.shutdown()
+    return samples
+
+
+async def spawn_latencies(server: GatewayServer, spawns: int, pool_size: int) -> list[float]:
+    samples = []
+    with tempfile.TemporaryDirectory() as work:
+        from pydantic_ai.models.function import FunctionModel
+
+        script = SpawnScript(children=1)
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, save_sessions=False,
+                             kernel_pool_size=pool_size, kernel_gateway=gateway_config(server))
+        async with Agent(config) as agent:
+            for _ in range(spawns):
+                while agent.tree.pool.ready < pool_size:  # noqa: ASYNC110 - polling the pool's counter
+                    await asyncio.sleep(0.05)
+                script.first_request.clear()
+                approved_at = 0.0
+                async for event in agent.stream("spawn one"):
+                    if isinstance(event, ApprovalRequest):
+                        if event.tool_name == "task":
+                            approved_at = time.perf_counter()
+                        event.approve(True)
+                samples.append(script.first_request["child 0"] - approved_at)
+    return samples
+
+
+async def round_trips(raw: RawClient, ours: GatewayKernel, rounds: int) -> tuple[float, float]:
+    for _ in range(10):  # warm up
+        await raw.execute("x = 1")
+        await ours.execute("x = 1")
+    samples: dict[str, list[float]] = {"raw": [], "ours": []}
+    for _ in range(rounds):
+        began = time.perf_counter()
+        await raw.execute("x = 1")
+        samples["raw"].append(time.perf_counter() - began)
+        began = time.perf_counter()
+        await ours.execute("x = 1")
+        samples["ours"].append(time.perf_counter() - began)
+    return statistics.median(samples["raw"]), statistics.median(samples["ours"])
+
+
+def in_order(text: str) -> int:
+    """How many of the lines `0` … `9999` arrived, in order (a missing or garbled line is reported)."""
+    lines = text.splitlines()
+    wrong = [(i, line) for i, line in enumerate(lines) if line != str(i)]
+    if wrong:
+        print(f"  {len(lines)} lines; the first out of place: {wrong[:3]}", file=sys.stderr)
+    return len(lines) - len(wrong) if not wrong else wrong[0][0]
+
+
+def ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:.0f} ms"
+
+
+async def main(server: GatewayServer, rounds: int, spawns: int) -> None:
+    os.environ[TOKEN_ENV] = server.token
+    starts = await remote_starts(server, spawns)
+    pooled = await spawn_latencies(server, spawns, pool_size=2)
+    unpooled = await spawn_latencies(server, spawns, pool_size=0)
+
+    raw, ours = RawClient(server), GatewayKernel(gateway_config(server))
+    await raw.start()
+    await ours.start()
+    try:
+        rt_raw, rt_ours = await round_trips(raw, ours, rounds)
+        flood = f"for i in range({LINES}):\n    print(i, flush=True)"
+        began = time.perf_counter()
+        ours_lines = in_order((await ours.execute(flood)).text)
+        ours_time = time.perf_counter() - began
+        began = time.perf_counter()
+        raw_lines = in_order(await raw.execute(flood))
+        raw_time = time.perf_counter() - began
+    finally:
+        await raw.shutdown()
+        await ours.shutdown()
+
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, jupyter-kernel-gateway on 127.0.0.1")
+    print(f"remote kernel start (GatewayKernel.start, median of {spawns}): {ms(starts)}")
+    print(f"child spawn latency, pool of 2 warm: {ms(pooled)}; no pool: {ms(unpooled)} "
+          f"(ratio pooled/unpooled {statistics.median(pooled) / statistics.median(unpooled):.2f})")
+    print(f"round trip (median of {rounds}): raw websocket {rt_raw * 1000:.2f} ms, ours {rt_ours * 1000:.2f} ms, "
+          f"ratio {rt_ours / rt_raw:.2f} (target <= 1.25)")
+    print(f"flushed lines: ours {ours_lines} of {LINES} in order ({ours_time:.1f} s), "
+          f"raw client {raw_lines} of {LINES} ({raw_time:.1f} s) (target {LINES} of {LINES})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--spawns", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder, kernel_gateway(Path(folder)) as gateway:
+        asyncio.run(main(gateway, args.rounds, args.spawns))

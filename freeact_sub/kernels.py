@@ -1,0 +1,90 @@
+"""The kernel backends behind one interface: `Kernel` (local, the default) and `GatewayKernel`.
+
+The agent, its tool calls and the kernel pool use only `KernelBackend`; `new_kernel` picks the
+backend from the config (`kernel_gateway` set: the gateway; else a local kernel, forked by the
+tree's zygote when there is one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from .kernel import ExecutionResult, Kernel, OutputCallback
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from .config import AgentConfig
+    from .kernel_launcher import KernelZygote
+
+__all__ = ["KernelBackend", "new_kernel", "uses_local_kernels"]
+
+
+class KernelBackend(Protocol):
+    """What every kernel backend does (see `Kernel` for the behaviour each method promises)."""
+
+    label: str
+    """Prefix of saved image files; the agent sets its id here."""
+    restarts: int
+    """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
+    images_dir: Path
+    """Where the `image/png` outputs of cells are saved, on this machine."""
+
+    @property
+    def started(self) -> bool: ...
+
+    @property
+    def pid(self) -> int | None:
+        """The kernel's process id on this machine (None for a kernel elsewhere)."""
+        ...
+
+    async def start(self, timeout: float = ...) -> None: ...
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+        paused: Callable[[], float] | None = None,
+        store_history: bool = True,
+    ) -> ExecutionResult: ...
+
+    async def run_at_start(self, code: str) -> ExecutionResult:
+        """Run `code` now and again after every restart, before any other cell (not stored in the history)."""
+        ...
+
+    async def is_alive(self) -> bool: ...
+
+    async def interrupt(self) -> None: ...
+
+    async def reset(self) -> None: ...
+
+    async def shutdown(self, *, now: bool = False) -> None: ...
+
+
+def uses_local_kernels(config: AgentConfig) -> bool:
+    """Whether kernels run on this machine (so a zygote can fork them and code tools can reach them)."""
+    return config.kernel_gateway is None
+
+
+def new_kernel(config: AgentConfig, *, label: str, launcher: KernelZygote | None = None) -> KernelBackend:
+    """A kernel (not started) for an agent with `config`: on the configured gateway, or local."""
+    if config.kernel_gateway is not None:
+        from .kernel_gateway import GatewayKernel  # imports httpx and websockets only when needed
+
+        return GatewayKernel(
+            config.kernel_gateway,
+            env=config.kernel_env,
+            images_dir=config.resolved_images_dir,
+            working_dir=config.working_dir,
+            label=label,
+        )
+    return Kernel(
+        working_dir=config.working_dir,
+        env=config.kernel_env,
+        images_dir=config.resolved_images_dir,
+        label=label,
+        launcher=launcher,
+    )

@@ -1,0 +1,113 @@
+"""A real Jupyter Kernel Gateway on 127.0.0.1 for the tests: started on a free port, stopped by PID with its kernels."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+TOKEN_ENV = "FREEACT_SUB_TEST_GATEWAY_TOKEN"
+
+
+@dataclass
+class GatewayServer:
+    url: str
+    token: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"token {self.token}"}
+
+    def kernel_ids(self) -> list[str]:
+        """The ids of the kernels the gateway runs now (`GET /api/kernels`)."""
+        response = httpx.get(f"{self.url}/api/kernels", headers=self.headers, timeout=10)
+        response.raise_for_status()
+        return [kernel["id"] for kernel in response.json()]
+
+    def wait_for_kernels(self, count: int, timeout: float = 10.0) -> list[str]:
+        """The gateway's kernel ids once there are `count` of them (or whatever there is after `timeout`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ids = self.kernel_ids()
+            if len(ids) == count or time.monotonic() > deadline:
+                return ids
+            time.sleep(0.1)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def kernel_gateway(workdir: Path, *extra_args: str, token: str = "test-token-1234") -> Iterator[GatewayServer]:
+    """Run `jupyter-kernelgateway` with a token, kernel listing on and no IOPub rate limit, until the block ends."""
+    port = free_port()
+    runtime = workdir / "runtime"
+    runtime.mkdir(parents=True, exist_ok=True)
+    log = workdir / "gateway.log"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTER_DATA_DIR": str(workdir / "data"),
+        "KG_AUTH_TOKEN": token,
+    }
+    args = [
+        sys.executable, "-m", "kernel_gateway",
+        "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}", "--KernelGatewayApp.port_retries=0",
+        "--JupyterWebsocketPersonality.list_kernels=True",
+        "--JupyterWebsocketPersonality.env_whitelist=GRANTED",
+        "--ZMQChannelsWebsocketConnection.limit_rate=False",
+        *extra_args,
+    ]
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(args, cwd=workdir, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    server = GatewayServer(url=f"http://127.0.0.1:{port}", token=token, process=process, log=log)
+    try:
+        _wait_until_listening(server)
+        yield server
+    finally:
+        _stop(process)
+
+
+def _wait_until_listening(server: GatewayServer, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"the kernel gateway exited:\n{server.log.read_text()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{server.url}/api", headers=server.headers, timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"the kernel gateway did not listen within {timeout} s:\n{server.log.read_text()}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the gateway shuts its kernels down), then kill it and any kernel left, by PID."""
+    try:
+        kernels = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        kernels = []
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+    _, alive = psutil.wait_procs(kernels, timeout=5)
+    for kernel in alive:
+        with contextlib.suppress(psutil.Error):
+            kernel.kill()
+    psutil.wait_procs(alive, timeout=5)

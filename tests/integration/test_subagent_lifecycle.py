@@ -1,0 +1,262 @@
+"""Subagent lifecycle: background children, stopping one child, resume and fork, budgets, depth.
+
+Real kernels, scripted models (`Router` picks a script by the conversation's first prompt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from freeact_sub import (
+    Agent,
+    AgentConfig,
+    AgentEvent,
+    ApprovalRequest,
+    Response,
+    SubagentFinished,
+    SubagentStarted,
+    ToolOutput,
+)
+from tests.processes import kernel_processes
+from tests.scripting import Block, Call, Router, Script, drive, of
+
+LIMIT = 120.0
+
+
+def config(model: Any, workdir: Path, **overrides: Any) -> AgentConfig:
+    values: dict[str, Any] = {"model": model, "working_dir": workdir, "auto_approve": True,
+                              "kernel_pool_size": 0, "mcp_pool_size": 0}
+    values.update(overrides)
+    return AgentConfig(**values)
+
+
+def prompts(messages: list[ModelMessage]) -> list[str]:
+    """Every user prompt text the model was sent, in order."""
+    return [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
+            if isinstance(p, UserPromptPart) and isinstance(p.content, str)]
+
+
+def notes_in(script: Script) -> list[list[str]]:
+    """Per request: the background notes it carried in its last message (new to that request)."""
+    seen: list[list[str]] = []
+    for messages in script.requests:
+        last = messages[-1]
+        seen.append([p.content for p in last.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)
+                     and p.content.startswith("[The background subagent")])
+    return seen
+
+
+def task(name: str, **args: Any) -> Call:
+    return Call("task", {"prompt": f"CHILD-{name}: job", **args}, id=f"task-{name}")
+
+
+async def test_background_child_asks_between_turns_and_the_parent_is_told_once(workdir: Path) -> None:
+    release = asyncio.Event()
+    parent = Script(
+        [task("bg", run_in_background=True)], ["It runs in the background."],  # turn 1
+        ["Next turn."],  # turn 2: the note arrives with this request
+        ["Third turn, nothing new."],  # turn 3
+    )
+    child = Script([Block(release), Call("execute_ipython_cell", {"code": "print(6 * 7)"}, id="bg-cell")],
+                   ["forty-two"])
+    model = Router({"PARENT": parent, "CHILD-bg:": child}).model
+    async with Agent(config(model, workdir, auto_approve=False)) as agent:
+        events = await drive(agent.stream("PARENT one"))
+        (result,) = [e for e in of(ToolOutput, events) if e.tool_call_id == "task-bg"]
+        child_id = next(e.agent_id for e in agent.subagents())
+        assert child_id in result.content and "background" in result.content
+        assert [i.background for i in agent.subagents()] == [True]
+        # the parent's turn is over; the child now asks, and the question reaches the consumer at once
+        seen: list[AgentEvent] = []
+
+        async def watch() -> None:
+            async for event in agent.background_events():
+                seen.append(event)
+                if isinstance(event, ApprovalRequest) and not event.decided:
+                    assert event.agent_id == child_id
+                    event.approve(True)
+
+        watcher = asyncio.create_task(watch())
+        release.set()
+        async with asyncio.timeout(LIMIT):
+            while not any(isinstance(e, SubagentFinished) for e in seen):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        assert [e.tool_call_id for e in of(ApprovalRequest, seen)] == ["bg-cell"]
+        (finished,) = of(SubagentFinished, seen)
+        assert finished.status == "done" and finished.agent_id == agent.agent_id
+        assert agent.subagents() == []
+
+        await drive(agent.stream("PARENT two"))
+        await drive(agent.stream("PARENT three"))
+        watcher.cancel()
+    notes = notes_in(parent)
+    assert [len(n) for n in notes] == [0, 0, 1, 0], notes
+    assert child_id in notes[2][0] and "forty-two" in notes[2][0]
+
+
+async def test_two_background_results_are_told_exactly_once_each(workdir: Path) -> None:
+    parent = Script(
+        [task("a", run_in_background=True), task("b", run_in_background=True)],
+        [Call("task_output", {"agent_id": "placeholder"}, id="bad-output"), Call("task_list", {}, id="list")],
+        [Call("execute_ipython_cell", {"code": "import time; time.sleep(3)"}, id="wait")],
+        ["done"],
+        ["next turn"],
+    )
+    children = {f"CHILD-{n}:": Script([f"answer {n}"]) for n in "ab"}
+    model = Router({"PARENT": parent, **children}).model
+    async with Agent(config(model, workdir)) as agent:
+        await drive(agent.stream("PARENT go"))
+        await drive(agent.stream("PARENT again"))
+    all_notes = [note for request in notes_in(parent) for note in request]
+    assert len(all_notes) == 2 and {"answer a" in all_notes[0] or "answer a" in all_notes[1]} == {True}
+    assert sum("answer b" in n for n in all_notes) == 1
+    refused = parent.tool_results(2)["bad-output"]
+    assert "no subagent 'placeholder'" in refused
+    listing = parent.tool_results(2)["list"]
+    assert listing.count("agent-") == 2
+
+
+async def test_cancel_subagent_stops_one_child_and_the_turn_goes_on(workdir: Path) -> None:
+    parent = Script([task("slow"), task("quick")], ["parent done"])
+    slow = Script([Call("execute_ipython_cell", {"code": "import time; time.sleep(60)"}, id="slow-cell")], ["never"])
+    quick = Script([Call("execute_ipython_cell", {"code": "print('quick')"}, id="quick-cell")], ["quick answer"])
+    model = Router({"PARENT": parent, "CHILD-slow:": slow, "CHILD-quick:": quick}).model
+    events: list[AgentEvent] = []
+    async with Agent(config(model, workdir)) as agent:
+        async with asyncio.timeout(LIMIT):
+            async for event in agent.stream("PARENT go"):
+                events.append(event)
+                if isinstance(event, ApprovalRequest) and event.tool_call_id == "slow-cell":
+                    slow_id = event.agent_id
+                    assert [i.state for i in agent.subagents() if i.agent_id == slow_id] == ["running"]
+                    assert agent.cancel_subagent(slow_id)
+        assert not agent.cancel_subagent("agent-nobody")
+    results = {e.tool_call_id: e.content for e in of(ToolOutput, events) if e.tool_name == "task"}
+    assert "user stopped the subagent" in results["task-slow"].lower()
+    assert results["task-quick"] == "quick answer"
+    statuses = {e.subagent_id: e.status for e in of(SubagentFinished, events)}
+    assert statuses[slow_id] == "cancelled" and sorted(statuses.values()) == ["cancelled", "done"]
+    assert [r.content for r in of(Response, events) if r.agent_id == agent.agent_id and r.final] == ["parent done"]
+
+
+async def test_resume_continues_a_finished_child_with_its_conversation(workdir: Path) -> None:
+    parent = Script([task("r")], ["first"], [], ["second"])
+    child = Script(["I counted 3."], ["Then 4."])
+    model = Router({"PARENT": parent, "CHILD-r:": child}).model
+    async with Agent(config(model, workdir)) as agent:
+        events = await drive(agent.stream("PARENT one"))
+        (started,) = of(SubagentStarted, events)
+        child_id = started.subagent_id
+        parent.steps[2] = [Call("task", {"prompt": "Count one more.", "resume": child_id}, id="again")]
+        events = await drive(agent.stream("PARENT two"))
+    assert [e.subagent_id for e in of(SubagentStarted, events)] == [child_id]
+    assert parent.tool_results(3)["again"] == "Then 4."
+    sent = prompts(child.requests[1])
+    assert sent[0] == "CHILD-r: job" and "kernel is new" in sent[1] and sent[2] == "Count one more."
+
+
+async def test_fork_starts_from_a_copy_of_the_parents_conversation(workdir: Path) -> None:
+    seen: dict[str, list[ModelMessage]] = {}
+
+    async def model_fn(messages: list[ModelMessage], info: Any) -> AsyncIterator[Any]:
+        from pydantic_ai.models.function import DeltaToolCall
+
+        texts = prompts(messages)
+        if "FORK-JOB" in texts[-1]:
+            seen["fork"] = list(messages)
+            yield "fork result"
+        elif texts[-1] == "PARENT go" and len(messages) == 1:
+            yield {0: DeltaToolCall(name="execute_ipython_cell", json_args='{"code": "x = 1"}', tool_call_id="c")}
+        elif len(messages) == 3:
+            yield {0: DeltaToolCall(name="task", json_args='{"prompt": "FORK-JOB", "fork": true}', tool_call_id="f")}
+        else:
+            yield "parent done"
+
+    from pydantic_ai.models.function import FunctionModel
+
+    async with Agent(config(FunctionModel(stream_function=model_fn), workdir)) as agent:
+        events = await drive(agent.stream("PARENT go"))
+    assert [e.content for e in of(ToolOutput, events) if e.tool_call_id == "f"] == ["fork result"]
+    forked = seen["fork"]
+    texts = prompts(forked)
+    assert texts[0] == "PARENT go" and "fork of" in texts[-2] and texts[-1] == "FORK-JOB"
+    assert len(forked) == 3  # the parent's first request, its cell call and that call's result (with the job)
+
+
+async def test_budgets_stop_children_and_say_which(workdir: Path) -> None:
+    cell = Call("execute_ipython_cell", {"code": "1"})
+    parent = Script([task("calls", max_tool_calls=2), task("tokens", max_tokens=60)], ["done"])
+    calls = Script([cell], [cell], [cell], ["never"])
+    tokens = Script([cell], [cell], ["never"])
+    model = Router({"PARENT": parent, "CHILD-calls:": calls, "CHILD-tokens:": tokens}).model
+    async with Agent(config(model, workdir)) as agent:
+        events = await drive(agent.stream("PARENT go"))
+    results = {e.tool_call_id: e for e in of(ToolOutput, events) if e.tool_name == "task"}
+    assert "budget of 2 tool calls" in results["task-calls"].content and results["task-calls"].is_error
+    assert "budget of 60 tokens" in results["task-tokens"].content
+    assert calls.calls == 2 and tokens.calls < 3
+    assert all(e.status == "turn_limit" for e in of(SubagentFinished, events))
+
+
+async def test_depth_two_with_the_bound_held_across_the_tree(workdir: Path) -> None:
+    parent = Script([task("mid1"), task("mid2")], ["parent done"])
+    mids = {
+        f"CHILD-mid{i}:": Script(
+            [Call("task", {"prompt": f"CHILD-leaf{i}{j}: job"}, id=f"leaf-{i}{j}") for j in (1, 2)], ["mid done"]
+        )
+        for i in (1, 2)
+    }
+    leaf_cell = Call("execute_ipython_cell", {"code": "import time; time.sleep(0.5)"})
+    leaves = {f"CHILD-leaf{i}{j}:": Script([leaf_cell], ["leaf done"]) for i in (1, 2) for j in (1, 2)}
+    model = Router({"PARENT": parent, **mids, **leaves}).model
+    peak = 0
+
+    async def count() -> None:
+        # a kernel counts if two polls 20 ms apart both see it: one that was just killed is still listed
+        # for a moment before it exits, while the next child's kernel already starts
+        nonlocal peak
+        previous: set[int] = set()
+        while True:
+            now = set(await asyncio.to_thread(kernel_processes))
+            peak = max(peak, len(now & previous))
+            previous = now
+            await asyncio.sleep(0.02)
+
+    async with Agent(config(model, workdir, max_depth=2, max_subagents=4)) as agent:
+        counter = asyncio.create_task(count())
+        events = await drive(agent.stream("PARENT go"))
+        counter.cancel()
+    started = of(SubagentStarted, events)
+    alive = most = 0
+    for event in events:  # children alive at once, as the events show them
+        alive += isinstance(event, SubagentStarted) - isinstance(event, SubagentFinished)
+        most = max(most, alive)
+    assert most == 4, "two children and two grandchildren at once: the bound counts the whole tree"
+    by_parent: dict[str, int] = {}
+    for event in started:
+        by_parent[event.agent_id] = by_parent.get(event.agent_id, 0) + 1
+    assert len(started) == 6 and sorted(by_parent.values()) == [2, 2, 2]
+    assert all(e.status == "done" for e in of(SubagentFinished, events))
+    assert peak <= 1 + 4, f"the main kernel plus at most max_subagents child kernels, saw {peak}"
+    assert "task" not in [t.name for t in leaves["CHILD-leaf11:"].infos[0].function_tools]
+    assert "task" in [t.name for t in mids["CHILD-mid1:"].infos[0].function_tools]
+
+
+async def test_stop_ends_background_children_and_leaves_no_process(workdir: Path) -> None:
+    parent = Script([task("bg", run_in_background=True)], ["started"])
+    child = Script([Call("execute_ipython_cell", {"code": "import time; time.sleep(60)"})], ["never"])
+    model = Router({"PARENT": parent, "CHILD-bg:": child}).model
+    agent = Agent(config(model, workdir))
+    await agent.start()
+    await drive(agent.stream("PARENT go"))
+    async with asyncio.timeout(LIMIT):
+        while not agent.subagents() or agent.subagents()[0].state != "running":  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    await agent.stop()
+    assert agent.subagents() == []
+    assert kernel_processes() == []
