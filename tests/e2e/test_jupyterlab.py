@@ -276,6 +276,9 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(state(first)).to_have_text("done")
     expect(state(second)).to_have_text("rejected")
     expect(first.locator(".freeact-output")).to_contain_text("RESULT: 17984")
+    output = first.locator(".freeact-output")
+    expect(output).to_have_css("overflow-y", "auto")  # a very long output scrolls inside its own box
+    assert output.evaluate("element => getComputedStyle(element).maxHeight") != "none"
     expect(second.locator(".freeact-output")).to_contain_text("3.14159")  # the MCP tool's result
     expect(second.locator(".freeact-decision-rejected")).to_have_count(1)
     answer = main.locator(".freeact-markdown h2").filter(has_text="Results").locator("..")
