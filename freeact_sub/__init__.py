@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .agent import Agent
 from .agent_types import AgentDefinition
 from .approvals import ApprovalPolicy
-from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, auto_approve_from_env, load_mcp_config
+from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
@@ -48,6 +48,7 @@ __all__ = [
     "ConfigError",
     "FreeactError",
     "KernelError",
+    "KernelGatewayConfig",
     "McpServerError",
     "ModelError",
     "ModelUsage",

@@ -326,6 +326,13 @@ class Agent:
         self._store, self._log = store, log
         log.status("running")
 
+    def saved_subagent(self, agent_id: str) -> list[ModelMessage] | None:
+        """The saved conversation of a subagent this agent started, ready for the model; None if its session has none.
+
+        It may come from an earlier process: `task(resume=…)` continues a child that ran before a restart.
+        """
+        return self._log.saved_child(agent_id) if self._log is not None else None
+
     def finished(self, status: str) -> None:
         """Record how this agent ended (done, failed, cancelled, …) in its session; it saves nothing after that."""
         self._close_session(status)

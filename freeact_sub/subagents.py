@@ -136,13 +136,14 @@ class SubagentRunner:
         if resume is not None and fork:
             return "Give either `resume` or `fork`, not both.", True
         if resume is not None:
-            ended = self._ended.get(resume)
-            if ended is None:
-                live = resume in self.running
+            ended = self._ended.pop(resume, None)
+            live = resume in self.running
+            # a child of an earlier process (the session was resumed) is found in the saved session
+            history = ended.history if ended is not None else None if live else parent.saved_subagent(resume)
+            if history is None:
                 why = "it is still running" if live else "it is not a subagent of yours that has finished"
                 return f"Cannot resume {resume!r}: {why}.", True
-            del self._ended[resume]
-            spec = replace(spec, agent_id=resume, history=ended.history, note=_RESUME_NOTE)
+            spec = replace(spec, agent_id=resume, history=history, note=_RESUME_NOTE)
         elif fork:
             history = parent.history[:-1]  # up to this call: the response that makes it has no results yet
             spec = replace(spec, history=history, note=_FORK_NOTE.format(parent=parent.agent_id))

@@ -71,6 +71,10 @@ class TreeMember(Protocol):
         """Record how the agent ended (in its session, if it saves one)."""
         ...
 
+    def saved_subagent(self, agent_id: str) -> list[Any] | None:
+        """The saved conversation of a subagent it started (in its session, from an earlier process too), or None."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ChildSpec:
