@@ -382,9 +382,6 @@ async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
     assert agent.kernel is None  # stopped
 
 
-@pytest.mark.skipif(
-    "rule" not in ApprovalRequest.__dataclass_fields__, reason="the allow/ask/deny rules of issue 9 are not merged yet"
-)
 async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Path) -> None:
     code = (
         "import mcptools\nfrom mcptools.calc import echo, add\n"
@@ -405,9 +402,6 @@ async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Pa
     assert [e.tool_name for e in of(ToolOutput, events) if e.source == "code"] == ["calc_add"]  # echo never ran
 
 
-@pytest.mark.skipif(
-    "rule" not in ApprovalRequest.__dataclass_fields__, reason="the agent types of issue 9 are not merged yet"
-)
 async def test_an_agent_type_picks_which_tools_its_code_gets_and_how(tmp_path: Path) -> None:
     probe = (
         "import importlib.util\nfound = importlib.util.find_spec('mcptools') is not None\n"
