@@ -72,6 +72,12 @@ class AgentPanel(widgets.VBox):
         self._thoughts: widgets.HTML | None = None
         self._thoughts_buffer = ""
         self._syncing = False
+        self.subagent_type = "general"
+        """The agent type it runs as."""
+        self.description = ""
+        """The `task` call's short title for its job."""
+        self.model = ""
+        """The model's name as sent."""
 
         self._header = widgets.HTML()
         self.always_checkbox = widgets.Checkbox(
@@ -115,6 +121,11 @@ class AgentPanel(widgets.VBox):
     def elapsed(self) -> float:
         return self._elapsed if self._elapsed is not None else time.monotonic() - self._started
 
+    def set_kind(self, subagent_type: str, description: str, model: str) -> None:
+        """Show the agent's type, its job's title and its model in the header."""
+        self.subagent_type, self.description, self.model = subagent_type, description, model
+        self.refresh()
+
     def refresh(self) -> None:
         """Redraw the header (state, elapsed time, turns) and follow the standing decision."""
         shown = self.shown_state
@@ -122,9 +133,16 @@ class AgentPanel(widgets.VBox):
         role = "subagent" if self.subagent else "main agent"
         turns = f"{self.turns}/{self.max_turns}" if self.max_turns else str(self.turns)
         error = f' <span class="freeact-error">{_html.escape(self.error)}</span>' if self.error else ""
+        kind = ""
+        if self.subagent:
+            kind = f'<span class="freeact-type">{_html.escape(self.subagent_type)}</span> '
+            if self.description:
+                kind += f'<span class="freeact-description">{_html.escape(self.description)}</span> '
+            if self.model:
+                kind += f'<span class="freeact-model">{_html.escape(self.model)}</span> '
         value = (
             f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
-            f'<span class="freeact-role">{role}</span> '
+            f'<span class="freeact-role">{role}</span> {kind}'
             f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span> '
             f'<span class="freeact-meta">{_format_seconds(self.elapsed)} · turns used: {turns}</span>{error}'
         )

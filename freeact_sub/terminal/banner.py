@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from freeact_sub import Agent, AgentConfig
     from freeact_sub.demo import DemoServer
 
-__all__ = ["banner"]
+__all__ = ["agent_types_table", "banner"]
 
 _BUILTIN_TOOLS = {"execute_ipython_cell", "reset_kernel", "task"}
 
@@ -47,7 +47,7 @@ def banner(
             model = definition.model if isinstance(definition.model, str) else "inherited model"
             listed.append(("\n" if index else "") + name, style="bold")
             listed.append(f" · {model} · {' '.join(definition.description.split())[:70]}", style="dim")
-        grid.add_row("agent types", listed)
+        grid.add_row("agent types", Text.assemble(listed, ("\n/agents shows their models and tools", "dim")))
     mcp_tools = [name for name in agent.tool_names if name not in _BUILTIN_TOOLS]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
@@ -80,3 +80,20 @@ def banner(
                 ),
             )
     return Panel(grid, title=f"freeact-sub {__version__}", title_align="left", border_style="dim", expand=False)
+
+
+def agent_types_table(agent: Agent) -> RenderableType:
+    """`/agents`: every agent type with its model, tools and description."""
+    table = Table(box=None, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
+    for column in ("type", "model", "tools", "description"):
+        table.add_column(column, overflow="fold")
+    for name, definition in agent.tree.types.items():
+        model = definition.model if isinstance(definition.model, str) else "(inherited)"
+        tools = ", ".join(definition.tools) if definition.tools is not None else "all of its parent's"
+        if definition.disallowed_tools:
+            tools += " except " + ", ".join(definition.disallowed_tools)
+        if not definition.needs_kernel:
+            tools += " (no kernel)"
+        marker = " (main)" if name == agent.subagent_type else ""
+        table.add_row(Text(name + marker, style="bold"), model, tools, " ".join(definition.description.split()))
+    return table

@@ -25,6 +25,12 @@ class Palette:
 
     def __init__(self) -> None:
         self._colours: dict[str, str] = {}
+        self._types: dict[str, str] = {}
+
+    def set_type(self, agent_id: str, subagent_type: str) -> None:
+        """Remember an agent's type: its label shows it where it is not `general` (`agent-3fa2 reviewer`)."""
+        if subagent_type and subagent_type != "general":
+            self._types[agent_id] = subagent_type
 
     def colour(self, agent_id: str) -> str:
         if agent_id not in self._colours:
@@ -32,8 +38,9 @@ class Palette:
         return self._colours[agent_id]
 
     def label(self, agent_id: str) -> Text:
-        """`agent-3fa2` in the agent's colour, bold."""
-        return Text(agent_id, style=f"bold {self.colour(agent_id)}")
+        """`agent-3fa2` in the agent's colour, bold, followed by its type where it is not `general`."""
+        kind = self._types.get(agent_id)
+        return Text(f"{agent_id} {kind}" if kind else agent_id, style=f"bold {self.colour(agent_id)}")
 
     def tag(self, agent_id: str) -> Text:
         """`[agent-3fa2]` in the agent's colour, bold."""

@@ -103,9 +103,10 @@ class Renderer:
             case ToolOutput() as output:
                 self._tool_output(output)
             case SubagentStarted(subagent_id=child, prompt=prompt, max_turns=max_turns, tool_call_id=call_id):
-                self.board.started(child, max_turns)
+                self.palette.set_type(child, event.subagent_type)
+                self.board.started(child, max_turns, subagent_type=event.subagent_type, model=event.model)
                 self._children[call_id] = child
-                first_line = prompt.strip().splitlines()[0] if prompt.strip() else ""
+                first_line = event.description or (prompt.strip().splitlines()[0] if prompt.strip() else "")
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
                 self._row(agent, Text("+", style="bold"), body)
             case SubagentFinished(subagent_id=child, status=status, turns_used=turns, elapsed=elapsed):

@@ -110,6 +110,11 @@ class Session:
                 return
             if not prompt.strip():
                 continue
+            if prompt.strip() == "/agents":
+                from .banner import agent_types_table
+
+                self.console.print(agent_types_table(self.agent))
+                continue
             outcome = await self.run_turn(prompt)
             if outcome.status == "failed":
                 self.renderer.note(f"The turn failed: {outcome.error}", style="red")

@@ -1,4 +1,4 @@
-"""The live status of the subagents of the running turn: id, state, elapsed time, turns used."""
+"""The live status of the subagents of the running turn: id, type, model, state, elapsed time, turns used."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ _FINISHED_STYLE = {
 class _Row:
     agent_id: str
     max_turns: int
+    subagent_type: str = "general"
+    model: str = ""
     started: float = field(default_factory=time.monotonic)
     state: str = "starting"
     turns: int = 0
@@ -50,8 +52,8 @@ class SubagentBoard:
     def clear(self) -> None:
         self._rows.clear()
 
-    def started(self, agent_id: str, max_turns: int) -> None:
-        self._rows[agent_id] = _Row(agent_id, max_turns)
+    def started(self, agent_id: str, max_turns: int, *, subagent_type: str = "general", model: str = "") -> None:
+        self._rows[agent_id] = _Row(agent_id, max_turns, subagent_type, model)
 
     def set_state(self, agent_id: str, state: str) -> None:
         row = self._rows.get(agent_id)
@@ -80,6 +82,8 @@ class SubagentBoard:
             return None
         table = Table(box=None, show_header=True, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
         table.add_column("subagent")
+        table.add_column("type")
+        table.add_column("model")
         table.add_column("state")
         table.add_column("elapsed", justify="right")
         table.add_column("turns", justify="right")
@@ -88,5 +92,12 @@ class SubagentBoard:
             elapsed = row.elapsed if row.elapsed is not None else now - row.started
             style = _FINISHED_STYLE.get(row.state, "red") if row.finished else ""
             state = Text(row.state.replace("_", " "), style=style)
-            table.add_row(self._palette.label(row.agent_id), state, f"{elapsed:.1f} s", f"{row.turns}/{row.max_turns}")
+            table.add_row(
+                Text(row.agent_id, style=f"bold {self._palette.colour(row.agent_id)}"),
+                row.subagent_type,
+                Text(row.model, style="dim"),
+                state,
+                f"{elapsed:.1f} s",
+                f"{row.turns}/{row.max_turns}",
+            )
         return table
