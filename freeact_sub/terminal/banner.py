@@ -37,7 +37,16 @@ def banner(
     else:
         grid.add_row("model", Text(model, style="bold"))
     subagents = f"up to {config.max_subagents} subagents at once" if config.enable_subagents else "no subagents"
-    grid.add_row("agent", Text.assemble(palette.label(agent.agent_id), f" (main) · {subagents}"))
+    kind = f" {agent.subagent_type}" if agent.subagent_type != "general" else ""
+    grid.add_row("agent", Text.assemble(palette.label(agent.agent_id), f"{kind} (main) · {subagents}"))
+    types = agent.tree.types
+    if len(types) > 1 or agent.subagent_type != "general":
+        listed = Text()
+        for index, (name, definition) in enumerate(types.items()):
+            model = definition.model if isinstance(definition.model, str) else "inherited model"
+            listed.append(("\n" if index else "") + name, style="bold")
+            listed.append(f" · {model} · {' '.join(definition.description.split())[:70]}", style="dim")
+        grid.add_row("agent types", listed)
     mcp_tools = [name for name in agent.tool_names if name not in BUILTIN_TOOL_NAMES]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
