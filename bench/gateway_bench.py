@@ -137,7 +137,12 @@ async def round_trips(raw: RawClient, ours: GatewayKernel, rounds: int) -> tuple
 
 
 def in_order(text: str) -> int:
-    return sum(1 for i, line in enumerate(text.splitlines()) if line == str(i))
+    """How many of the lines `0` … `9999` arrived, in order (a missing or garbled line is reported)."""
+    lines = text.splitlines()
+    wrong = [(i, line) for i, line in enumerate(lines) if line != str(i)]
+    if wrong:
+        print(f"  {len(lines)} lines; the first out of place: {wrong[:3]}", file=sys.stderr)
+    return len(lines) - len(wrong) if not wrong else wrong[0][0]
 
 
 def ms(values: list[float]) -> str:

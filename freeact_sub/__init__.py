@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
 from .approvals import ApprovalPolicy
-from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, auto_approve_from_env, load_mcp_config
+from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
@@ -46,6 +46,7 @@ __all__ = [
     "ConfigError",
     "FreeactError",
     "KernelError",
+    "KernelGatewayConfig",
     "McpServerError",
     "ModelError",
     "ModelUsage",

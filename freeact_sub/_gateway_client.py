@@ -91,15 +91,23 @@ class GatewayApi:
         )
         return f"kernel gateway {self.url} refused the request (HTTP {status}): {hint}"
 
-    async def start_kernel(self, name: str, env: Mapping[str, str], timeout: float) -> str:
-        """Start a kernel of spec `name` with `env`; returns its id once the gateway reports it started."""
-        response = await self._request("POST", "/api/kernels", body={"name": name, "env": dict(env)}, timeout=timeout)
-        assert response is not None
-        kernel_id = response.json().get("id")
-        if not isinstance(kernel_id, str):
-            raise KernelError(f"kernel gateway {self.url}: the answer to POST /api/kernels has no kernel id")
+    async def start_kernel(self, name: str, env: Mapping[str, str], timeout: float, kernel_id: str) -> str:
+        """Start a kernel of spec `name` with `env`; returns its id once the gateway reports it started.
+
+        The id is chosen here (gateways on jupyter_server 2 take it), and known before the request
+        goes out: a start cut short (cancelled, timed out) can still be deleted, and is, at exit.
+        """
         _exit_deletes.add(self, kernel_id)
-        return kernel_id
+        body = {"name": name, "env": dict(env), "kernel_id": kernel_id}
+        response = await self._request("POST", "/api/kernels", body=body, timeout=timeout)
+        assert response is not None
+        given = response.json().get("id")
+        if not isinstance(given, str):
+            raise KernelError(f"kernel gateway {self.url}: the answer to POST /api/kernels has no kernel id")
+        if given != kernel_id:  # a gateway that picks its own ids
+            _exit_deletes.discard(kernel_id)
+            _exit_deletes.add(self, given)
+        return given
 
     async def kernel(self, kernel_id: str) -> dict[str, Any] | None:
         """The gateway's model of the kernel (`execution_state`, …), or None if it has no such kernel."""
@@ -120,10 +128,13 @@ class GatewayApi:
         return await self._request("POST", path, timeout=timeout, missing_ok=True) is not None
 
     async def delete(self, kernel_id: str, timeout: float | None = None) -> None:
-        """Shut the kernel down (a kernel already gone is fine)."""
-        try:
-            await self._request("DELETE", f"/api/kernels/{quote(kernel_id)}", timeout=timeout, missing_ok=True)
-        finally:
+        """Shut the kernel down (a kernel already gone is fine).
+
+        Only a kernel the gateway confirms deleted leaves the exit list: one that is not there
+        (yet: a start cut short may still be under way) is asked for again at exit.
+        """
+        response = await self._request("DELETE", f"/api/kernels/{quote(kernel_id)}", timeout=timeout, missing_ok=True)
+        if response is not None:
             _exit_deletes.discard(kernel_id)
 
     def channels_url(self, kernel_id: str, session_id: str) -> str:

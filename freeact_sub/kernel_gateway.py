@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ _INTERRUPT_GRACE = 5.0
 _POLL = 0.5
 _LIVENESS_INTERVAL = 5.0
 _STARTUP_TIMEOUT = 60.0
+_CUT_SHORT_WAIT = 10.0
 _DEATH_NOTICE = ("\nThe kernel died while running this cell and was restarted: all its state (variables, imports, "
                  "definitions) was lost.\n")
 _DIED_BEFORE_NOTICE = ("The kernel had died since the last cell and was restarted: all its state (variables, "
@@ -169,7 +171,18 @@ class GatewayKernel:
     async def _start_remote(self, timeout: float) -> None:
         assert self._api is not None
         deadline = time.monotonic() + timeout
-        self.kernel_id = await self._api.start_kernel(self.gateway.kernel_name, self._env, timeout)
+        wanted = str(uuid.uuid4())
+        self.kernel_id = wanted  # known before the request: a start cut short is deleted all the same
+        post = asyncio.ensure_future(self._api.start_kernel(self.gateway.kernel_name, self._env, timeout, wanted))
+        try:
+            self.kernel_id = await asyncio.shield(post)
+        except asyncio.CancelledError:
+            # the gateway goes on starting the kernel: wait a little for it, so that it can be deleted now
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(post), _CUT_SHORT_WAIT)
+            if post.done() and not post.cancelled() and post.exception() is None:
+                self.kernel_id = post.result()
+            raise
         self._unprepared = True
         await self._connect(max(1.0, deadline - time.monotonic()))
         await self._prepare(max(1.0, deadline - time.monotonic()))

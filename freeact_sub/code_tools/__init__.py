@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .bridge import Ask, CodeTools, McpToolsMode
@@ -24,28 +25,38 @@ __all__ = ["PACKAGE", "Ask", "CodeTools", "McpToolsMode", "mcp_prompt", "open_co
 
 
 async def open_code_tools(
-    *, agent_id: str, config: AgentConfig, kernel: KernelBackend, mcp: McpConnections, ask: Ask
+    *,
+    agent_id: str,
+    config: AgentConfig,
+    kernel: KernelBackend,
+    mcp: McpConnections,
+    ask: Ask,
+    allowed: Callable[[str], bool] | None = None,
 ) -> CodeTools | None:
     """Start an agent's code tools, or None when its MCP tools are offered only as calls (or it has none).
 
-    Kernels on a kernel gateway get none: the kernel could not reach this machine's tool socket.
+    `allowed(qualified_name)` picks the tools the agent may use (its type's `tools` patterns); the
+    others get no function, so code cannot reach them either. Kernels on a kernel gateway get
+    none: the kernel could not reach this machine's tool socket.
     """
-    if config.mcp_tools == "calls" or not mcp.tools or config.kernel_gateway is not None:
+    tools = [t for t in mcp.tools if allowed is None or allowed(t.qualified_name)]
+    if config.mcp_tools == "calls" or not tools or config.kernel_gateway is not None:
         return None
-    tools = CodeTools(
+    code_tools = CodeTools(
         agent_id=agent_id,
         kernel=kernel,
         mcp=mcp,
         ask=ask,
         root=config.working_dir.resolve() / ".freeact-sub" / PACKAGE / agent_id,
         call_timeout=config.execution_timeout,
+        tools=tools,
     )
     try:
-        await tools.start()
+        await code_tools.start()
     except BaseException:
-        await tools.close()
+        await code_tools.close()
         raise
-    return tools
+    return code_tools
 
 
 def mcp_prompt(config: AgentConfig, mcp: McpConnections | None, code_tools: CodeTools | None) -> str:

@@ -88,6 +88,7 @@ class CodeTools:
         ask: Ask,
         root: Path,
         call_timeout: float | None = None,
+        tools: list[McpTool] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.kernel = kernel
@@ -96,10 +97,13 @@ class CodeTools:
         """The folder put on the kernel's `sys.path`; the package is `root / "mcptools"`."""
         self._ask = ask
         self._call_timeout = call_timeout
-        self._tools: dict[tuple[str, str], McpTool] = {(t.server, t.name): t for t in mcp.tools}
+        offered = mcp.tools if tools is None else tools
+        self.tools = offered
+        """The MCP tools this agent's code may call (all of its servers' tools, or those its type allows)."""
+        self._tools: dict[tuple[str, str], McpTool] = {(t.server, t.name): t for t in offered}
         self._toolbox = Toolbox(
             ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
-            for t in mcp.tools
+            for t in offered
         )
         self._channel = Channel(self._handle)
         self._cell: _Cell | None = None
@@ -120,7 +124,7 @@ class CodeTools:
 
     async def start(self) -> None:
         """Write the modules and start listening."""
-        self.modules = await asyncio.to_thread(write_package, self.root, self.mcp.tools)
+        self.modules = await asyncio.to_thread(write_package, self.root, self.tools)
         await self._channel.open()
 
     async def close(self) -> None:

@@ -109,17 +109,20 @@ _RULES = """
   border-color: var(--jp-warn-color0, #f57c00); }
 .freeact-decision-waiting { color: var(--jp-warn-color0, #f57c00); border-color: var(--jp-warn-color1, #ff9800); }
 .freeact-reason { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; }
-pre.freeact-code, pre.freeact-pre { margin: 2px 0; padding: 4px 6px; white-space: pre-wrap; word-break: break-word;
+pre.freeact-code, pre.freeact-pre, div.freeact-static pre.freeact-code, div.freeact-static pre.freeact-pre {
+  margin: 2px 0; padding: 4px 6px; white-space: pre-wrap; word-break: break-word;
   background: var(--jp-cell-editor-background, #f5f5f5); color: var(--jp-content-font-color1, rgba(0,0,0,.87));
   border-radius: 3px; font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); }
-pre.freeact-output { background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
-.freeact-error, pre.freeact-pre.freeact-error { color: var(--jp-error-color1, #f44336); }
+pre.freeact-output, div.freeact-static pre.freeact-output {
+  background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
+.freeact-error, pre.freeact-pre.freeact-error, div.freeact-static pre.freeact-error {
+  color: var(--jp-error-color1, #f44336); }
 .freeact-thoughts { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; white-space: pre-wrap; }
 .freeact-markdown p { margin: 2px 0; }
 .freeact-approval { align-items: center; gap: 6px; flex-wrap: wrap; }
 .freeact-always { align-items: center; gap: 6px; }
-/* the static transcript: boxes laid out like the widgets they stand for (`pre.` above: JupyterLab styles
-   the `pre` of rendered HTML with the same specificity as a class, and ours comes later) */
+/* the static transcript: boxes laid out like the widgets they stand for (the `div.freeact-static pre.…`
+   selectors above outweigh JupyterLab's `.jp-ThemedContainer .jp-RenderedHTMLCommon pre`) */
 .freeact-hbox { display: flex; flex-direction: row; align-items: center; gap: 8px; flex-wrap: wrap; }
 .freeact-vbox { display: flex; flex-direction: column; }
 .freeact-static img { max-width: 480px; }

@@ -276,6 +276,9 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(state(first)).to_have_text("done")
     expect(state(second)).to_have_text("rejected")
     expect(first.locator(".freeact-output")).to_contain_text("RESULT: 17984")
+    output = first.locator(".freeact-output")
+    expect(output).to_have_css("overflow-y", "auto")  # a very long output scrolls inside its own box
+    assert output.evaluate("element => getComputedStyle(element).maxHeight") != "none"
     expect(second.locator(".freeact-output")).to_contain_text("3.14159")  # the MCP tool's result
     expect(second.locator(".freeact-decision-rejected")).to_have_count(1)
     answer = main.locator(".freeact-markdown h2").filter(has_text="Results").locator("..")
@@ -325,6 +328,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(static).to_contain_text("There are 17984 primes below 200,000.")
     expect(static).to_contain_text("RESULT: 17984")
     expect(static.locator("img")).to_have_count(1)
+    expect(static.locator("pre.freeact-code").first).to_have_css("padding-left", "6px")  # its own style, not the page's
     expect(notebook.locator(".freeact-live")).to_have_count(0)
     expect(notebook.get_by_text("Error displaying widget")).to_be_hidden()
     scroll_to_top_of(static)

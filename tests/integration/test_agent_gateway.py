@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,3 +176,34 @@ async def test_an_agent_whose_gateway_is_down_fails_to_start_with_one_error_nami
         await agent.start()
     assert not agent.started
     assert script.calls == 0
+
+
+def _cli(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FREEACT_SUB_") and not k.endswith("_API_KEY")}
+    env.update(extra)
+    return subprocess.run(
+        [sys.executable, "-m", "freeact_sub.terminal.cli", *args],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
+    )
+
+
+async def test_the_cli_runs_its_cells_on_the_gateway_given_by_the_flag(gateway: GatewayServer, workdir: Path) -> None:
+    starts_before = gateway.log.read_text().count("Kernel started:")
+    done = await asyncio.to_thread(
+        _cli, "--demo", "-p", "one cell", "--auto-approve", "--kernel-gateway", gateway.url, cwd=workdir,
+        JUPYTER_GATEWAY_AUTH_TOKEN=gateway.token,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The sum of 1 to 100 is **5050**.\n"
+    assert gateway.log.read_text().count("Kernel started:") > starts_before  # the kernels were the gateway's
+    assert gateway.kernel_ids() == []  # and all were deleted when the command ended
+
+
+async def test_the_cli_names_a_gateway_that_refuses_the_token(gateway: GatewayServer, workdir: Path) -> None:
+    done = await asyncio.to_thread(
+        _cli, "--demo", "-p", "one cell", "--auto-approve", "--kernel-gateway", gateway.url, cwd=workdir,
+        JUPYTER_GATEWAY_AUTH_TOKEN="wrong",
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert gateway.url in done.stderr and "refused" in done.stderr and "Traceback" not in done.stderr

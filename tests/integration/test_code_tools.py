@@ -380,3 +380,26 @@ async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
         events = await drive(agent.stream("add, reset, add"))
     assert [cell_output(events, i).text.strip() for i in ("first", "second")] == ["2", "2"]
     assert agent.kernel is None  # stopped
+
+
+@pytest.mark.skipif(
+    "rule" not in ApprovalRequest.__dataclass_fields__, reason="the allow/ask/deny rules of issue 9 are not merged yet"
+)
+async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Path) -> None:
+    code = (
+        "import mcptools\nfrom mcptools.calc import echo, add\n"
+        "try:\n    echo(text='no')\nexcept mcptools.ToolRejected as error:\n    print('rejected:', error)\n"
+        "print(add(a=1, b=2))"
+    )
+    script = Script([cell(code)], ["done"])
+    rules = {"calc_*": "allow", "calc_echo": "deny"}
+    async with Agent(config(script, tmp_path, approvals=rules)) as agent:
+        async with asyncio.timeout(120):  # a code call left to a person would hang here: only the cell is answered
+            events = await drive(agent.stream("echo"), decide=only_cells)
+    echo, add = code_requests(events)
+    assert (echo.tool_name, echo.decided, echo.rule) == ("calc_echo", True, "'calc_echo': deny (approvals)")
+    assert add.tool_name == "calc_add" and add.auto_approved
+    text = cell_output(events).text
+    assert "rejected: the call to calc.echo was not approved: an approval rule refuses it" in text
+    assert text.strip().endswith("3")
+    assert [e.tool_name for e in of(ToolOutput, events) if e.source == "code"] == ["calc_add"]  # echo never ran

@@ -282,6 +282,18 @@ async def test_shutdown_deletes_the_kernel_on_the_gateway(gateway: GatewayServer
         await kernel.execute("1")
 
 
+async def test_a_start_cancelled_while_the_gateway_starts_the_kernel_leaves_no_kernel(gateway: GatewayServer) -> None:
+    before = set(gateway.kernel_ids())
+    kernel = GatewayKernel(_config(gateway))
+    starting = asyncio.create_task(kernel.start())
+    await asyncio.sleep(0.05)  # the POST is on its way; the gateway goes on starting the kernel
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert not kernel.started
+    assert set(gateway.wait_for_kernels(len(before))) == before
+
+
 async def test_a_gateway_that_is_down_gives_one_error_naming_its_url() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     kernel = GatewayKernel(KernelGatewayConfig(url=url))
