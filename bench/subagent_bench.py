@@ -9,6 +9,8 @@
     Targets: <= 100 ms median with the pools warm, with and without an MCP server; with the MCP
     pool off, <= 1.2 x the slower of kernel start and MCP connect (they run concurrently).
 (2) Fan-out: 10 children, each running a 1 s cell, `max_subagents=5`. Target: wall time <= 2.6 s.
+(3) A kernel-less agent type (no `execute_ipython_cell`, so no kernel process at all), kernel pool
+    off: its spawn latency against a `general` child's with the pool off (same run).
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ def first_prompt(messages: list[ModelMessage]) -> str:
 class SpawnScript:
     """Parent: one round of `task` calls, then done. Child: note the time of its first request, answer at once."""
 
-    def __init__(self, children: int, child_code: str | None = None) -> None:
+    def __init__(self, children: int, child_code: str | None = None, subagent_type: str = "general") -> None:
         self.children = children
         self.child_code = child_code
+        self.subagent_type = subagent_type
         self.first_request: dict[str, float] = {}
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
@@ -62,7 +65,8 @@ class SpawnScript:
             yield "parent done"
             return
         yield {
-            i: DeltaToolCall(name="task", json_args=json.dumps({"prompt": f"child {i}"}), tool_call_id=f"task-{i}")
+            i: DeltaToolCall(name="task", tool_call_id=f"task-{i}",
+                             json_args=json.dumps({"prompt": f"child {i}", "subagent_type": self.subagent_type}))
             for i in range(self.children)
         }
 
@@ -80,14 +84,19 @@ async def wait_for_pool(agent: Agent) -> None:
         await asyncio.sleep(0.05)
 
 
-async def spawn_latencies(spawns: int, pool_size: int, mcp: bool, mcp_pool_size: int = 1) -> list[float]:
+KERNEL_LESS = {"thinker": {"description": "Reasons without code.", "disallowedTools": ["execute_ipython_cell"]}}
+
+
+async def spawn_latencies(
+    spawns: int, pool_size: int, mcp: bool, mcp_pool_size: int = 1, subagent_type: str = "general"
+) -> list[float]:
     """One child per parent turn, `spawns` turns; latency = child's first request - approval of the task call."""
     samples = []
     with tempfile.TemporaryDirectory() as work:
-        script = SpawnScript(children=1)
+        script = SpawnScript(children=1, subagent_type=subagent_type)
         servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
         config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, mcp_pool_size=mcp_pool_size,
-                             kernel_pool_size=pool_size, mcp_servers=servers)
+                             kernel_pool_size=pool_size, mcp_servers=servers, agents=KERNEL_LESS)
         async with Agent(config) as agent:
             for _ in range(spawns):
                 await wait_for_pool(agent)
@@ -150,6 +159,7 @@ async def main(spawns: int) -> None:
     unpooled = await spawn_latencies(spawns, pool_size=0, mcp=False)
     pooled_mcp = await spawn_latencies(spawns, pool_size=2, mcp=True, mcp_pool_size=0)
     warm_mcp = await spawn_latencies(spawns, pool_size=2, mcp=True, mcp_pool_size=1)
+    kernel_less = await spawn_latencies(spawns, pool_size=0, mcp=False, subagent_type="thinker")
     wall = await fan_out()
 
     slower = max(statistics.median(base_kernel), statistics.median(base_mcp))
@@ -162,6 +172,8 @@ async def main(spawns: int) -> None:
           f"(target <= 1.2)")
     print(f"spawn latency, kernel pool, 1 MCP, MCP pool warm: {ms(warm_mcp)} (target <= 100 ms; "
           f"ratio to the same with the MCP pool off {statistics.median(warm_mcp) / statistics.median(pooled_mcp):.2f})")
+    print(f"spawn latency, kernel-less type, no pool: {ms(kernel_less)} "
+          f"(ratio to a general child without pool {statistics.median(kernel_less) / statistics.median(unpooled):.2f})")
     print(f"fan-out: 10 children x 1 s cell, max_subagents=5: {wall:.2f} s (target <= 2.6 s)")
 
 

@@ -7,6 +7,7 @@ The public API: `Agent` and `AgentConfig`, the events `Agent.stream()` yields, t
 from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
+from .agent_types import AgentDefinition
 from .approvals import ApprovalPolicy
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",
+    "AgentDefinition",
     "AgentEvent",
     "ApprovalPolicy",
     "ApprovalRequest",

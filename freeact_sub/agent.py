@@ -28,11 +28,13 @@ import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .approvals import ApprovalPolicy
+from .agent_types import GENERAL, AgentDefinition, compose_system_prompt, configure, load_agent_types, task_tool
+from .agent_types import tool_allowed as tool_allowed
+from .approvals import ApprovalPolicy, ApprovalRules
 from .cell_images import accepts_images
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import AgentConfig
-from .errors import ModelError
+from .errors import ConfigError, ModelError
 from .events import (
     AgentEvent,
     ModelUsage,
@@ -125,6 +127,7 @@ class Agent:
         parent_id: str | None = None,
     ) -> None:
         self.config = config or AgentConfig()
+        self._settings: AgentConfig | None = None
         self.session_id: str | None = None
         """The id of the session this agent saves to (set at `start()`), or the one given to resume."""
         if session is not None:
@@ -147,6 +150,12 @@ class Agent:
         """Whether the last turn stopped at `max_turns`."""
         self.last_turn_rejected = False
         """Whether the last turn ended because the consumer rejected a call."""
+        self.subagent_type = GENERAL
+        """The agent type this agent runs as (`config.agent` for a main agent, the `task` call's for a subagent)."""
+        self.definition: AgentDefinition | None = None
+        """Its type's definition (known after `start()` for a main agent)."""
+        self.rules = ApprovalRules()
+        """Allow / ask / deny rules: its type's, then its parent's type's, then `config.approvals`."""
         self.max_tokens: int | None = None
         """Budget (a subagent's): input plus output tokens over its life; checked before each model request."""
         self.max_tool_calls: int | None = None
@@ -183,7 +192,7 @@ class Agent:
         """Check that `session` exists; the resumed agent keeps the main agent's id."""
         from .sessions import open_session
 
-        saved = open_session(session, self.config.working_dir)
+        saved = open_session(session, self.settings.working_dir)
         self.session_id = saved.session_id
         main = saved.main_id
         if agent_id is not None and agent_id != main:
@@ -235,9 +244,12 @@ class Agent:
 
     @property
     def system_prompt(self) -> str:
-        """The system prompt this agent sends: the configured one plus a section on its MCP tools, if any."""
-        section = mcp_prompt(self.config, self._mcp, self._code_tools)
-        return f"{self.config.system_prompt.rstrip()}\n\n{section}\n" if section else self.config.system_prompt
+        """The system prompt this agent sends: the configured one, its type's role, then a section on its MCP tools."""
+        return compose_system_prompt(
+            self.settings.system_prompt,
+            self.definition.prompt if self.definition else "",
+            mcp_prompt(self.settings, self._mcp, self._code_tools),
+        )
 
     @property
     def usage(self) -> TreeUsage:
@@ -261,7 +273,9 @@ class Agent:
         if self._started:
             return
         self._loop = asyncio.get_running_loop()
-        self._model = self.config.resolve_model()
+        if not self.is_subagent:
+            self._take_type()  # a bad type file or field is a ConfigError before any kernel starts
+        self._model = self.settings.resolve_model()
         if not self.is_subagent:
             self._open_session()
         try:
@@ -270,6 +284,24 @@ class Agent:
             self._close_session("failed")
             raise
 
+    @property
+    def settings(self) -> AgentConfig:
+        """What this agent runs with: `config` with its agent type applied (model, tools, MCP servers, turns)."""
+        return self._settings or self.config
+
+    def _take_type(self) -> None:
+        """Load the agent types (built-in, files, config) into the tree and apply `config.agent` to this agent."""
+        types = load_agent_types(self.config.agents, self.config.working_dir)
+        name = self.config.agent or GENERAL
+        if name not in types:
+            raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")
+        self.tree.types = types
+        self.subagent_type, self.definition = name, types[name]
+        self._settings = configure(self.config, types[name], name)
+        self.rules = ApprovalRules(
+            [(f"agent type {name}", types[name].approvals), ("approvals", self.config.approvals)]
+        )
+
     def _open_session(self) -> None:
         """Create this main agent's session, or resume the one it was given (locked while it runs)."""
         from .sessions import SessionStore
@@ -277,7 +309,7 @@ class Agent:
         if self._store is not None:
             return
         if self.session_id is not None:
-            store = SessionStore.open(self.config.working_dir, self.session_id)
+            store = SessionStore.open(self.settings.working_dir, self.session_id)
             try:
                 log, history = store.resume_agent(self.agent_id)
             except BaseException:
@@ -285,14 +317,21 @@ class Agent:
                 raise
             self._history = history  # what the file holds (after a stop() and start(), the same conversation)
             self._resume_note = bool(history)
-        elif self.config.save_sessions:
-            store = SessionStore.create(self.config.working_dir)
+        elif self.settings.save_sessions:
+            store = SessionStore.create(self.settings.working_dir)
             log = store.agent(self.agent_id, model=self._model)
             self.session_id = store.session_id
         else:
             return
         self._store, self._log = store, log
         log.status("running")
+
+    def saved_subagent(self, agent_id: str) -> list[ModelMessage] | None:
+        """The saved conversation of a subagent this agent started, ready for the model; None if its session has none.
+
+        It may come from an earlier process: `task(resume=…)` continues a child that ran before a restart.
+        """
+        return self._log.saved_child(agent_id) if self._log is not None else None
 
     def finished(self, status: str) -> None:
         """Record how this agent ended (done, failed, cancelled, …) in its session; it saves nothing after that."""
@@ -309,11 +348,13 @@ class Agent:
 
     async def _start_resources(self) -> None:
         mcp = McpConnections(
-            self.config.mcp_servers, cwd=self.config.working_dir, pool=self.tree.mcp_pool_for(self.agent_id)
+            self.settings.mcp_servers, cwd=self.settings.working_dir, pool=self.tree.mcp_pool_for(self.agent_id)
         )
         self._mcp = mcp
 
-        kernel_task = asyncio.create_task(self.tree.acquire_kernel(self.agent_id))
+        settings = self.settings
+        runs_code = tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools)
+        kernel_task = asyncio.create_task(self._acquire_kernel(runs_code))
         mcp_task = asyncio.create_task(mcp.open())
         try:
             await asyncio.gather(kernel_task, mcp_task)
@@ -323,43 +364,58 @@ class Agent:
                     task.cancel()
             await asyncio.gather(kernel_task, mcp_task, return_exceptions=True)
             if kernel_task.done() and not kernel_task.cancelled() and kernel_task.exception() is None:
-                await kernel_task.result().shutdown()
+                if (started := kernel_task.result()) is not None:
+                    await started.shutdown()
             await mcp.close()
             self._mcp = None
             raise
         self._kernel = kernel_task.result()
-        specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")]
-        if self.config.enable_subagents and self.tree.depth(self.agent_id) < self.config.max_depth:
-            specs += [builtin_tool(name) for name in ("task", "task_output", "task_stop", "task_list")]
+        specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")] if self._kernel else []
+        if (
+            settings.enable_subagents
+            and self.tree.depth(self.agent_id) < settings.max_depth
+            and tool_allowed("task", settings.tools, settings.disallowed_tools)
+        ):
+            specs.append(task_tool(self.tree.types))
+            specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list")]
             self._subagents = SubagentRunner(self.tree, self)
             if not self.is_subagent:
                 self.tree.start()
-        if self.config.mcp_tools != "code":
+        if settings.mcp_tools != "code" or self._kernel is None:  # without a kernel, MCP tools are calls
             specs += [
                 ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
                 for t in mcp.tools
             ]
-        self._toolbox = Toolbox(specs)
+        self._toolbox = Toolbox(
+            [spec for spec in specs if tool_allowed(spec.name, settings.tools, settings.disallowed_tools)]
+        )
         self._calls = ToolCallRunner(
             agent_id=self.agent_id,
-            config=self.config,
+            config=settings,
             toolbox=self._toolbox,
             approvals=self.approvals,
             kernel=self._kernel,
             mcp=mcp,
             subagents=self._subagents,
+            rules=self.rules,
             model_sees_images=accepts_images(self._model),
         )
         try:
-            self._code_tools = await open_code_tools(
-                agent_id=self.agent_id, config=self.config, kernel=self._kernel, mcp=mcp, ask=self._calls.ask
-            )
+            if self._kernel is not None:
+                self._code_tools = await open_code_tools(
+                    agent_id=self.agent_id, config=settings, kernel=self._kernel, mcp=mcp, ask=self._calls.ask,
+                    allowed=lambda name: tool_allowed(name, settings.tools, settings.disallowed_tools),
+                )
         except BaseException:
             self._started = True
             await self.stop()
             raise
         self._calls.code_tools = self._code_tools
         self._started = True
+
+    async def _acquire_kernel(self, runs_code: bool) -> KernelBackend | None:
+        """This agent's kernel; none for an agent that may not run code (no kernel process is started)."""
+        return await self.tree.acquire_kernel(self.agent_id) if runs_code else None
 
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
@@ -432,7 +488,7 @@ class Agent:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
         await self._end_previous_turn()
         reader = _Reader()
-        limit = max_turns if max_turns is not None else self.config.max_turns
+        limit = max_turns if max_turns is not None else self.settings.max_turns
         turn = asyncio.create_task(self._turn_keeping_history(prompt, limit, reader.emit),
                                    name=f"turn:{self.agent_id}")
         background = self.tree.background if not self.is_subagent else None
@@ -653,7 +709,7 @@ class Agent:
 
         assert self._model is not None and self._toolbox is not None
         parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
-        settings: Any = self.config.model_settings
+        settings: Any = self.settings.model_settings
         try:
             async with model_request_stream(
                 self._model, self._history, model_settings=settings, model_request_parameters=parameters
@@ -707,6 +763,9 @@ def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     child._first_note = spec.note
     child.max_tokens, child.max_tool_calls = spec.max_tokens, spec.max_tool_calls
     parent = tree.agents[spec.parent_id].agent
+    child.subagent_type, child.definition = spec.subagent_type, spec.definition
+    parent_rules = parent.rules if isinstance(parent, Agent) else ApprovalRules()
+    child.rules = parent_rules.under(f"agent type {spec.subagent_type}", spec.definition.approvals)
     if isinstance(parent, Agent):  # the child, too, acts only while the consumer of its parent's stream reads
         child._upstream = parent._wait_for_reader
     if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session

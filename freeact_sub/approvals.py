@@ -1,10 +1,17 @@
-"""Standing approval decisions, shared by an agent and all its subagents."""
+"""Standing approval decisions, shared by an agent tree, and allow / ask / deny rules by tool pattern.
+
+A rule decides before anyone is asked: `deny` is final (a standing `always` does not override
+it), `allow` runs the call, `ask` (the default) leaves it to standing decisions and then to a person.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["ApprovalPolicy"]
+__all__ = ["ApprovalPolicy", "ApprovalRules", "Rule", "RuleMatch", "specificity"]
 
 
 class ApprovalPolicy:
@@ -72,3 +79,54 @@ class ApprovalPolicy:
     def is_approved(self, agent_id: str) -> bool:
         """Whether an action of `agent_id` runs without asking."""
         return self._everything or agent_id in self._agents
+
+
+Rule = Literal["allow", "ask", "deny"]
+
+_STRICTNESS: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@dataclass(frozen=True)
+class RuleMatch:
+    """The rule that decides a tool call."""
+
+    rule: Rule
+    pattern: str
+    source: str
+    """Where the rule is written: `agent type reviewer` or `approvals` (the global rules)."""
+
+    def __str__(self) -> str:
+        return f"{self.pattern!r}: {self.rule} ({self.source})"
+
+
+def specificity(pattern: str) -> tuple[int, int]:
+    """How specific a pattern is: an exact name beats any glob; then more literal characters win."""
+    wildcards = sum(pattern.count(c) for c in "*?[")
+    literal = len(pattern) - wildcards
+    return (1 if wildcards == 0 else 0, literal)
+
+
+class ApprovalRules:
+    """Allow / ask / deny rules by tool pattern, in layers; the first layer with a matching pattern decides.
+
+    Order: an agent's type's rules, then (for a subagent) the rules of its parent's type, then the
+    global `AgentConfig.approvals`. Within a layer the most specific matching pattern wins: an
+    exact tool name before any glob, then the pattern with more literal characters; on a tie the
+    stricter rule (`deny` > `ask` > `allow`). No matching rule means `ask`.
+    """
+
+    def __init__(self, layers: list[tuple[str, Mapping[str, Rule]]] | None = None) -> None:
+        self.layers = [(source, dict(rules)) for source, rules in (layers or []) if rules]
+
+    def under(self, source: str, rules: Mapping[str, Rule]) -> ApprovalRules:
+        """These rules with `rules` (from `source`) taking precedence."""
+        return ApprovalRules([(source, rules), *self.layers])
+
+    def match(self, tool_name: str) -> RuleMatch | None:
+        """The rule that decides `tool_name`, or None (ask)."""
+        for source, rules in self.layers:
+            found = [(p, r) for p, r in rules.items() if fnmatch.fnmatchcase(tool_name, p)]
+            if found:
+                pattern, rule = max(found, key=lambda pr: (specificity(pr[0]), _STRICTNESS[pr[1]]))
+                return RuleMatch(rule, pattern, source)
+        return None

@@ -193,6 +193,25 @@ class AgentConfig(BaseModel):
     MCP tools are then offered as tool calls only: code tools need the kernel on this machine.
     """
 
+    agent: str | None = None
+    """Run this agent as the named agent type (its prompt, model, tools, rules); None: `general`."""
+    agents: dict[str, Any] = Field(default_factory=dict)
+    """Agent types by name: `AgentDefinition`s or plain dicts of their fields (the config file's `agents` table).
+
+    They join, and by name replace, the built-in `general` and the Markdown files in
+    `~/.config/freeact-sub/agents/` and `<working_dir>/.freeact-sub/agents/`.
+    """
+    approvals: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
+    """Approval rules for every agent by tool pattern (`{"calc_*": "allow", "reset_kernel": "deny"}`).
+
+    An agent type's own rules take precedence over these."""
+    tools: list[str] | None = None
+    """Tools offered to the model: names or glob patterns; None: all of them.
+
+    (`execute_ipython_cell`, `reset_kernel`, `task`, `<server>_<tool>`.)"""
+    disallowed_tools: list[str] = Field(default_factory=list)
+    """Names or glob patterns of tools not offered. Without `execute_ipython_cell` the agent gets no kernel."""
+
     @field_validator("kernel_gateway", mode="before")
     @classmethod
     def _gateway_from_url(cls, value: Any) -> Any:
@@ -209,23 +228,24 @@ class AgentConfig(BaseModel):
     @field_validator("mcp_servers", mode="before")
     @classmethod
     def _servers_by_shape(cls, value: Any) -> Any:
+        return servers_by_shape(value)
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _agent_definitions(cls, value: Any) -> Any:
+        from .agent_types import AgentDefinition, definition_fields
+
         if not isinstance(value, Mapping):
             return value
         parsed: dict[str, Any] = {}
         for name, spec in value.items():
-            if not isinstance(spec, Mapping):
-                parsed[name] = spec
+            if isinstance(spec, AgentDefinition) or not isinstance(spec, Mapping):
+                parsed[name] = spec if isinstance(spec, AgentDefinition) else AgentDefinition.model_validate(spec)
                 continue
-            shape = HttpServerConfig if "url" in spec else StdioServerConfig
             try:
-                parsed[name] = shape.model_validate(spec)
+                parsed[name] = AgentDefinition.model_validate(definition_fields(spec))
             except ValidationError as exc:
-                # re-raised with the server's name in each location, so the message says which server is wrong
-                details = [
-                    InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"], ctx=e.get("ctx", {}))
-                    for e in exc.errors()
-                ]
-                raise ValidationError.from_exception_data(exc.title, details) from None
+                raise _located(exc, name) from None
         return parsed
 
     @property
@@ -252,8 +272,10 @@ class AgentConfig(BaseModel):
             values.update(_read_config_file(Path(config_file)))
         if mcp_config is not None:
             values["mcp_servers"] = load_mcp_config(mcp_config)
-        for layer in (_from_environment(os.environ if environ is None else environ),
-                      {k: v for k, v in overrides.items() if v is not None}):
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if isinstance(values.get("agents"), Mapping) and isinstance(given.get("agents"), Mapping):
+            given["agents"] = {**values["agents"], **given["agents"]}  # code's types replace the file's by name
+        for layer in (_from_environment(os.environ if environ is None else environ), given):
             gateway, earlier = layer.get("kernel_gateway"), values.get("kernel_gateway")
             if isinstance(gateway, str) and isinstance(earlier, Mapping):
                 layer["kernel_gateway"] = {**earlier, "url": gateway}  # a URL alone keeps the file's other settings
@@ -338,6 +360,32 @@ def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
         f"model name without a prefix for an OpenAI-compatible server (a name with a colon, such as "
         f"Ollama's 'qwen2.5:7b', goes as 'openai:qwen2.5:7b')"
     )
+
+
+def servers_by_shape(value: Any) -> Any:
+    """Validate each server of an `mcpServers` mapping as stdio (`command`) or HTTP (`url`)."""
+    if not isinstance(value, Mapping):
+        return value
+    parsed: dict[str, Any] = {}
+    for name, spec in value.items():
+        if not isinstance(spec, Mapping):
+            parsed[name] = spec
+            continue
+        shape = HttpServerConfig if "url" in spec else StdioServerConfig
+        try:
+            parsed[name] = shape.model_validate(spec)
+        except ValidationError as exc:
+            raise _located(exc, name) from None
+    return parsed
+
+
+def _located(exc: ValidationError, name: str) -> ValidationError:
+    """`exc` with `name` in front of each location, so the message says which entry is wrong."""
+    details = [
+        InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"], ctx=e.get("ctx", {}))
+        for e in exc.errors()
+    ]
+    return ValidationError.from_exception_data(exc.title, details)
 
 
 def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:

@@ -163,6 +163,10 @@ class ApprovalRequest(AgentEvent):
     """`"model"` for a tool call of the model; `"code"` for an MCP tool called from a cell's code."""
     cell_call_id: str | None = None
     """For a call from code: the `tool_call_id` of the `execute_ipython_cell` call whose cell made it."""
+    rule: str | None = None
+    """The approval rule that decided this request without asking anyone, e.g. `'files_write_*': deny
+    (agent type reviewer)`; None when a person or a standing decision decides. An `allow` rule's
+    request arrives approved (`auto_approved` true), a `deny` rule's rejected."""
     _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
     _verdict: _Verdict = field(default_factory=_Verdict, repr=False, compare=False)
 
@@ -273,6 +277,12 @@ class SubagentStarted(AgentEvent):
     """The parent's `task` call that started the child; the child's result is a `ToolOutput` with this id."""
     prompt: str
     max_turns: int
+    subagent_type: str = "general"
+    """The agent type the child runs as."""
+    description: str = ""
+    """The `task` call's short title for the job (3-5 words); empty if the model gave none."""
+    model: str = ""
+    """The name of the model the child talks to, as sent to its provider."""
 
 
 @dataclass(frozen=True, kw_only=True)

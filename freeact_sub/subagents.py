@@ -19,12 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .agent_types import GENERAL, configure
+from .errors import ConfigError
 from .events import AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, SubagentStatus
 from .tree import AgentTree, ChildSpec, TreeMember
 
 Emit = Callable[[AgentEvent], None]
 
-__all__ = ["SubagentRunner"]
+__all__ = ["DEFAULT_MAX_TURNS", "SubagentRunner"]
+
+DEFAULT_MAX_TURNS = 10
+"""A child's turn limit when neither the `task` call nor its agent type sets one."""
 
 
 _FORK_NOTE = (
@@ -92,16 +97,18 @@ class SubagentRunner:
         if name == "task_list":
             return self._list(), False
         return await self.run(
-            tool_call_id, arguments["prompt"], arguments["max_turns"], emit,
+            tool_call_id, arguments["prompt"], arguments.get("max_turns"), emit,
             background=arguments.get("run_in_background", False), resume=arguments.get("resume"),
             fork=arguments.get("fork", False), max_tokens=arguments.get("max_tokens"),
             max_tool_calls=arguments.get("max_tool_calls"),
+            subagent_type=arguments.get("subagent_type") or GENERAL,
+            description=" ".join(str(arguments.get("description") or "").split()),
         )
 
     async def run(
-        self, tool_call_id: str, prompt: str, max_turns: int, emit: Emit, *, background: bool = False,
+        self, tool_call_id: str, prompt: str, max_turns: int | None, emit: Emit, *, background: bool = False,
         resume: str | None = None, fork: bool = False, max_tokens: int | None = None,
-        max_tool_calls: int | None = None,
+        max_tool_calls: int | None = None, subagent_type: str = GENERAL, description: str = "",
     ) -> tuple[str, bool]:
         """Run one child to its end (or start it in the background); returns the `task` call's result and
         whether it is an error.
@@ -111,26 +118,39 @@ class SubagentRunner:
         not take it for a finished job.
         """
         parent, tree = self._parent, self._tree
-        config = parent.config.model_copy(update={"model": parent.model})
+        if resume is not None and subagent_type == GENERAL:  # a resumed child keeps its type
+            subagent_type = getattr(self._ended.get(resume), "subagent_type", GENERAL)
+        definition = tree.types.get(subagent_type)
+        if definition is None:
+            known = ", ".join(f"`{name}`" for name in tree.types)
+            return f"Unknown subagent_type {subagent_type!r}: no subagent started. The agent types are {known}.", True
+        turns = max_turns or definition.max_turns or DEFAULT_MAX_TURNS
+        try:
+            config = configure(parent.settings, definition, subagent_type, model=parent.model)
+            config = config.model_copy(update={"model": config.resolve_model()})
+        except ConfigError as exc:
+            return f"The agent type {subagent_type!r} cannot start: {exc}", True
         spec = ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
+                         subagent_type=subagent_type, definition=definition, description=description,
                          max_tokens=max_tokens, max_tool_calls=max_tool_calls)
         if resume is not None and fork:
             return "Give either `resume` or `fork`, not both.", True
         if resume is not None:
-            ended = self._ended.get(resume)
-            if ended is None:
-                live = resume in self.running
+            ended = self._ended.pop(resume, None)
+            live = resume in self.running
+            # a child of an earlier process (the session was resumed) is found in the saved session
+            history = ended.history if ended is not None else None if live else parent.saved_subagent(resume)
+            if history is None:
                 why = "it is still running" if live else "it is not a subagent of yours that has finished"
                 return f"Cannot resume {resume!r}: {why}.", True
-            del self._ended[resume]
-            spec = replace(spec, agent_id=resume, history=ended.history, note=_RESUME_NOTE)
+            spec = replace(spec, agent_id=resume, history=history, note=_RESUME_NOTE)
         elif fork:
             history = parent.history[:-1]  # up to this call: the response that makes it has no results yet
             spec = replace(spec, history=history, note=_FORK_NOTE.format(parent=parent.agent_id))
         child = tree.new_child(spec)
         record = tree.agents[child.agent_id]
         if not background:
-            record.task = asyncio.create_task(self._drive(child, spec, max_turns, emit), name=f"task:{child.agent_id}")
+            record.task = asyncio.create_task(self._drive(child, spec, turns, emit), name=f"task:{child.agent_id}")
             try:
                 return await record.task
             except asyncio.CancelledError:
@@ -141,7 +161,7 @@ class SubagentRunner:
         record.background = True
         job = _Job(child.agent_id, spec.description, spec.subagent_type, time.monotonic())
         self._jobs[child.agent_id] = job
-        job.task = record.task = asyncio.create_task(self._in_background(child, spec, max_turns, job),
+        job.task = record.task = asyncio.create_task(self._in_background(child, spec, turns, job),
                                                      name=f"background-task:{child.agent_id}")
         return (
             f"Started the subagent {child.agent_id} in the background. You will be told when it finishes; "
@@ -193,6 +213,9 @@ class SubagentRunner:
                     tool_call_id=spec.tool_call_id,
                     prompt=spec.prompt,
                     max_turns=max_turns,
+                    subagent_type=spec.subagent_type,
+                    description=spec.description,
+                    model=getattr(spec.config.model, "model_name", str(spec.config.model)),
                 )
             )
             announced = True

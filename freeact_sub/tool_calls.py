@@ -19,7 +19,7 @@ from .tools import parse_arguments
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
-    from .approvals import ApprovalPolicy
+    from .approvals import ApprovalPolicy, ApprovalRules
     from .code_tools import CodeTools
     from .config import AgentConfig
     from .kernels import KernelBackend
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .subagents import SubagentRunner
     from .tools import Toolbox
 
-__all__ = ["Emit", "ToolCallRunner", "rejection_with_reason"]
+__all__ = ["Emit", "ToolCallRunner", "rejection_with_reason", "rule_refusal"]
 
 Emit = Callable[[AgentEvent], None]
 
@@ -42,9 +42,10 @@ class ToolCallRunner:
         config: AgentConfig,
         toolbox: Toolbox,
         approvals: ApprovalPolicy,
-        kernel: KernelBackend,
+        kernel: KernelBackend | None,
         mcp: McpConnections,
         subagents: SubagentRunner | None,
+        rules: ApprovalRules | None = None,
         model_sees_images: bool = False,
     ) -> None:
         self.agent_id = agent_id
@@ -56,6 +57,8 @@ class ToolCallRunner:
         self.kernel = kernel
         self.mcp = mcp
         self.subagents = subagents
+        self.rules = rules
+        """Allow / ask / deny rules by tool pattern, applied before anyone is asked."""
         self.code_tools: CodeTools | None = None
         """Set when the kernel's code may call MCP tools; cells then run through it."""
         self._started: set[str] = set()
@@ -84,6 +87,8 @@ class ToolCallRunner:
         arguments = self.toolbox.with_defaults(name, arguments)
         request = await self.ask(name, arguments, call_id, emit)
         if not await request.approved():
+            if request.rule is not None:
+                return result(rule_refusal(name, request.rule))
             if request.reason is None:
                 return result("The user rejected this call; it did not run.", rejected=True)
             return result(rejection_with_reason(request.reason))
@@ -100,13 +105,23 @@ class ToolCallRunner:
         source: CallSource = "model",
         cell_call_id: str | None = None,
     ) -> ApprovalRequest:
-        """Emit the `ApprovalRequest` for a call (decided at once by a standing decision); returns it once decided."""
-        auto = self.approvals.is_approved(self.agent_id)
+        """Emit the `ApprovalRequest` for a call; returns it once decided.
+
+        A `deny` rule rejects it and an `allow` rule approves it at once (nobody is asked); with
+        no rule (or `ask`) a standing decision approves it, else the consumer decides.
+        """
+        match = self.rules.match(name) if self.rules is not None else None
+        ruled = match is not None and match.rule != "ask"
+        auto = (ruled and match is not None and match.rule == "allow") or (
+            not ruled and self.approvals.is_approved(self.agent_id)
+        )
         request = ApprovalRequest(
             agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto,
-            source=source, cell_call_id=cell_call_id,
+            source=source, cell_call_id=cell_call_id, rule=str(match) if ruled else None,
         )
-        if auto:
+        if ruled and match is not None and match.rule == "deny":
+            request.approve(False, f"an approval rule refuses it ({match})")
+        elif auto:
             request.approve(True)
         emit(request)
         try:
@@ -133,6 +148,7 @@ class ToolCallRunner:
         if name == "execute_ipython_cell":
             return await self._execute_cell(arguments["code"], call_id, emit)
         if name == "reset_kernel":
+            assert self.kernel is not None  # only offered with a kernel
             await self.kernel.reset()
             text = "The kernel was restarted: all variables, imports and definitions are gone."
         elif name in ("task", "task_output", "task_stop", "task_list"):
@@ -158,6 +174,7 @@ class ToolCallRunner:
                 code, call_id=call_id, emit=emit, timeout=self.config.execution_timeout, on_output=on_output
             )
         else:
+            assert self.kernel is not None  # only offered with a kernel
             outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
         emit(
             CodeExecutionOutput(
@@ -174,6 +191,14 @@ class ToolCallRunner:
         return with_images(
             text, outcome.images, max_images=self.config.max_images_to_model, max_bytes=self.config.max_image_bytes
         )
+
+
+def rule_refusal(name: str, rule: str) -> str:
+    """The tool result of a call an approval rule refused: nobody was asked, the turn goes on."""
+    return (
+        f"An approval rule refused this call to `{name}` ({rule}), so it did not run and nobody was asked. "
+        "Do not call it again; do the job without it or say that you cannot."
+    )
 
 
 def rejection_with_reason(reason: str) -> str:

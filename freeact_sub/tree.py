@@ -25,6 +25,7 @@ from .mcp_pool import McpPool
 from .usage import UsageLedger
 
 if TYPE_CHECKING:
+    from .agent_types import AgentDefinition
     from .approvals import ApprovalPolicy
     from .config import AgentConfig
     from .events import AgentEvent
@@ -42,6 +43,11 @@ class TreeMember(Protocol):
     turns_used: int
     turn_limit_reached: bool
     last_turn_rejected: bool
+
+    @property
+    def settings(self) -> AgentConfig:
+        """What the agent runs with: its config with its agent type applied."""
+        ...
 
     @property
     def model(self) -> Any:
@@ -65,6 +71,10 @@ class TreeMember(Protocol):
         """Record how the agent ended (in its session, if it saves one)."""
         ...
 
+    def saved_subagent(self, agent_id: str) -> list[Any] | None:
+        """The saved conversation of a subagent it started (in its session, from an earlier process too), or None."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ChildSpec:
@@ -76,7 +86,9 @@ class ChildSpec:
     tool_call_id: str
     """The parent's `task` call that starts it."""
     prompt: str
-    subagent_type: str = "general"
+    subagent_type: str
+    definition: AgentDefinition
+    """The child's type."""
     description: str = ""
     agent_id: str | None = None
     """The id to run under (a resumed child keeps its id); None for a new one."""
@@ -189,6 +201,8 @@ class AgentTree:
         """Standing decisions, shared by every agent of the tree."""
         self.agents: dict[str, AgentRecord] = {}
         """The live agents by id, the main agent included."""
+        self.types: dict[str, AgentDefinition] = {}
+        """The agent types by name (built-in, files, config), loaded when the main agent starts."""
         self.usage = UsageLedger()
         """Token usage and cost of every agent of the tree, by agent id."""
         self.background = BackgroundEvents()

@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -68,6 +69,9 @@ class SessionStore:
         self._index: IO[bytes] | None = None
         self._index_durable: Durability | None = None
         self._logs: dict[str, AgentLog] = {}
+        self._new = False
+        self._used = False
+        """Whether a prompt or a message was saved: a new session that got neither is removed when it closes."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -84,6 +88,7 @@ class SessionStore:
             except FileExistsError:
                 continue
         store = cls(path, session_id)
+        store._new = True
         store._acquire()
         store._record({"record": "session", "id": session_id, "created": now()})
         return store
@@ -118,7 +123,7 @@ class SessionStore:
         self._index_durable = Durability(self._index)
 
     def close(self) -> None:
-        """Close every log and the index, and release the lock."""
+        """Close every log and the index, and release the lock; a new session that got no prompt is removed."""
         for log in list(self._logs.values()):
             log.close()
         if self._index_durable is not None:
@@ -127,6 +132,8 @@ class SessionStore:
         if self._lock is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
+            if self._new and not self._used:
+                shutil.rmtree(self.path, ignore_errors=True)  # opened and closed without a word: nothing to resume
             self._lock.close()
             self._lock = None
 
@@ -212,6 +219,7 @@ class AgentLog:
         """Append what is new in `history` (flushed, fsync'ed) and the agent's usage so far."""
         if self.store.closed or not self._writer.sync(history):
             return
+        self.store._used = True
         if self._writer.responses:
             for response in self._writer.responses:
                 usage = response.usage
@@ -233,6 +241,7 @@ class AgentLog:
 
     def prompt(self, text: str) -> None:
         """The main agent got a user prompt."""
+        self.store._used = True
         self.store._record({"record": "prompt", "agent_id": self.agent_id, "text": text, "at": now()})
 
     def status(self, status: str, *, turns: int | None = None, ended: bool = False) -> None:

@@ -86,6 +86,7 @@ def resume(workdir: Path, session_id: str, before: list[ModelMessage]) -> SavedS
     out, err = process.communicate(timeout=RUN_LIMIT)
     assert process.returncode == 0, err
     assert "5050" in out
+    assert f"Resumed session {session_id}" in err  # the banner's console (stderr in one-shot mode) says so
     saved = open_session(session_id, workdir)
     after = saved.messages()
     assert_valid(after)

@@ -186,3 +186,38 @@ async def test_cancelled_turn_leaves_a_transcript_that_resumes(workdir: Path) ->
     assert calls == results
     # the agent's note that the turn was interrupted is not shown as something the user typed
     assert [e.content for e in saved.events() if isinstance(e, UserPrompt)] == ["go"]
+
+
+async def test_task_resume_continues_a_child_of_an_earlier_process(workdir: Path) -> None:
+    parent = Script([Call("task", {"prompt": "CHILD: first job"}, id="task-1")], ["Child said it."])
+    child = Script(
+        [Call("execute_ipython_cell", {"code": "kept = 7\nprint('first', kept)"}, id="cell-1")],
+        ["First job done."],
+    )
+    router = Router({"PARENT": parent, "CHILD:": child})
+    config = AgentConfig(model=router.model, working_dir=workdir, auto_approve=True, kernel_pool_size=0)
+    async with Agent(config) as agent:
+        events = await drive(agent.stream("PARENT: start a child"))
+        child_id = next(e.subagent_id for e in events if isinstance(e, SubagentStarted))
+        session_id = agent.session_id
+    child_history = open_session(session_id or "", workdir).messages(child_id)
+
+    # a new process: the session is resumed, and the parent resumes the child it started before
+    parent.reset([Call("task", {"prompt": "second job", "resume": child_id}, id="task-2")], ["Resumed child said it."])
+    child.reset([Call("execute_ipython_cell", {"code": "print('kept' in globals())"}, id="cell-2")], ["Second done."])
+    async with Agent(config, session=session_id) as agent:
+        events = await drive(agent.stream("PARENT: resume that child"))
+    result = next(e for e in events if isinstance(e, ToolOutput) and e.tool_call_id == "task-2")
+    assert result.content == "Second done." and not result.is_error
+    assert next(e for e in events if isinstance(e, SubagentStarted)).subagent_id == child_id  # the same child
+    sent = child.requests[0]
+    assert dumped(sent[: len(child_history)]) == dumped(child_history)  # its whole conversation, from the files
+    assert [p.content for p in sent[-1].parts if isinstance(p, UserPromptPart)][-1] == "second job"
+    assert any("kernel is new" in str(p.content) for p in sent[-1].parts if isinstance(p, UserPromptPart))
+    cell = next(e for e in events if isinstance(e, CodeExecutionOutput) and e.agent_id == child_id)
+    assert cell.text.strip() == "False"  # a fresh kernel
+    saved = open_session(session_id or "", workdir)
+    assert [c.agent_id for c in saved.children()] == [child_id]  # one child, one transcript that goes on
+    assert saved.agents[child_id].status == "done"
+    assert dumped(saved.messages(child_id)[: len(child_history)]) == dumped(child_history)
+    assert len(saved.messages(child_id)) == len(child_history) + 4

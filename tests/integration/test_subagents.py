@@ -420,7 +420,9 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
     (task_tool,) = [t for t in parent.infos[0].function_tools if t.name == "task"]
     schema = task_tool.parameters_json_schema
     assert schema["required"] == ["prompt"] and schema["properties"]["prompt"]["type"] == "string"
-    assert schema["properties"]["max_turns"] == {**schema["properties"]["max_turns"], "type": "integer", "default": 10}
+    assert schema["properties"]["max_turns"]["type"] == "integer"
+    assert schema["properties"]["subagent_type"]["default"] == "general"
+    assert "`general`:" in (task_tool.description or ""), "the task tool lists the agent types"
     description = (task_tool.description or "").lower()
     for promise in ("fresh context", "fresh ipython kernel", "final text", "subagent or subtask", "parallel"):
         assert promise in description, f"the task tool's description should say {promise!r}"

@@ -145,7 +145,7 @@ def test_a_complete_history_is_kept_as_it_is() -> None:
 
 def test_a_second_process_is_refused_with_a_clear_message(tmp_path: Path) -> None:
     store = SessionStore.create(tmp_path)
-    store.agent("agent-main")
+    store.agent("agent-main").prompt("hello")
     script = (
         "import sys\nfrom freeact_sub.sessions import SessionStore\n"
         "try:\n    SessionStore.open(sys.argv[1], sys.argv[2])\n"
@@ -210,3 +210,10 @@ def test_a_saved_child_resumes_in_another_process_and_continues_its_own_transcri
     saved = open_session(store.session_id, tmp_path)
     assert saved.agents["agent-kid"].status == "interrupted"  # it ran again, and nobody said how it ended
     assert len(saved.messages("agent-kid")) == 6
+
+
+def test_a_new_session_that_got_no_prompt_is_removed_when_it_closes(tmp_path: Path) -> None:
+    store = SessionStore.create(tmp_path)
+    store.agent("agent-main").status("running")
+    store.close()
+    assert not store.path.exists() and list_sessions(tmp_path) == []

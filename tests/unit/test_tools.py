@@ -83,7 +83,7 @@ def test_schema_constraints_are_checked(toolbox: Toolbox) -> None:
 
 def test_defaults_are_filled_in(toolbox: Toolbox) -> None:
     assert toolbox.with_defaults("task", {"prompt": "p"}) == {
-        "prompt": "p", "max_turns": 10, "run_in_background": False, "fork": False
+        "prompt": "p", "subagent_type": "general", "run_in_background": False, "fork": False
     }
     assert toolbox.with_defaults("task", {"prompt": "p", "max_turns": 2})["max_turns"] == 2
 

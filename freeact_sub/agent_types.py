@@ -1,0 +1,301 @@
+"""Agent types: named kinds of agent, each with its own role, model, tools, MCP servers, turn limit and rules.
+
+Where definitions come from, later ones replacing earlier ones by name:
+
+1. the built-in `general` (a clone of its parent: everything inherited);
+2. user files `~/.config/freeact-sub/agents/*.md`;
+3. project files `<working_dir>/.freeact-sub/agents/*.md`;
+4. `AgentConfig.agents` — the config file's `agents` table, then the `agents` given in code.
+
+A Markdown file is YAML front matter (the fields of `AgentDefinition`, plus `name`, default
+the file's name) and a body that is the `prompt`. camelCase spellings (`maxTurns`,
+`disallowedTools`, `mcpServers`, …) are accepted. Every problem is a `ConfigError` naming the
+file (or table) and the field.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .config import AgentConfig, McpServerConfig, servers_by_shape
+from .errors import ConfigError
+from .tools import ToolSpec, builtin_tool
+
+__all__ = [
+    "BUILTIN_TYPES",
+    "GENERAL",
+    "AgentDefinition",
+    "ApprovalRule",
+    "compose_system_prompt",
+    "configure",
+    "definition_fields",
+    "load_agent_file",
+    "load_agent_types",
+    "parse_agent_markdown",
+    "task_tool",
+    "tool_allowed",
+    "user_agents_dir",
+]
+
+GENERAL = "general"
+
+ApprovalRule = Literal["allow", "ask", "deny"]
+
+
+def _alias(name: str, camel: str) -> Any:
+    return AliasChoices(name, camel)
+
+
+class AgentDefinition(BaseModel):
+    """A kind of agent the main agent can start with `task(subagent_type=...)`, or run as itself.
+
+    Unset fields are inherited from the parent (for a main agent: from its `AgentConfig`).
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True, populate_by_name=True)
+
+    description: str
+    """When to use this type; the model reads it in the `task` tool's description."""
+    prompt: str = ""
+    """The type's role. Appended to the code-action system prompt (which it needs to act through the kernel)."""
+    model: Any = None
+    """A pydantic-ai model string (`anthropic:claude-haiku-4-5`, …) or `Model`; unset: the parent's model."""
+    model_settings: dict[str, Any] | None = Field(
+        default=None, validation_alias=_alias("model_settings", "modelSettings")
+    )
+    """pydantic-ai `ModelSettings`; unset: the parent's (when the model is inherited too)."""
+    base_url: str | None = Field(default=None, validation_alias=_alias("base_url", "baseUrl"))
+    """Points the provider the model's prefix names at another endpoint (a bare model name: OpenAI-compatible)."""
+    api_key_env: str | None = Field(default=None, validation_alias=_alias("api_key_env", "apiKeyEnv"))
+    """The environment variable that holds the API key for this type's model."""
+    tools: list[str] | None = None
+    """Tools it may use: names or glob patterns (`execute_ipython_cell`, `reset_kernel`, `<server>_<tool>`).
+
+    Unset: all its parent has, minus `task`. A Claude Code style `"Read, Grep"` string works too."""
+    disallowed_tools: list[str] = Field(
+        default_factory=list, validation_alias=_alias("disallowed_tools", "disallowedTools")
+    )
+    """Names or glob patterns of tools to remove. Without `execute_ipython_cell` the agent gets no kernel at all."""
+    mcp_servers: dict[str, McpServerConfig] = Field(
+        default_factory=dict, validation_alias=_alias("mcp_servers", "mcpServers")
+    )
+    """MCP servers of its own (`mcpServers` shape), added to the inherited ones (same name: replaced)."""
+    max_turns: int | None = Field(default=None, ge=1, validation_alias=_alias("max_turns", "maxTurns"))
+    """Its default turn limit; a `task` call's `max_turns` wins when given."""
+    mcp_tools: Literal["calls", "code", "both"] | None = Field(
+        default=None, validation_alias=_alias("mcp_tools", "mcpTools")
+    )
+    """How its MCP tools are offered: tool calls, Python functions in its kernel, or both; unset: the parent's."""
+    approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
+    """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
+
+    @field_validator("tools", "disallowed_tools", mode="before")
+    @classmethod
+    def _tool_list(cls, value: Any) -> Any:
+        # Claude Code writes `tools: Read, Grep`; OpenCode writes `tools: {write: false}` (handled in files)
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _inherit(cls, value: Any) -> Any:
+        return None if value == "inherit" else value
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _servers(cls, value: Any) -> Any:
+        return servers_by_shape(value)
+
+    @property
+    def needs_kernel(self) -> bool:
+        """Whether this type may run code (else it gets no kernel process at all)."""
+        return tool_allowed("execute_ipython_cell", self.tools, self.disallowed_tools)
+
+
+BUILTIN_TYPES: dict[str, AgentDefinition] = {
+    GENERAL: AgentDefinition(
+        description="A general-purpose agent with the same model and tools as you (code execution and MCP "
+        "tools), for any isolated multi-step job."
+    ),
+}
+
+
+def tool_allowed(name: str, tools: Iterable[str] | None, disallowed: Iterable[str] = ()) -> bool:
+    """Whether tool `name` is offered under the `tools` patterns (None: all) minus the `disallowed` ones."""
+    if tools is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in tools):
+        return False
+    return not any(fnmatch.fnmatchcase(name, pattern) for pattern in disallowed)
+
+
+def user_agents_dir() -> Path:
+    """`~/.config/freeact-sub/agents`: the person's own agent types."""
+    return Path.home() / ".config" / "freeact-sub" / "agents"
+
+
+def project_agents_dir(working_dir: Path) -> Path:
+    """`<working_dir>/.freeact-sub/agents`: the project's agent types."""
+    return working_dir / ".freeact-sub" / "agents"
+
+
+def validated(name: str, value: Any, source: str) -> AgentDefinition:
+    """An `AgentDefinition` from `value` (a definition or a dict); a `ConfigError` names `source`, type and field."""
+    if isinstance(value, AgentDefinition):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{source}: agent type {name!r} must be a table of fields, got {type(value).__name__}")
+    try:
+        return AgentDefinition.model_validate(definition_fields(value))
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors(include_url=False):
+            location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            lines.append(f"{location}: {error['msg']}")
+        raise ConfigError(f"{source}: agent type {name!r}:\n  " + "\n  ".join(lines)) from None
+
+
+def definition_fields(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A definition's fields as written in a file or table, minus `name`; OpenCode's `tools: {x: false}` disallows x."""
+    fields = {k: v for k, v in value.items() if k != "name"}
+    tools = fields.get("tools")
+    if isinstance(tools, Mapping) and all(isinstance(v, bool) for v in tools.values()):
+        off = [name for name, on in tools.items() if not on]
+        fields = {k: v for k, v in fields.items() if k != "tools"}
+        key = "disallowedTools" if "disallowedTools" in fields else "disallowed_tools"
+        existing = fields.get(key) or []
+        fields[key] = [*([existing] if isinstance(existing, str) else existing), *off]
+    return fields
+
+
+def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str, AgentDefinition]:
+    """`(name, definition)` from a Markdown file's text: YAML front matter between `---` lines, body = prompt."""
+    import yaml
+
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise ConfigError(f"{source}: expected YAML front matter: a first line `---`, the fields, then `---`")
+    for end in range(1, len(lines)):
+        if lines[end].strip() in ("---", "..."):
+            break
+    else:
+        raise ConfigError(f"{source}: the front matter is not closed by a `---` line")
+    try:
+        front = yaml.safe_load("".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: the front matter is not valid YAML: {exc}") from None
+    if front is None:
+        front = {}
+    if not isinstance(front, dict):
+        raise ConfigError(f"{source}: the front matter must be a mapping of fields, got {type(front).__name__}")
+    name = front.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{source}: name: expected a non-empty string")
+    body = "".join(lines[end + 1 :]).strip()
+    if body and "prompt" in front:
+        raise ConfigError(f"{source}: prompt: given both in the front matter and as the body; use one")
+    fields = {**front, "prompt": front.get("prompt", body)}
+    return name.strip(), validated(name.strip(), fields, source)
+
+
+def load_agent_file(path: Path) -> tuple[str, AgentDefinition]:
+    """Read one Markdown agent type file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the agent type file: {exc}") from None
+    return parse_agent_markdown(text, str(path), path.stem)
+
+
+def load_agent_dir(folder: Path) -> dict[str, AgentDefinition]:
+    """Every `*.md` agent type in `folder` (none if it does not exist), by name."""
+    if not folder.is_dir():
+        return {}
+    found: dict[str, AgentDefinition] = {}
+    seen: dict[str, Path] = {}
+    for path in sorted(folder.glob("*.md")):
+        name, definition = load_agent_file(path)
+        if name in seen:
+            raise ConfigError(f"{path}: name: {name!r} is already defined in {seen[name]}")
+        seen[name] = path
+        found[name] = definition
+    return found
+
+
+def load_agent_types(
+    agents: Mapping[str, Any], working_dir: Path, *, user_dir: Path | None = None
+) -> dict[str, AgentDefinition]:
+    """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`."""
+    types = dict(BUILTIN_TYPES)
+    types.update(load_agent_dir(user_dir if user_dir is not None else user_agents_dir()))
+    types.update(load_agent_dir(project_agents_dir(working_dir)))
+    for name, value in agents.items():
+        types[name] = validated(name, value, "agents")
+    return types
+
+
+def configure(base: AgentConfig, definition: AgentDefinition, name: str, *, model: Any = None) -> AgentConfig:
+    """The config an agent of type `name` runs with: `base` (its parent's, or the main agent's) with the type applied.
+
+    A type that names a `model` brings its own connection: its `base_url`, `api_key_env` and
+    `model_settings` (unset: the provider's defaults), never the parent's. A type without a
+    `model` keeps the parent's (`model`: the parent's resolved `Model`, when given); a
+    `base_url` or `api_key_env` of its own then points the parent's model name elsewhere.
+    """
+    update: dict[str, Any] = {}
+    if definition.model is not None:
+        update.update(
+            model=definition.model,
+            base_url=definition.base_url,
+            api_key_env=definition.api_key_env,
+            model_settings=definition.model_settings,
+        )
+    else:
+        if definition.base_url is not None or definition.api_key_env is not None:
+            if not isinstance(base.model, str):
+                raise ConfigError(
+                    f"agent type {name!r}: base_url: needs a model name, but the inherited model is a "
+                    f"{type(base.model).__name__} object; set the type's `model` too"
+                )
+            update.update(
+                base_url=definition.base_url or base.base_url, api_key_env=definition.api_key_env or base.api_key_env
+            )
+        elif model is not None:
+            update["model"] = model
+        if definition.model_settings is not None:
+            update["model_settings"] = definition.model_settings
+    if definition.mcp_servers:
+        update["mcp_servers"] = {**base.mcp_servers, **definition.mcp_servers}
+    if definition.tools is not None:
+        update["tools"] = list(definition.tools)
+    if definition.disallowed_tools:
+        update["disallowed_tools"] = [*base.disallowed_tools, *definition.disallowed_tools]
+    if definition.max_turns is not None:
+        update["max_turns"] = definition.max_turns
+    if definition.mcp_tools is not None:
+        update["mcp_tools"] = definition.mcp_tools
+    return base.model_copy(update=update) if update else base
+
+
+def compose_system_prompt(base: str, role: str, mcp_section: str = "") -> str:
+    """The system prompt an agent sends: the code-action prompt, then its type's role, then its MCP tools' section."""
+    if not role.strip() and not mcp_section.strip():
+        return base
+    parts = [base.rstrip()]
+    if role.strip():
+        parts.append("## Your role\n\n" + role.strip())
+    if mcp_section.strip():
+        parts.append(mcp_section.strip())
+    return "\n\n".join(parts) + "\n"
+
+
+def task_tool(types: Mapping[str, AgentDefinition]) -> ToolSpec:
+    """The `task` tool as the model sees it: its JSON definition, with the available agent types listed."""
+    spec = builtin_tool("task")
+    listed = "\n".join(f"- `{name}`: {' '.join(d.description.split())}" for name, d in types.items())
+    description = f"{spec.description}\n\nAgent types for `subagent_type` (default `general`):\n{listed}"
+    return ToolSpec(name=spec.name, description=description, parameters=spec.parameters)

@@ -1,0 +1,35 @@
+"""Allow / ask / deny rules: layers, most specific pattern first, stricter on a tie."""
+
+from __future__ import annotations
+
+from freeact_sub.approvals import ApprovalRules, specificity
+
+
+def test_an_exact_name_beats_a_glob_and_more_literal_characters_win() -> None:
+    rules = ApprovalRules(
+        [("approvals", {"*": "deny", "files_*": "ask", "files_read_*": "allow", "files_read_secret": "deny"})]
+    )
+    assert rules.match("files_read_text").rule == "allow"  # type: ignore[union-attr]
+    assert rules.match("files_read_secret").rule == "deny"  # type: ignore[union-attr]
+    assert rules.match("files_write").rule == "ask"  # type: ignore[union-attr]
+    assert rules.match("calc_add").rule == "deny"  # type: ignore[union-attr]
+    assert specificity("files_read_secret") > specificity("files_read_*") > specificity("files_*")
+
+
+def test_on_a_tie_the_stricter_rule_wins() -> None:
+    rules = ApprovalRules([("approvals", {"a_*": "allow", "*_b": "deny"})])
+    assert rules.match("a_b").rule == "deny"  # type: ignore[union-attr]
+
+
+def test_a_type_layer_comes_before_the_global_rules_whatever_their_specificity() -> None:
+    rules = ApprovalRules([("approvals", {"files_write_text": "allow"})]).under(
+        "agent type reviewer", {"files_*": "deny"}
+    )
+    match = rules.match("files_write_text")
+    assert match is not None and match.rule == "deny" and match.source == "agent type reviewer"
+    assert str(match) == "'files_*': deny (agent type reviewer)"
+    assert rules.match("calc_add") is None
+
+
+def test_empty_layers_are_dropped() -> None:
+    assert ApprovalRules([("a", {}), ("b", {})]).layers == []
