@@ -34,6 +34,7 @@ def _ready(term: Terminal) -> str:
     """Wait for the banner and the prompt; returns the main agent's id."""
     term.expect(r"scripted demo model")
     main = term.expect(rf"({AGENT}) \(main\)").group(1)
+    term.expect(r"MCP tools +demo_constant, demo_word_count +│")  # the demo server's tools, no built-in ones
     term.expect(r"you ›")
     return main
 
