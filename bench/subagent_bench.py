@@ -27,8 +27,9 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
-from freeact_sub import Agent, AgentConfig, ApprovalRequest
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, SubagentFinished
 from freeact_sub.kernel import Kernel
+from freeact_sub.kernel_launcher import KernelZygote
 from freeact_sub.mcp import McpConnections
 
 CALC_SERVER = Path(__file__).resolve().parent.parent / "tests" / "servers" / "calc_server.py"
@@ -148,6 +149,111 @@ async def fan_out() -> float:
             return time.perf_counter() - began
 
 
+def kernel_pids() -> set[int]:
+    """IPython kernels under this process: launched ones by their command line, forked ones by their sockets."""
+    import psutil
+
+    found = set()
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if "ipykernel_launcher" in " ".join(process.cmdline()) or any(
+                "freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix")
+            ):
+                found.add(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def background_wave(children: int = 50, bound: int = 10, cell: float = 0.5) -> tuple[float, int]:
+    """Wall time until `children` background children of a `cell`-second cell have ended, and the peak child kernels."""
+    with tempfile.TemporaryDirectory() as work:
+        code = f"import time; time.sleep({cell})"
+
+        async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+            prompt = first_prompt(messages)
+            returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+            if prompt.startswith("child"):
+                if returns:
+                    yield "child done"
+                else:
+                    yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": code}),
+                                            tool_call_id="cell")}
+            elif returns:
+                yield "started them all"
+            else:
+                calls = [json.dumps({"prompt": f"child {i}", "run_in_background": True}) for i in range(children)]
+                yield {i: DeltaToolCall(name="task", json_args=args, tool_call_id=f"task-{i}")
+                       for i, args in enumerate(calls)}
+
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, max_subagents=bound,
+                             auto_approve=True)
+        async with Agent(config) as agent:
+            await wait_for_pool(agent)
+            main_kernel = kernel_pids()
+            peak = 0
+            polling = True
+
+            async def poll() -> None:
+                nonlocal peak
+                previous: set[int] = set()
+                while polling:
+                    now = await asyncio.to_thread(kernel_pids)
+                    peak = max(peak, len((now & previous) - main_kernel))  # seen twice: not one being killed
+                    previous = now
+                    await asyncio.sleep(0.02)
+
+            poller = asyncio.create_task(poll())
+            began = time.perf_counter()
+            ended = 0
+            async for event in agent.stream("start them"):
+                ended += isinstance(event, SubagentFinished)
+            events = agent.background_events()
+            while ended < children:
+                ended += isinstance(await anext(events), SubagentFinished)
+            wall = time.perf_counter() - began
+            polling = False
+            await poller
+            return wall, peak
+
+
+async def idle_memory(count: int = 5) -> tuple[float, float]:
+    """Median PSS of `count` idle forked kernels and of one launched kernel, in MiB."""
+    import psutil
+
+    with tempfile.TemporaryDirectory() as work:
+        zygote = KernelZygote()
+        await zygote.start()
+        forked = [Kernel(working_dir=work, launcher=zygote) for _ in range(count)]
+        launched = Kernel(working_dir=work)
+        try:
+            await asyncio.gather(*(k.start() for k in [*forked, launched]))
+            for kernel in [*forked, launched]:
+                await kernel.execute("1 + 1")  # each has run a trivial cell: idle, not untouched
+            await asyncio.sleep(1.0)
+
+            def pss(kernel: Kernel) -> float:
+                assert kernel.pid is not None
+                return float(psutil.Process(kernel.pid).memory_full_info().pss) / 2**20
+
+            return statistics.median(pss(k) for k in forked), pss(launched)
+        finally:
+            await asyncio.gather(*(k.shutdown(now=True) for k in [*forked, launched]), return_exceptions=True)
+            await zygote.close()
+
+
+async def lifecycle() -> None:
+    wall, peak = await background_wave()
+    print(f"background: 50 children x 0.5 s cell, max_subagents=10: {wall:.2f} s wall "
+          f"(ratio to the 2.5 s floor of five waves {wall / 2.5:.2f}); most child kernels alive at once: {peak} "
+          f"(target <= 10)")
+    forked, launched = await idle_memory()
+    print(f"memory of an idle child kernel (PSS): forked {forked:.1f} MiB, launched {launched:.1f} MiB, "
+          f"ratio {forked / launched:.2f}")
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms"
 
@@ -180,4 +286,6 @@ async def main(spawns: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spawns", type=int, default=7)
-    asyncio.run(main(parser.parse_args().spawns))
+    parser.add_argument("--only", choices=["lifecycle"], help="run only (3) background children and (4) memory")
+    options = parser.parse_args()
+    asyncio.run(lifecycle() if options.only == "lifecycle" else main(options.spawns))

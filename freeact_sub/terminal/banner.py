@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from freeact_sub import __version__
+from freeact_sub.tools import BUILTIN_TOOL_NAMES
 
 from .palette import Palette
 
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from freeact_sub.demo import DemoServer
 
 __all__ = ["agent_types_table", "banner"]
-
-_BUILTIN_TOOLS = {"execute_ipython_cell", "reset_kernel", "task"}
 
 
 def banner(
@@ -48,7 +47,7 @@ def banner(
             listed.append(("\n" if index else "") + name, style="bold")
             listed.append(f" · {model} · {' '.join(definition.description.split())[:70]}", style="dim")
         grid.add_row("agent types", Text.assemble(listed, ("\n/agents shows their models and tools", "dim")))
-    mcp_tools = [name for name in agent.tool_names if name not in _BUILTIN_TOOLS]
+    mcp_tools = [name for name in agent.tool_names if name not in BUILTIN_TOOL_NAMES]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
     if agent.session_id is not None:

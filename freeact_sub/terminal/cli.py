@@ -203,6 +203,9 @@ class _Runner:
             await session.interactive(PromptReader(config.working_dir / ".freeact-sub" / "history"))
             return EXIT_OK
         outcome = await session.run_turn(args.prompt)
+        from .status import usage_report
+
+        print(usage_report(agent.usage, agent.agent_id), file=sys.stderr)
         if outcome.status == "failed":
             print(f"freeact-sub: {outcome.error}", file=sys.stderr)
             return EXIT_FAILED
