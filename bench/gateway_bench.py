@@ -141,7 +141,9 @@ def in_order(text: str) -> int:
     lines = text.splitlines()
     wrong = [(i, line) for i, line in enumerate(lines) if line != str(i)]
     if wrong:
-        print(f"  {len(lines)} lines; the first out of place: {wrong[:3]}", file=sys.stderr)
+        first = wrong[0][0]
+        print(f"  {len(lines)} lines; the first out of place: {wrong[:3]}; around it: {lines[first - 2:first + 3]}",
+              file=sys.stderr)
     return len(lines) - len(wrong) if not wrong else wrong[0][0]
 
 

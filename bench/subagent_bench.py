@@ -9,6 +9,8 @@
     Targets: <= 100 ms median with the pools warm, with and without an MCP server; with the MCP
     pool off, <= 1.2 x the slower of kernel start and MCP connect (they run concurrently).
 (2) Fan-out: 10 children, each running a 1 s cell, `max_subagents=5`. Target: wall time <= 2.6 s.
+(3) A kernel-less agent type (no `execute_ipython_cell`, so no kernel process at all), kernel pool
+    off: its spawn latency against a `general` child's with the pool off (same run).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
-from freeact_sub import Agent, AgentConfig, ApprovalRequest
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, SubagentFinished
 from freeact_sub.kernel import Kernel
+from freeact_sub.kernel_launcher import KernelZygote
 from freeact_sub.mcp import McpConnections
 
 CALC_SERVER = Path(__file__).resolve().parent.parent / "tests" / "servers" / "calc_server.py"
@@ -42,9 +45,10 @@ def first_prompt(messages: list[ModelMessage]) -> str:
 class SpawnScript:
     """Parent: one round of `task` calls, then done. Child: note the time of its first request, answer at once."""
 
-    def __init__(self, children: int, child_code: str | None = None) -> None:
+    def __init__(self, children: int, child_code: str | None = None, subagent_type: str = "general") -> None:
         self.children = children
         self.child_code = child_code
+        self.subagent_type = subagent_type
         self.first_request: dict[str, float] = {}
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
@@ -62,7 +66,8 @@ class SpawnScript:
             yield "parent done"
             return
         yield {
-            i: DeltaToolCall(name="task", json_args=json.dumps({"prompt": f"child {i}"}), tool_call_id=f"task-{i}")
+            i: DeltaToolCall(name="task", tool_call_id=f"task-{i}",
+                             json_args=json.dumps({"prompt": f"child {i}", "subagent_type": self.subagent_type}))
             for i in range(self.children)
         }
 
@@ -80,14 +85,19 @@ async def wait_for_pool(agent: Agent) -> None:
         await asyncio.sleep(0.05)
 
 
-async def spawn_latencies(spawns: int, pool_size: int, mcp: bool, mcp_pool_size: int = 1) -> list[float]:
+KERNEL_LESS = {"thinker": {"description": "Reasons without code.", "disallowedTools": ["execute_ipython_cell"]}}
+
+
+async def spawn_latencies(
+    spawns: int, pool_size: int, mcp: bool, mcp_pool_size: int = 1, subagent_type: str = "general"
+) -> list[float]:
     """One child per parent turn, `spawns` turns; latency = child's first request - approval of the task call."""
     samples = []
     with tempfile.TemporaryDirectory() as work:
-        script = SpawnScript(children=1)
+        script = SpawnScript(children=1, subagent_type=subagent_type)
         servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
         config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, mcp_pool_size=mcp_pool_size,
-                             kernel_pool_size=pool_size, mcp_servers=servers)
+                             kernel_pool_size=pool_size, mcp_servers=servers, agents=KERNEL_LESS)
         async with Agent(config) as agent:
             for _ in range(spawns):
                 await wait_for_pool(agent)
@@ -139,6 +149,111 @@ async def fan_out() -> float:
             return time.perf_counter() - began
 
 
+def kernel_pids() -> set[int]:
+    """IPython kernels under this process: launched ones by their command line, forked ones by their sockets."""
+    import psutil
+
+    found = set()
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if "ipykernel_launcher" in " ".join(process.cmdline()) or any(
+                "freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix")
+            ):
+                found.add(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def background_wave(children: int = 50, bound: int = 10, cell: float = 0.5) -> tuple[float, int]:
+    """Wall time until `children` background children of a `cell`-second cell have ended, and the peak child kernels."""
+    with tempfile.TemporaryDirectory() as work:
+        code = f"import time; time.sleep({cell})"
+
+        async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+            prompt = first_prompt(messages)
+            returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+            if prompt.startswith("child"):
+                if returns:
+                    yield "child done"
+                else:
+                    yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": code}),
+                                            tool_call_id="cell")}
+            elif returns:
+                yield "started them all"
+            else:
+                calls = [json.dumps({"prompt": f"child {i}", "run_in_background": True}) for i in range(children)]
+                yield {i: DeltaToolCall(name="task", json_args=args, tool_call_id=f"task-{i}")
+                       for i, args in enumerate(calls)}
+
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, max_subagents=bound,
+                             auto_approve=True)
+        async with Agent(config) as agent:
+            await wait_for_pool(agent)
+            main_kernel = kernel_pids()
+            peak = 0
+            polling = True
+
+            async def poll() -> None:
+                nonlocal peak
+                previous: set[int] = set()
+                while polling:
+                    now = await asyncio.to_thread(kernel_pids)
+                    peak = max(peak, len((now & previous) - main_kernel))  # seen twice: not one being killed
+                    previous = now
+                    await asyncio.sleep(0.02)
+
+            poller = asyncio.create_task(poll())
+            began = time.perf_counter()
+            ended = 0
+            async for event in agent.stream("start them"):
+                ended += isinstance(event, SubagentFinished)
+            events = agent.background_events()
+            while ended < children:
+                ended += isinstance(await anext(events), SubagentFinished)
+            wall = time.perf_counter() - began
+            polling = False
+            await poller
+            return wall, peak
+
+
+async def idle_memory(count: int = 5) -> tuple[float, float]:
+    """Median PSS of `count` idle forked kernels and of one launched kernel, in MiB."""
+    import psutil
+
+    with tempfile.TemporaryDirectory() as work:
+        zygote = KernelZygote()
+        await zygote.start()
+        forked = [Kernel(working_dir=work, launcher=zygote) for _ in range(count)]
+        launched = Kernel(working_dir=work)
+        try:
+            await asyncio.gather(*(k.start() for k in [*forked, launched]))
+            for kernel in [*forked, launched]:
+                await kernel.execute("1 + 1")  # each has run a trivial cell: idle, not untouched
+            await asyncio.sleep(1.0)
+
+            def pss(kernel: Kernel) -> float:
+                assert kernel.pid is not None
+                return float(psutil.Process(kernel.pid).memory_full_info().pss) / 2**20
+
+            return statistics.median(pss(k) for k in forked), pss(launched)
+        finally:
+            await asyncio.gather(*(k.shutdown(now=True) for k in [*forked, launched]), return_exceptions=True)
+            await zygote.close()
+
+
+async def lifecycle() -> None:
+    wall, peak = await background_wave()
+    print(f"background: 50 children x 0.5 s cell, max_subagents=10: {wall:.2f} s wall "
+          f"(ratio to the 2.5 s floor of five waves {wall / 2.5:.2f}); most child kernels alive at once: {peak} "
+          f"(target <= 10)")
+    forked, launched = await idle_memory()
+    print(f"memory of an idle child kernel (PSS): forked {forked:.1f} MiB, launched {launched:.1f} MiB, "
+          f"ratio {forked / launched:.2f}")
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms"
 
@@ -150,6 +265,7 @@ async def main(spawns: int) -> None:
     unpooled = await spawn_latencies(spawns, pool_size=0, mcp=False)
     pooled_mcp = await spawn_latencies(spawns, pool_size=2, mcp=True, mcp_pool_size=0)
     warm_mcp = await spawn_latencies(spawns, pool_size=2, mcp=True, mcp_pool_size=1)
+    kernel_less = await spawn_latencies(spawns, pool_size=0, mcp=False, subagent_type="thinker")
     wall = await fan_out()
 
     slower = max(statistics.median(base_kernel), statistics.median(base_mcp))
@@ -162,10 +278,14 @@ async def main(spawns: int) -> None:
           f"(target <= 1.2)")
     print(f"spawn latency, kernel pool, 1 MCP, MCP pool warm: {ms(warm_mcp)} (target <= 100 ms; "
           f"ratio to the same with the MCP pool off {statistics.median(warm_mcp) / statistics.median(pooled_mcp):.2f})")
+    print(f"spawn latency, kernel-less type, no pool: {ms(kernel_less)} "
+          f"(ratio to a general child without pool {statistics.median(kernel_less) / statistics.median(unpooled):.2f})")
     print(f"fan-out: 10 children x 1 s cell, max_subagents=5: {wall:.2f} s (target <= 2.6 s)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spawns", type=int, default=7)
-    asyncio.run(main(parser.parse_args().spawns))
+    parser.add_argument("--only", choices=["lifecycle"], help="run only (3) background children and (4) memory")
+    options = parser.parse_args()
+    asyncio.run(lifecycle() if options.only == "lifecycle" else main(options.spawns))

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import itertools
 import json
 import secrets
+import ssl
 import struct
 import threading
 import time
@@ -54,7 +56,7 @@ class GatewayApi:
         self._token_env = token_env
         self._timeout = request_timeout
         self._http = httpx.AsyncClient(
-            base_url=self.url, headers=self.headers, timeout=request_timeout, verify=validate_cert
+            base_url=self.url, headers=self.headers, timeout=request_timeout, verify=tls_context(validate_cert)
         )
 
     async def aclose(self) -> None:
@@ -185,7 +187,7 @@ class KernelChannels:
                 # no keepalive pings of our own: a pong queued behind a flood of output arrives late and would
                 # close a healthy connection; a gateway that is gone shows in the REST checks instead
                 ping_interval=None,
-                ssl=None if url.startswith("ws:") or self._api.validate_cert else _unverified_tls(),
+                ssl=None if url.startswith("ws:") else tls_context(self._api.validate_cert),
             )
         except InvalidStatus as exc:
             status = exc.response.status_code
@@ -244,12 +246,19 @@ def _decode(frame: str | bytes) -> dict[str, Any]:
     return message
 
 
-def _unverified_tls() -> Any:
-    import ssl
+@functools.cache
+def tls_context(verify: bool) -> ssl.SSLContext:
+    """One TLS context per process: loading the CA certificates takes ~0.1 s of CPU, too much for
+    every kernel (the pool starts kernels while the agents' event loop is busy with other work)."""
+    try:
+        import certifi
 
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
+        context = ssl.create_default_context(cafile=certifi.where())
+    except ImportError:
+        context = ssl.create_default_context()
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     return context
 
 

@@ -403,7 +403,8 @@ class Agent:
         try:
             if self._kernel is not None:
                 self._code_tools = await open_code_tools(
-                    agent_id=self.agent_id, config=settings, kernel=self._kernel, mcp=mcp, ask=self._calls.ask
+                    agent_id=self.agent_id, config=settings, kernel=self._kernel, mcp=mcp, ask=self._calls.ask,
+                    allowed=lambda name: tool_allowed(name, settings.tools, settings.disallowed_tools),
                 )
         except BaseException:
             self._started = True

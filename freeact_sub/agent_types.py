@@ -87,6 +87,10 @@ class AgentDefinition(BaseModel):
     """MCP servers of its own (`mcpServers` shape), added to the inherited ones (same name: replaced)."""
     max_turns: int | None = Field(default=None, ge=1, validation_alias=_alias("max_turns", "maxTurns"))
     """Its default turn limit; a `task` call's `max_turns` wins when given."""
+    mcp_tools: Literal["calls", "code", "both"] | None = Field(
+        default=None, validation_alias=_alias("mcp_tools", "mcpTools")
+    )
+    """How its MCP tools are offered: tool calls, Python functions in its kernel, or both; unset: the parent's."""
     approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
     """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
 
@@ -272,6 +276,8 @@ def configure(base: AgentConfig, definition: AgentDefinition, name: str, *, mode
         update["disallowed_tools"] = [*base.disallowed_tools, *definition.disallowed_tools]
     if definition.max_turns is not None:
         update["max_turns"] = definition.max_turns
+    if definition.mcp_tools is not None:
+        update["mcp_tools"] = definition.mcp_tools
     return base.model_copy(update=update) if update else base
 
 

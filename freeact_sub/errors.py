@@ -5,7 +5,7 @@
     ├── KernelError        the IPython kernel could not be started or reached
     ├── McpServerError     an MCP server failed to start or to list its tools (names the server)
     ├── ModelError         the model request failed during a turn (the history is as before the turn)
-    └── SessionError       a saved session is missing, or another process holds it
+    └── SessionError       a session cannot be created, a saved one is missing, or another process holds it
 
 Faults *inside* a turn that the model can correct (unknown tool, invalid arguments, a cell that
 raises, a crashed MCP server, a failed subagent) never raise: they become tool results.
@@ -41,4 +41,4 @@ class ModelError(FreeactError, RuntimeError):
 
 
 class SessionError(FreeactError, RuntimeError):
-    """A saved session is missing, or another process holds it."""
+    """A session cannot be created, a saved one is missing, or another process holds it."""

@@ -52,8 +52,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def kernel_gateway(workdir: Path, *extra_args: str, token: str = "test-token-1234") -> Iterator[GatewayServer]:
-    """Run `jupyter-kernelgateway` with a token, kernel listing on and no IOPub rate limit, until the block ends."""
+def kernel_gateway(
+    workdir: Path, *extra_args: str, token: str = "test-token-1234", rate_limit: bool = False
+) -> Iterator[GatewayServer]:
+    """Run `jupyter-kernelgateway` with a token and kernel listing on until the block ends.
+
+    Its IOPub rate limit is off unless `rate_limit` (then `extra_args` may set its values).
+    """
     port = free_port()
     runtime = workdir / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
@@ -69,7 +74,7 @@ def kernel_gateway(workdir: Path, *extra_args: str, token: str = "test-token-123
         "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}", "--KernelGatewayApp.port_retries=0",
         "--JupyterWebsocketPersonality.list_kernels=True",
         "--JupyterWebsocketPersonality.env_whitelist=GRANTED",
-        "--ZMQChannelsWebsocketConnection.limit_rate=False",
+        f"--ZMQChannelsWebsocketConnection.limit_rate={rate_limit}",
         *extra_args,
     ]
     with open(log, "wb") as log_file:

@@ -1,4 +1,5 @@
-"""A scripted model served over the OpenAI chat-completions protocol on a local port.
+"""A scripted model served over the OpenAI chat-completions protocol (or, with `protocol="anthropic"`,
+the Anthropic Messages protocol: see `anthropic.py`) on a local port.
 
 `POST /v1/chat/completions` answers with what `scenario.respond()` decides, streamed as
 server-sent events when the request says `"stream": true` (reasoning as `reasoning_content`
@@ -18,8 +19,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, Literal
 
 from .scenario import DEMO_MODEL, ModelErrorReply, Reply, respond
 
@@ -32,12 +33,24 @@ DEFAULT_CHUNK_DELAY = 0.02
 class DemoServer:
     """A running scripted-model server. Stop it with `close()` or use it as a context manager."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, chunk_delay: float = DEFAULT_CHUNK_DELAY) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        chunk_delay: float = DEFAULT_CHUNK_DELAY,
+        protocol: Literal["openai", "anthropic"] = "openai",
+        responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply] = respond,
+    ) -> None:
         import uvicorn
 
         self.chunk_delay = chunk_delay
+        self.protocol = protocol
+        """`openai` (chat completions) or `anthropic` (messages)."""
+        self.responder = responder
+        """Decides each reply from a chat-completions shaped request (Anthropic requests are translated)."""
         self.requests: collections.deque[dict[str, Any]] = collections.deque(maxlen=200)
-        """The bodies of the latest chat-completions requests (at most 200), oldest first."""
+        """The bodies of the latest model requests (at most 200), oldest first, as the client sent them."""
         self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
@@ -45,8 +58,14 @@ class DemoServer:
         bound_host, bound_port = self._socket.getsockname()[:2]
         self.host: str = bound_host
         self.port: int = bound_port
+        if protocol == "anthropic":
+            from .anthropic import anthropic_application
+
+            application = anthropic_application(self)
+        else:
+            application = _application(self)
         config = uvicorn.Config(
-            _application(self), log_config=None, log_level="warning", access_log=False, lifespan="off"
+            application, log_config=None, log_level="warning", access_log=False, lifespan="off"
         )
         self._server = uvicorn.Server(config)
         self._failure: BaseException | None = None
@@ -55,9 +74,9 @@ class DemoServer:
 
     @property
     def base_url(self) -> str:
-        """The OpenAI base URL of this server, e.g. `http://127.0.0.1:8123/v1`."""
+        """The base URL for its protocol: `http://127.0.0.1:8123/v1` (OpenAI), `http://127.0.0.1:8123` (Anthropic)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
+        return f"http://{host}:{self.port}" + ("/v1" if self.protocol == "openai" else "")
 
     def _run(self) -> None:
         try:
@@ -99,18 +118,24 @@ class DemoServer:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<DemoServer {self.base_url}{' closed' if self._closed else ''}>"
+        return f"<DemoServer {self.protocol} {self.base_url}{' closed' if self._closed else ''}>"
 
 
 def start_demo_server(
-    host: str = "127.0.0.1", port: int = 0, *, chunk_delay: float = DEFAULT_CHUNK_DELAY
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    chunk_delay: float = DEFAULT_CHUNK_DELAY,
+    protocol: Literal["openai", "anthropic"] = "openai",
+    responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply] = respond,
 ) -> DemoServer:
     """Start the scripted demo model server in a background thread; returns once it listens.
 
     `port=0` picks a free port (see `DemoServer.base_url`). `chunk_delay` is the pause between
-    streamed chunks in seconds.
+    streamed chunks in seconds. `protocol="anthropic"` speaks the Anthropic Messages protocol
+    (use it with `model="anthropic:<name>"` and `base_url=server.base_url`).
     """
-    return DemoServer(host, port, chunk_delay=chunk_delay).start()
+    return DemoServer(host, port, chunk_delay=chunk_delay, protocol=protocol, responder=responder).start()
 
 
 def _application(server: DemoServer) -> Any:
@@ -127,7 +152,7 @@ def _application(server: DemoServer) -> Any:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the request needs a list of messages")
         server.requests.append(body)
-        reply = respond(body)
+        reply = server.responder(body)
         if isinstance(reply, ModelErrorReply):
             return _error(reply.status, reply.message)
         model = str(body.get("model") or DEMO_MODEL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Literal
 
 import ipywidgets as widgets
@@ -14,6 +15,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ModelUsage,
     Response,
     ResponseChunk,
     Thoughts,
@@ -53,6 +55,7 @@ class AgentPanel(widgets.VBox):
         subagent: bool = False,
         max_turns: int | None = None,
         on_change: Callable[[], None] = lambda: None,
+        on_stop: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
         self.agent_id = agent_id
@@ -60,6 +63,10 @@ class AgentPanel(widgets.VBox):
         self.max_turns = max_turns
         self.state: AgentState = "starting" if not subagent else "running"
         self.turns = 0
+        self.tokens = 0
+        """Input plus output tokens of this agent's model responses so far."""
+        self.cost: Decimal | None = None
+        """USD of those responses, where the price is known."""
         self.calls: dict[str, CallView] = {}
         """The tool calls of this agent, by tool call id."""
         self.error: str | None = None
@@ -83,7 +90,16 @@ class AgentPanel(widgets.VBox):
         self.always_checkbox.add_class("freeact-always-checkbox")
         self.always_checkbox.add_class(f"freeact-by-{agent_id}")
         self.always_checkbox.observe(self._on_checkbox, names="value")
-        header = widgets.HBox([self._header, self.always_checkbox])
+        header_parts: list[widgets.Widget] = [self._header, self.always_checkbox]
+        self.stop_button: widgets.Button | None = None
+        """A subagent's own Stop (it stops this agent only; its parent's turn goes on)."""
+        if on_stop is not None:
+            self.stop_button = widgets.Button(description="Stop", icon="stop", tooltip=f"Stop {agent_id} only",
+                                              layout=widgets.Layout(width="auto"))
+            self.stop_button.add_class("freeact-stop-agent")
+            self.stop_button.on_click(lambda _: on_stop(agent_id))
+            header_parts.append(self.stop_button)
+        header = widgets.HBox(header_parts)
         header.add_class("freeact-panel-header")
         self._body = widgets.VBox()
         self.children = (header, self._body)
@@ -115,6 +131,12 @@ class AgentPanel(widgets.VBox):
     def elapsed(self) -> float:
         return self._elapsed if self._elapsed is not None else time.monotonic() - self._started
 
+    def _usage_text(self) -> str:
+        if not self.tokens:
+            return ""
+        cost = f" · ${self.cost:.4f}" if self.cost is not None else ""
+        return f' · <span class="freeact-usage" data-tokens="{self.tokens}">{self.tokens:,} tokens{cost}</span>'
+
     def refresh(self) -> None:
         """Redraw the header (state, elapsed time, turns) and follow the standing decision."""
         shown = self.shown_state
@@ -126,7 +148,8 @@ class AgentPanel(widgets.VBox):
             f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
             f'<span class="freeact-role">{role}</span> '
             f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span> '
-            f'<span class="freeact-meta">{_format_seconds(self.elapsed)} · turns used: {turns}</span>{error}'
+            f'<span class="freeact-meta">{_format_seconds(self.elapsed)} · turns used: {turns}'
+            f'{self._usage_text()}</span>{error}'
         )
         if self._header.value != value:
             self._header.value = value
@@ -180,6 +203,11 @@ class AgentPanel(widgets.VBox):
     def handle(self, event: AgentEvent) -> None:
         """Show one event of this agent."""
         match event:
+            case ModelUsage(input_tokens=tokens_in, output_tokens=tokens_out, cost=cost):
+                self.tokens += tokens_in + tokens_out
+                if cost is not None:
+                    self.cost = (self.cost or Decimal(0)) + cost
+                self.refresh()
             case TurnStarted(turn=turn):
                 self.turns = turn
                 if self.state == "starting":
@@ -224,6 +252,8 @@ class AgentPanel(widgets.VBox):
             self.turns = turns
         for call in self.calls.values():
             call.cancel()
+        if self.stop_button is not None:
+            self.stop_button.disabled = True
         self.refresh()
 
     def fail(self, message: str) -> None:

@@ -31,8 +31,10 @@ class RunPanel(widgets.VBox):
         policy: ApprovalPolicy,
         on_stop: Callable[[], None],
         auto_approve_note: str | None = None,
+        on_stop_agent: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
+        self._on_stop_agent = on_stop_agent
         self.add_class("freeact-run")
         self.add_class("freeact-live")  # only the live widgets: the static copy hides itself next to them
         self._policy = policy
@@ -89,7 +91,8 @@ class RunPanel(widgets.VBox):
 
     def _new_panel(self, agent_id: str, *, subagent: bool = True, max_turns: int | None = None) -> AgentPanel:
         return AgentPanel(
-            agent_id, policy=self._policy, subagent=subagent, max_turns=max_turns, on_change=self._show_pending
+            agent_id, policy=self._policy, subagent=subagent, max_turns=max_turns, on_change=self._show_pending,
+            on_stop=self._on_stop_agent if subagent else None,
         )
 
     def static_html(self) -> str:
@@ -126,10 +129,11 @@ class RunPanel(widgets.VBox):
             if not panel.finished:
                 panel.refresh()
 
-    def end(self, state: AgentState, error: str | None = None) -> None:
-        """The run is over: every agent still shown as running ends with it; Stop no longer applies."""
+    def end(self, state: AgentState, error: str | None = None, *, still_running: frozenset[str] = frozenset()) -> None:
+        """The run is over: every agent still shown as running ends with it, except background subagents that go on
+        (`still_running`: their panels stay live); the run's Stop no longer applies."""
         for panel in self.panels.values():
-            if panel is not self.main and not panel.finished:
+            if panel is not self.main and not panel.finished and panel.agent_id not in still_running:
                 panel.finish("cancelled" if state != "done" else "done")
         if error is not None:
             self.main.fail(error)

@@ -60,6 +60,7 @@ class AgentView:
         self.panel: RunPanel | None = None
         """The widget tree of the last run."""
         self._task: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._static_id: str | None = None
@@ -123,6 +124,7 @@ class AgentView:
             policy=self.agent.approvals,
             on_stop=self.stop,
             auto_approve_note=AUTO_APPROVE_NOTE if self.agent.approvals.everything else None,
+            on_stop_agent=lambda agent_id: self._in_loop(lambda: self.agent.cancel_subagent(agent_id)),
         )
         self.panel = panel
         self.events = []
@@ -210,10 +212,30 @@ class AgentView:
             panel.end("failed", error=f"{type(exc).__name__}: {exc}")
             raise
         else:
-            panel.end("cancelled" if state == "cancelled" else "done")
+            background = frozenset(info.agent_id for info in self.agent.subagents())
+            panel.end("cancelled" if state == "cancelled" else "done", still_running=background)
+            if background:
+                self._watch_background(panel)
         finally:
             ticker.cancel()
             self._keep_static_copy(panel)
+
+    def _watch_background(self, panel: RunPanel) -> None:
+        """Keep the run's panel live after the cell returned: background subagents' events (and their approval
+        buttons) land in it between turns, until the next run of this view or the agent stops."""
+        if self._watcher is not None and not self._watcher.done():
+            self._watcher.cancel()
+
+        async def watch() -> None:
+            ticker = asyncio.create_task(_tick(panel))
+            try:
+                async for event in self.agent.background_events():
+                    (self.panel or panel).handle(event)
+            finally:
+                ticker.cancel()
+
+        self._watcher = asyncio.create_task(watch(), name="agent-view-background")
+        self._watcher.add_done_callback(_retrieve)
 
     def _keep_static_copy(self, panel: RunPanel) -> None:
         """Put the finished run's transcript, as static HTML, into the cell(s) showing the run."""

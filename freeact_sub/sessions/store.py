@@ -87,6 +87,8 @@ class SessionStore:
                 break
             except FileExistsError:
                 continue
+            except OSError as error:  # e.g. working_dir is a file, or not writable
+                raise SessionError(f"cannot create the session folder {path}: {error.strerror}") from error
         store = cls(path, session_id)
         store._new = True
         store._acquire()

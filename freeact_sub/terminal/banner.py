@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from freeact_sub import __version__
+from freeact_sub.tools import BUILTIN_TOOL_NAMES
 
 from .palette import Palette
 
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from freeact_sub.demo import DemoServer
 
 __all__ = ["banner"]
-
-_BUILTIN_TOOLS = {"execute_ipython_cell", "reset_kernel", "task"}
 
 
 def banner(
@@ -38,8 +37,17 @@ def banner(
     else:
         grid.add_row("model", Text(model, style="bold"))
     subagents = f"up to {config.max_subagents} subagents at once" if config.enable_subagents else "no subagents"
-    grid.add_row("agent", Text.assemble(palette.label(agent.agent_id), f" (main) · {subagents}"))
-    mcp_tools = [name for name in agent.tool_names if name not in _BUILTIN_TOOLS]
+    kind = f" {agent.subagent_type}" if agent.subagent_type != "general" else ""
+    grid.add_row("agent", Text.assemble(palette.label(agent.agent_id), f"{kind} (main) · {subagents}"))
+    types = agent.tree.types
+    if len(types) > 1 or agent.subagent_type != "general":
+        listed = Text()
+        for index, (name, definition) in enumerate(types.items()):
+            model = definition.model if isinstance(definition.model, str) else "inherited model"
+            listed.append(("\n" if index else "") + name, style="bold")
+            listed.append(f" · {model} · {' '.join(definition.description.split())[:70]}", style="dim")
+        grid.add_row("agent types", listed)
+    mcp_tools = [name for name in agent.tool_names if name not in BUILTIN_TOOL_NAMES]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
     if agent.session_id is not None:

@@ -68,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", metavar="FILE", help="a JSON or TOML file with AgentConfig fields")
     parser.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="run the main agent as this agent type (from .freeact-sub/agents/*.md, ~/.config/freeact-sub/agents/, "
+        "or the config's agents table)",
+    )
+    parser.add_argument(
         "--auto-approve",
         action="store_true",
         default=None,
@@ -197,6 +203,9 @@ class _Runner:
             await session.interactive(PromptReader(config.working_dir / ".freeact-sub" / "history"))
             return EXIT_OK
         outcome = await session.run_turn(args.prompt)
+        from .status import usage_report
+
+        print(usage_report(agent.usage, agent.agent_id), file=sys.stderr)
         if outcome.status == "failed":
             print(f"freeact-sub: {outcome.error}", file=sys.stderr)
             return EXIT_FAILED
@@ -265,6 +274,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "working_dir": working_dir,
         "auto_approve": args.auto_approve,
         "kernel_gateway": args.kernel_gateway,
+        "agent": args.agent,
     }
     mcp_config = args.mcp_config
     if demo is not None:

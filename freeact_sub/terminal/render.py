@@ -23,6 +23,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ModelUsage,
     Response,
     ResponseChunk,
     SubagentFinished,
@@ -78,6 +79,8 @@ class Renderer:
         match event:
             case TurnStarted(turn=turn):
                 self.board.turn(agent, turn)
+            case ModelUsage(input_tokens=tokens_in, output_tokens=tokens_out, cost=cost):
+                self.board.usage(agent, tokens_in + tokens_out, cost)
             case ThoughtsChunk(content=content):
                 if is_main:
                     self._grow(agent, "thinking", content)

@@ -29,7 +29,7 @@ from .keys import KeyReader
 from .palette import Palette
 from .prompt import PromptReader
 from .render import Renderer
-from .status import SubagentBoard
+from .status import SubagentBoard, agents_table
 
 __all__ = ["Session", "TurnOutcome"]
 
@@ -102,13 +102,32 @@ class Session:
         return TurnOutcome(status, answer, error)
 
     async def interactive(self, reader: PromptReader) -> None:
-        """Read prompts and run turns until the person exits (Ctrl-D, or Ctrl-C at an empty prompt)."""
+        """Read prompts and run turns until the person exits (Ctrl-D, or Ctrl-C at an empty prompt).
+
+        Between turns, background subagents' events are printed above the prompt as they come, and
+        their questions wait on the desk: `/y` or `/n [reason]` answers the oldest (the next turn's
+        keys can too). `/agents` lists the live subagents, `/stop ID` stops one.
+        """
+        watcher = asyncio.create_task(self._watch_background(), name="background-events")
+        try:
+            await self._prompts(reader)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _prompts(self, reader: PromptReader) -> None:
+        from prompt_toolkit.patch_stdout import patch_stdout
+
         while True:
             try:
-                prompt = await reader.read()
+                with patch_stdout(raw=True):  # what background subagents print goes above the prompt line
+                    prompt = await reader.read()
             except (EOFError, KeyboardInterrupt):
                 return
             if not prompt.strip():
+                continue
+            if self.command(prompt.strip()):
                 continue
             outcome = await self.run_turn(prompt)
             if outcome.status == "failed":
@@ -116,6 +135,45 @@ class Session:
             elif outcome.status == "cancelled":
                 self.renderer.note("Cancelled. The conversation is as it was before this prompt.", style="yellow")
             self.console.print()
+
+    # -- between turns --------------------------------------------------------------------
+
+    async def _watch_background(self) -> None:
+        """Show background subagents' events while no turn runs; hand their questions to the desk."""
+        async for event in self.agent.background_events():
+            self.renderer.handle(event)
+            if isinstance(event, ApprovalRequest) and not event.decided:
+                self.desk.submit(event)
+                self.renderer.note(
+                    f"{event.agent_id} waits for your answer: /y approves, /n [reason] rejects "
+                    f"({self.desk.waiting} waiting)", style="yellow",
+                )
+
+    def command(self, line: str) -> bool:
+        """Run a slash command typed at the prompt; False if the line is a prompt for the model."""
+        name, _, rest = line.partition(" ")
+        if name == "/agents":
+            self.console.print(agents_table(self.agent.subagents(), self.palette))
+        elif name == "/stop":
+            target = rest.strip()
+            if not target:
+                self.renderer.note("usage: /stop AGENT-ID (see /agents)", style="yellow")
+            elif self.agent.cancel_subagent(target):
+                self.renderer.note(f"Stopping {target}.", style="yellow")
+            else:
+                self.renderer.note(f"No running subagent {target!r} (see /agents).", style="yellow")
+        elif name in ("/y", "/n"):
+            if self.desk.selected is None:
+                self.renderer.note("No question is waiting.", style="dim")
+                return True
+            self.desk.press(name[1])
+            if name == "/n":
+                for key in rest.strip():
+                    self.desk.press(key)
+                self.desk.press("\r")
+        else:
+            return False
+        return True
 
     # -- during a turn --------------------------------------------------------------------
 

@@ -1,17 +1,20 @@
-"""The live status of the subagents of the running turn: id, state, elapsed time, turns used."""
+"""The live status of the subagents of the running turn: id, state, elapsed time, turns used, tokens and cost."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from freeact_sub import SubagentInfo, TreeUsage, Usage
+
 from .palette import Palette
 
-__all__ = ["SubagentBoard"]
+__all__ = ["SubagentBoard", "agents_table", "format_cost", "usage_report"]
 
 _FINISHED_STYLE = {
     "done": "green",
@@ -31,6 +34,8 @@ class _Row:
     turns: int = 0
     elapsed: float | None = None
     """Set when the subagent has finished."""
+    tokens: int = 0
+    cost: Decimal | None = None
 
     @property
     def finished(self) -> bool:
@@ -70,6 +75,15 @@ class SubagentBoard:
             return
         row.state, row.turns, row.elapsed = status, turns_used, elapsed
 
+    def usage(self, agent_id: str, tokens: int, cost: Decimal | None) -> None:
+        """Add one model response's tokens (and cost, if known) to a subagent's row."""
+        row = self._rows.get(agent_id)
+        if row is None:
+            return
+        row.tokens += tokens
+        if cost is not None:
+            row.cost = (row.cost or Decimal(0)) + cost
+
     @property
     def running(self) -> int:
         return sum(1 for row in self._rows.values() if not row.finished)
@@ -83,10 +97,54 @@ class SubagentBoard:
         table.add_column("state")
         table.add_column("elapsed", justify="right")
         table.add_column("turns", justify="right")
+        table.add_column("tokens", justify="right")
+        table.add_column("cost", justify="right")
         now = time.monotonic()
-        for row in list(self._rows.values()):
+        rows = list(self._rows.values())
+        for row in rows:
             elapsed = row.elapsed if row.elapsed is not None else now - row.started
             style = _FINISHED_STYLE.get(row.state, "red") if row.finished else ""
             state = Text(row.state.replace("_", " "), style=style)
-            table.add_row(self._palette.label(row.agent_id), state, f"{elapsed:.1f} s", f"{row.turns}/{row.max_turns}")
+            table.add_row(self._palette.label(row.agent_id), state, f"{elapsed:.1f} s", f"{row.turns}/{row.max_turns}",
+                          f"{row.tokens:,}", format_cost(row.cost))
+        costs = [row.cost for row in rows if row.cost is not None]
+        table.add_row(Text("total", style="dim"), "", "", "", f"{sum(row.tokens for row in rows):,}",
+                      format_cost(sum(costs, Decimal(0)) if costs else None), style="dim")
         return table
+
+
+def format_cost(cost: Decimal | None) -> str:
+    """`$0.0123`, or `–` when the model's price is unknown."""
+    return "–" if cost is None else f"${cost:.4f}"
+
+
+def usage_report(usage: TreeUsage, main_id: str) -> str:
+    """The tree's usage as lines of plain text: the total, then each agent (the one-shot mode prints it on stderr)."""
+
+    def line(name: str, used: Usage) -> str:
+        cost = format_cost(used.cost) if used.cost is not None else "cost unknown"
+        if used.cost is not None and used.unpriced_requests:
+            cost += f" (+{used.unpriced_requests} unpriced)"
+        return (f"{name}: {used.requests} model requests, {used.input_tokens:,} input + "
+                f"{used.output_tokens:,} output tokens, {cost}")
+
+    lines = [line("usage", usage.total)]
+    if len(usage.by_agent) > 1:
+        for agent_id, used in usage.by_agent.items():
+            lines.append(line(f"  {agent_id}{' (main)' if agent_id == main_id else ''}", used))
+    return "\n".join(lines)
+
+
+def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType:
+    """`/agents`: every live subagent of the tree with its id, parent, type, state, turns, elapsed, tokens, cost."""
+    if not agents:
+        return Text("No subagents are running.", style="dim")
+    table = Table(box=None, show_header=True, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
+    for column in ("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost"):
+        table.add_column(column, justify="right" if column in ("turns", "elapsed", "tokens", "cost") else "left")
+    for info in agents:
+        state = info.state + (" (background)" if info.background else "")
+        table.add_row(palette.label(info.agent_id), palette.label(info.parent_id), info.subagent_type, state,
+                      str(info.turns), f"{info.elapsed:.0f} s", f"{info.input_tokens + info.output_tokens:,}",
+                      format_cost(info.cost))
+    return table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ def test_one_shot_prints_the_final_answer_on_stdout(workdir: Path, opt_in: str) 
     assert done.stdout == "The sum of 1 to 100 is **5050**.\n"
     assert "AUTO-APPROVE" in done.stderr  # the opt-in is announced
     assert "execute_ipython_cell  auto-approved" in done.stderr  # and auto-approved code is still shown
+    # the tree's usage at the end: the demo server reports tokens; a local server has no price
+    assert re.search(r"usage: 2 model requests, [\d,]+ input \+ [\d,]+ output tokens, cost unknown", done.stderr)
     assert processes_in(workdir) == []
 
 

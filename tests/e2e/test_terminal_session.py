@@ -34,6 +34,7 @@ def _ready(term: Terminal) -> str:
     """Wait for the banner and the prompt; returns the main agent's id."""
     term.expect(r"scripted demo model")
     main = term.expect(rf"({AGENT}) \(main\)").group(1)
+    term.expect(r"MCP tools +demo_constant, demo_word_count +│")  # the demo server's tools, no built-in ones
     term.expect(r"you ›")
     return main
 
@@ -69,7 +70,9 @@ def _tour(
         agent, tool = asked.group(1), "cell" if asked.group(2).startswith("Run") else "mcp"
         asked_first = asked_first or agent
         if output_while_asking and agent != asked_first:
-            term.expect(rf"{asked_first} +│ RESULT: ")  # rendered while this question waits
+            # rendered before this question is answered (it may come before or after the question appears:
+            # a child that got a pre-opened MCP connection starts sooner than one that opens its own)
+            term.wait_for(rf"{asked_first} +│ RESULT: ", since=start)
             term.expect(rf"\[{agent}\] ")  # and the question is still on screen
         term.send(answers[jobs[agent]].pop(tool))
         term.expect(rf"{agent} +(✓ approved|✗ rejected)")

@@ -382,9 +382,6 @@ async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
     assert agent.kernel is None  # stopped
 
 
-@pytest.mark.skipif(
-    "rule" not in ApprovalRequest.__dataclass_fields__, reason="the allow/ask/deny rules of issue 9 are not merged yet"
-)
 async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Path) -> None:
     code = (
         "import mcptools\nfrom mcptools.calc import echo, add\n"
@@ -403,3 +400,35 @@ async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Pa
     assert "rejected: the call to calc.echo was not approved: an approval rule refuses it" in text
     assert text.strip().endswith("3")
     assert [e.tool_name for e in of(ToolOutput, events) if e.source == "code"] == ["calc_add"]  # echo never ran
+
+
+async def test_an_agent_type_picks_which_tools_its_code_gets_and_how(tmp_path: Path) -> None:
+    probe = (
+        "import importlib.util\nfound = importlib.util.find_spec('mcptools') is not None\n"
+        "if found:\n    import mcptools.calc as calc\n    print('functions:', calc.__all__, calc.add(a=1, b=1))\n"
+        "else:\n    print('no mcptools')\n"
+    )
+    parent = Script(
+        [
+            Call("task", {"prompt": "CHILD-adder: go", "description": "add", "subagent_type": "adder"}, id="t1"),
+            Call("task", {"prompt": "CHILD-caller: go", "description": "call", "subagent_type": "caller"}, id="t2"),
+        ],
+        ["done"],
+    )
+    children = {key: Script([cell(probe)], ["ok"]) for key in ("CHILD-adder:", "CHILD-caller:")}
+    router = Router({"PARENT": parent, **children})
+    agents = {
+        "adder": {"description": "adds", "tools": ["execute_ipython_cell", "calc_add"]},
+        "caller": {"description": "calls", "mcp_tools": "calls"},
+    }
+    settings = AgentConfig(model=router.model, working_dir=tmp_path, mcp_servers={"calc": CALC}, agents=agents,
+                           kernel_pool_size=0, auto_approve=True)
+    async with Agent(settings) as agent:
+        events = await drive(agent.stream("PARENT: two typed children"))
+    outputs = {e.agent_id: e.text for e in of(CodeExecutionOutput, events)}
+    texts = sorted(outputs.values())
+    assert texts == ["functions: ['add'] 2\n", "no mcptools\n"]  # the adder's code sees only `add`; the caller none
+    caller = next(a for a, t in outputs.items() if "no mcptools" in t)
+    offered = {t.name for t in children["CHILD-caller:"].infos[0].function_tools}
+    assert "calc_echo" in offered  # its MCP tools are offered as calls instead
+    assert caller != agent.agent_id

@@ -338,3 +338,21 @@ async def test_gateway_kernels_are_deleted_at_host_exit(gateway: GatewayServer, 
     assert done.stdout.strip() not in gateway.kernel_ids()
     assert set(gateway.wait_for_kernels(len(before))) == before
     assert psutil.Process(gateway.process.pid).is_running()
+
+
+async def test_output_dropped_by_the_gateways_rate_limit_is_reported(tmp_path: Path) -> None:
+    # a gateway with its IOPub rate limit on (and low): what it drops, the cell's text says
+    limited = ("--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=50",
+               "--ZMQChannelsWebsocketConnection.rate_limit_window=1")
+    with kernel_gateway(tmp_path, *limited, rate_limit=True) as server:
+        os.environ["FREEACT_SUB_LIMITED_GATEWAY_TOKEN"] = server.token
+        try:
+            gateway = KernelGatewayConfig(url=server.url, token_env="FREEACT_SUB_LIMITED_GATEWAY_TOKEN")
+            async with GatewayKernel(gateway) as kernel:
+                result = await kernel.execute("for i in range(2000):\n    print(i, flush=True)")
+        finally:
+            os.environ.pop("FREEACT_SUB_LIMITED_GATEWAY_TOKEN", None)
+    assert result.status == "ok"
+    assert len(result.text.splitlines()) < 2000
+    assert "dropped part of this output" in result.text and "limit_rate=False" in result.text
+    assert "IOPub message rate exceeded" not in result.text  # the gateway's own notice is replaced by ours

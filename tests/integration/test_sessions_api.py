@@ -84,6 +84,15 @@ async def test_unknown_session_is_refused_at_once(workdir: Path) -> None:
         Agent(single_agent_config(Script(), workdir), session="missing")
 
 
+async def test_a_working_dir_that_cannot_hold_sessions_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    agent = Agent(single_agent_config(Script(), blocker / "work"))
+    with pytest.raises(SessionError, match=r"cannot create the session folder .*a-file/work"):
+        await agent.start()
+    assert not agent.started
+
+
 async def test_sessions_off_writes_nothing(workdir: Path) -> None:
     async with Agent(single_agent_config(Script(["hi"]), workdir, save_sessions=False)) as agent:
         await drive(agent.stream("hello"))

@@ -228,3 +228,24 @@ def test_a_definition_is_frozen_and_keyword_only() -> None:
 def test_parse_markdown_from_text() -> None:
     name, d = parse_agent_markdown("\ufeff---\ndescription: d\n...\nBody.\n", "inline", "fallback")
     assert (name, d.prompt) == ("fallback", "Body.")
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_type_examples_load(tmp_path: Path) -> None:
+    """The README's Markdown type file, `agents` table and code form are valid as written."""
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    (markdown,) = [b for b in re.findall(r"```markdown\n(.*?)```", text, flags=re.S) if "name: reviewer" in b]
+    name, reviewer = parse_agent_markdown(markdown, "README", "x")
+    assert name == "reviewer" and reviewer.model == "anthropic:claude-sonnet-4-5" and reviewer.prompt
+    (table,) = [b for b in re.findall(r"```toml\n(.*?)```", text, flags=re.S) if "[agents.explorer]" in b]
+    config = AgentConfig.load(write(tmp_path, "freeact.toml", table), environ={})
+    assert config.agents["thinker"].disallowed_tools == ["execute_ipython_cell"]
+    assert configure(config, config.agents["explorer"], "explorer").model == "anthropic:claude-haiku-4-5"
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "AgentDefinition(" in b]
+    scope: dict[str, object] = {}
+    exec(code, scope)
+    assert sorted(scope["config"].agents) == ["explorer", "reader"]  # type: ignore[attr-defined]

@@ -91,3 +91,10 @@ def test_the_installed_command_runs() -> None:
         pytest.skip("the package is not installed with its console script next to this interpreter")
     done = subprocess.run([str(command), "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("freeact-sub ")
+
+
+def test_agent_flag_names_the_main_agents_type(tmp_path: Path) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text('[agents.reviewer]\ndescription = "Reviews."\nmaxTurns = 3\n')
+    config = _config(tmp_path, "--config", str(config_file), "--agent", "reviewer")
+    assert config.agent == "reviewer" and config.agents["reviewer"].max_turns == 3

@@ -1,0 +1,67 @@
+"""The terminal session between turns: a background subagent's question is shown and answered at the prompt;
+`/agents` lists live subagents with tokens and cost, `/stop ID` stops one.
+
+A real `Agent` (kernels, scripted model) behind the terminal's `Session`, printing to a recording console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+
+from freeact_sub import Agent, AgentConfig
+from freeact_sub.terminal.session import Session
+from tests.scripting import Block, Call, Router, Script, drive
+
+LIMIT = 120.0
+
+
+async def until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(LIMIT):
+        while not condition():  # noqa: ASYNC110 - the session's state has no event to wait on
+            await asyncio.sleep(0.05)
+    assert condition(), what
+
+
+async def test_background_question_between_turns_and_agent_commands(workdir: Path) -> None:
+    release, release_slow = asyncio.Event(), asyncio.Event()
+    parent = Script(
+        [Call("task", {"prompt": "CHILD-ask: job", "run_in_background": True}, id="t1"),
+         Call("task", {"prompt": "CHILD-slow: job", "run_in_background": True}, id="t2")],
+        ["Both run in the background."],
+    )
+    ask = Script([Block(release), Call("execute_ipython_cell", {"code": "print('asked')"}, id="ask-cell")], ["asked"])
+    sleep = Call("execute_ipython_cell", {"code": "import time; time.sleep(60)"}, id="slow-cell")
+    slow = Script([Block(release_slow), sleep], ["never"])
+    model = Router({"PARENT": parent, "CHILD-ask:": ask, "CHILD-slow:": slow}).model
+    config = AgentConfig(model=model, working_dir=workdir, kernel_pool_size=0, mcp_pool_size=0)
+    console = Console(record=True, width=160, force_terminal=False)
+    async with Agent(config) as agent:
+        session = Session(agent, console, ask_keys=False)
+        await drive(agent.stream("PARENT go"))  # the turn (its own questions answered); the children wait
+        watcher = asyncio.create_task(session._watch_background())
+        try:
+            ids = {info.prompt: info.agent_id for info in agent.subagents()}
+            ask_id, slow_id = ids["CHILD-ask: job"], ids["CHILD-slow: job"]
+            # the slow child's question arrives between turns: shown, and answered with /y at the prompt
+            release_slow.set()
+            await until(lambda: session.desk.waiting == 1, "the slow child's question should wait on the desk")
+            assert session.desk.selected is not None and session.desk.selected.agent_id == slow_id
+            assert session.command("/y")
+            assert session.command("/agents")
+            assert session.command("/stop " + slow_id)
+            release.set()
+            await until(lambda: session.desk.waiting == 1, "the other child's question should wait on the desk")
+            assert session.command("/n not now")
+            await until(lambda: console.export_text(clear=False).count("■") == 2, "both children should end")
+            assert not session.command("an ordinary prompt")
+        finally:
+            watcher.cancel()
+    text = console.export_text()
+    assert f"{slow_id} waits for your answer" in text and f"{ask_id} waits for your answer" in text
+    assert "subagent" in text and "tokens" in text and "(background)" in text  # the /agents table
+    assert f"Stopping {slow_id}" in text
+    assert f"{slow_id} cancelled" in text
+    assert "rejected, the model is told: not now" in text  # /n with a reason: the child reads it and goes on
