@@ -29,6 +29,7 @@ from typing import Any
 
 _PRELOADED = (
     "ipykernel.kernelapp",
+    "freeact_sub._ipykernel_launcher",
     "ipykernel.ipkernel",
     "ipykernel.zmqshell",
     "ipykernel.debugger",
@@ -64,9 +65,9 @@ def _become_kernel(request: dict[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["ipykernel_launcher", *request["argv"]]
-        from ipykernel.kernelapp import IPKernelApp
+        from freeact_sub._ipykernel_launcher import KernelApp
 
-        IPKernelApp.launch_instance(argv=request["argv"])
+        KernelApp.launch_instance(argv=request["argv"])
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0

@@ -35,7 +35,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from . import _connection_dirs
 from .errors import KernelError
-from .kernel_launcher import ForkedProvisioner, KernelZygote
+from .kernel_launcher import KERNEL_LAUNCHER, ForkedProvisioner, KernelZygote
 
 __all__ = ["ExecutionResult", "Kernel", "KernelError", "kernel_environment", "render_output", "save_image"]
 
@@ -105,10 +105,10 @@ def save_image(images_dir: Path, label: str, number: int, encoded: str) -> Path:
 
 
 class _HostPythonSpecs(KernelSpecManager):
-    """Kernel specs that always run ipykernel in the host's own Python, whatever is installed elsewhere."""
+    """Kernel specs that always run our ipykernel launcher (`_ipykernel_launcher`) in the host's own Python."""
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        argv = [sys.executable, KERNEL_LAUNCHER, "-f", "{connection_file}"]
         return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
 
 
@@ -118,7 +118,9 @@ class _KernelClient(AsyncKernelClient):
     - The iopub socket never drops output. ZeroMQ's default receive high-water mark (1000
       messages) lets a kernel that prints faster than we read (e.g. 10,000
       `print(..., flush=True)`) lose messages: the kernel's publisher drops what the
-      subscriber cannot queue. An unlimited receive queue keeps every message.
+      subscriber cannot queue. An unlimited receive queue keeps every message; the kernel's
+      own publisher has an unlimited send queue too (`_ipykernel_launcher`), for when this
+      process is too starved of CPU to read at all.
     - Sockets retry a connection every 10 ms instead of ZeroMQ's 100 ms: we connect while the
       kernel is still binding its sockets, and each missed retry is start-up time lost.
     """

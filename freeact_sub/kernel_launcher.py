@@ -21,7 +21,10 @@ from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 
-__all__ = ["ForkedProcess", "ForkedProvisioner", "KernelZygote"]
+__all__ = ["KERNEL_LAUNCHER", "ForkedProcess", "ForkedProvisioner", "KernelZygote"]
+
+KERNEL_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ipykernel_launcher.py")
+"""The script a launched kernel runs (by path, so the kernel does not import `freeact_sub`)."""
 
 _START_TIMEOUT = 60.0
 
@@ -193,7 +196,9 @@ class ForkedProvisioner(LocalProvisioner):
 
 
 def _kernel_arguments(cmd: list[str]) -> list[str]:
-    """The arguments after `-m ipykernel_launcher` in a kernel command line."""
+    """The arguments after the launcher (ours or `-m ipykernel_launcher`) in a kernel command line."""
+    if KERNEL_LAUNCHER in cmd:
+        return cmd[cmd.index(KERNEL_LAUNCHER) + 1 :]
     if "ipykernel_launcher" in cmd:
         return cmd[cmd.index("ipykernel_launcher") + 1 :]
     raise ValueError(f"not an ipykernel command line: {cmd}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import queue
 import signal
 import struct
 import sys
@@ -14,8 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 import pytest_asyncio
+from jupyter_client import AsyncKernelClient
 
 from freeact_sub.kernel import Kernel, KernelError
+from freeact_sub.kernel_launcher import KernelZygote
 from tests.processes import is_gone
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -159,6 +162,52 @@ async def test_ten_thousand_flushed_lines_all_arrive_in_order(kernel: Kernel) ->
     lines = result.text.splitlines()
     assert lines == [f"line {i}" for i in range(10_000)]
     assert "".join(chunks) == result.text
+
+
+async def test_a_subscriber_that_reads_late_still_gets_every_line_in_order(kernel: Kernel) -> None:
+    await _assert_a_late_subscriber_gets_every_line(kernel)
+
+
+async def test_a_forked_kernel_keeps_every_line_for_a_late_subscriber_too(tmp_path: Path) -> None:
+    zygote = KernelZygote()
+    await zygote.start()
+    try:
+        async with Kernel(working_dir=tmp_path, launcher=zygote) as forked:
+            assert psutil.Process(forked.pid).ppid() == zygote.pid
+            await _assert_a_late_subscriber_gets_every_line(forked)
+    finally:
+        await zygote.close()
+
+
+async def _assert_a_late_subscriber_gets_every_line(kernel: Kernel) -> None:
+    # A deterministic slow reader: a second iopub subscriber with ZeroMQ's defaults that reads
+    # nothing while the kernel prints. Its ZeroMQ thread stops taking messages once its own
+    # queue is full, so everything else waits in the kernel's publisher; with ZeroMQ's default
+    # send limit there (1000 messages) the kernel would drop the rest, as it does for our own
+    # client when this process is starved of CPU.
+    assert kernel._manager is not None
+    slow = AsyncKernelClient(connection_file=kernel._manager.connection_file)
+    slow.load_connection_file()
+    slow.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+    try:
+        request = slow.kernel_info()
+        while True:  # subscribed once the status of its own request reaches it
+            message = await slow.get_iopub_msg(timeout=30)
+            if message["parent_header"].get("msg_id") == request and message["msg_type"] == "status":
+                break
+        result = await kernel.execute("for i in range(10_000):\n    print(f'late {i}', flush=True)")
+        assert result.text.count("late ") == 10_000
+        texts: list[str] = []
+        while not texts or not texts[-1].endswith("late 9999\n"):
+            try:
+                message = await slow.get_iopub_msg(timeout=10)
+            except queue.Empty:  # the rest was dropped
+                break
+            if message["msg_type"] == "stream":
+                texts.append(message["content"]["text"])
+        assert "".join(texts).splitlines() == [f"late {i}" for i in range(10_000)]
+    finally:
+        slow.stop_channels()
 
 
 async def test_cells_on_one_kernel_run_one_after_another(kernel: Kernel, tmp_path: Path) -> None:

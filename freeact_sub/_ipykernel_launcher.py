@@ -1,0 +1,51 @@
+"""The IPython kernel every local kernel runs: ipykernel's, with an iopub publisher that never drops.
+
+ipykernel's iopub socket keeps ZeroMQ's default send high-water mark (1000 messages). When
+the client reads slower than the kernel prints (its process starved of CPU on a loaded
+machine, or stopped), the publisher's queue to that client fills and ZeroMQ silently drops
+what does not fit, the cell's final `status: idle` included. `KernelApp` creates the iopub
+socket with no send limit, so every message waits for the client instead.
+
+A high-water mark applies to connections made after it is set, and ipykernel creates and binds
+the socket in one step (`init_iopub`), so the limit is set as the context's default for
+sockets created during that step.
+
+Launched kernels run this file by its path (`python .../_ipykernel_launcher.py -f conn.json`),
+not with `-m`, so the kernel does not import the `freeact_sub` package; the kernel zygote
+imports `KernelApp` from here and forks kernels that run it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    # Run by path, Python put this package's folder first on sys.path, where its modules
+    # (`mcp.py`, `events.py`, …) would shadow the packages the model's code imports.
+    del sys.path[0]
+
+import zmq  # after the sys.path fix above
+from ipykernel.kernelapp import IPKernelApp
+
+__all__ = ["KernelApp", "main"]
+
+
+class KernelApp(IPKernelApp):
+    """ipykernel's kernel application with an unlimited send queue on the iopub socket."""
+
+    def init_iopub(self, context: zmq.Context) -> None:
+        context.sndhwm = 0  # a default for the sockets created by this context from now on
+        try:
+            super().init_iopub(context)
+        finally:
+            del context.sndhwm
+
+
+def main() -> None:
+    """Run a kernel, as `python -m ipykernel_launcher` does."""
+    KernelApp.launch_instance()
+
+
+if __name__ == "__main__":
+    main()
