@@ -110,9 +110,9 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     assert "There are 17984 primes below 200,000." in screen.split(f"{main}      › Results")[-1]
 
     # the live status listed each subagent with state, elapsed time and turns used
-    assert re.search(r"subagent +state +elapsed +turns", screen)
-    assert re.search(rf"{primes} +[a-z ]+ +\d+\.\d s +\d/4", screen)
-    assert re.search(rf"{pi} +[a-z ]+ +\d+\.\d s +\d/5", screen)
+    assert re.search(r"subagent +type +model +state +elapsed +turns +tokens +cost", screen)
+    assert re.search(rf"{primes} +general +\S+ +[a-z ]+ +\d+\.\d s +\d/4 +[\d,]+", screen)
+    assert re.search(rf"{pi} +general +\S+ +[a-z ]+ +\d+\.\d s +\d/5 +[\d,]+", screen)
 
     # the main agent's thinking is shown dimmed; subagents' thinking never reaches the screen
     assert re.search(r"\x1b\[[0-9;]*\b2;3m[^\x1b]*The user wants to see the whole flow", term.raw)
