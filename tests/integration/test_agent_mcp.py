@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 import pytest_asyncio
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart, UserPromptPart
 
 from freeact_sub import (
     Agent,
@@ -126,7 +127,7 @@ async def test_a_cell_and_an_mcp_call_of_one_response_run_concurrently(shared, t
 async def test_cancel_during_an_mcp_call(shared) -> None:
     agent, script = shared
     before = agent.history
-    script.reset([Call("calc_sleep", {"seconds": 600})])
+    script.reset([Call("calc_sleep", {"seconds": 600}, id="sleep")])
     events = []
     async for event in agent.stream("sleep"):
         events.append(event)
@@ -134,7 +135,15 @@ async def test_cancel_during_an_mcp_call(shared) -> None:
             event.approve(True)
             agent.cancel()
     assert isinstance(events[-1], TurnCancelled)
-    assert agent.history == before
+    # the history keeps the call and answers it as interrupted, then notes the interruption (issue 8)
+    history = agent.history
+    assert history[: len(before)] == before
+    call, answer = history[-2], history[-1]
+    assert isinstance(call, ModelResponse) and [p.tool_call_id for p in call.parts] == ["sleep"]
+    assert isinstance(answer, ModelRequest)
+    results = {p.tool_call_id: str(p.content) for p in answer.parts if isinstance(p, ToolReturnPart)}
+    assert "interrupted" in results["sleep"]
+    assert isinstance(answer.parts[-1], UserPromptPart) and "interrupted" in str(answer.parts[-1].content)
     script.reset([Call("calc_add", {"a": 1, "b": 1}, id="after")], ["ok"])
     await asyncio.wait_for(drive(agent.stream("again")), 60)
     assert script.tool_results(1) == {"after": "2"}
