@@ -64,10 +64,13 @@ def _become_kernel(request: dict[str, Any]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        sys.argv = ["ipykernel_launcher", *request["argv"]]
+        # ipykernel reads JPY_PARENT_PID when it is imported, which was in the zygote before any
+        # request: name the zygote explicitly so the kernel's parent poller ends it when the zygote goes.
+        argv = [*request["argv"], f"--IPKernelApp.parent_handle={os.getppid()}"]
+        sys.argv = ["ipykernel_launcher", *argv]
         from freeact_sub._ipykernel_launcher import KernelApp
 
-        KernelApp.launch_instance(argv=request["argv"])
+        KernelApp.launch_instance(argv=argv)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0

@@ -179,6 +179,23 @@ async def test_a_forked_kernel_keeps_every_line_for_a_late_subscriber_too(tmp_pa
         await zygote.close()
 
 
+async def test_a_forked_kernel_ends_when_its_zygote_is_killed(tmp_path: Path) -> None:
+    # The zygote kills its kernels when the host goes; if the zygote itself dies abruptly, each
+    # forked kernel's parent poller must end it instead of leaving an orphan behind.
+    zygote = KernelZygote()
+    await zygote.start()
+    try:
+        forked = Kernel(working_dir=tmp_path, launcher=zygote)
+        await forked.start()
+        pid = forked.pid
+        assert pid is not None and zygote.pid is not None
+        os.kill(zygote.pid, signal.SIGKILL)
+        assert is_gone(pid, wait=10.0), "a forked kernel outlived its killed zygote"
+        await forked.shutdown(now=True)
+    finally:
+        await zygote.close()
+
+
 async def _assert_a_late_subscriber_gets_every_line(kernel: Kernel) -> None:
     # A deterministic slow reader: a second iopub subscriber with ZeroMQ's defaults that reads
     # nothing while the kernel prints. Its ZeroMQ thread stops taking messages once its own
