@@ -1,7 +1,9 @@
-"""An offline demo: a scripted model behind a real OpenAI-compatible server, and a demo MCP server.
+"""An offline demo: a scripted model behind a real server that speaks the OpenAI and the Anthropic
+protocols, and a demo MCP server.
 
 Everything else is real: kernels, MCP connections, approvals, and pydantic-ai's OpenAI chat
-model talking HTTP to the server. `freeact-sub --demo` uses it, and so do the end-to-end tests::
+model (the main agent) and Anthropic model (the demo's `reviewer` agent type) talking HTTP to
+the server. `freeact-sub --demo` uses it, and so do the end-to-end tests::
 
     from freeact_sub import Agent
     from freeact_sub.demo import demo_config, start_demo_server
@@ -19,29 +21,66 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .scenario import DEMO_MODEL, PI_TASK, PRIMES_TASK
+from .scenario import DEMO_ANTHROPIC_MODEL, DEMO_MODEL, PI_TASK, PRIMES_TASK, REVIEW_TASK
 from .server import DemoServer, start_demo_server
 
 if TYPE_CHECKING:
+    from freeact_sub.agent_types import AgentDefinition
     from freeact_sub.config import AgentConfig
 
-__all__ = ["DEMO_MCP_SERVER", "DEMO_MODEL", "PI_TASK", "PRIMES_TASK", "DemoServer", "demo_config", "start_demo_server"]
+__all__ = [
+    "DEMO_ANTHROPIC_MODEL",
+    "DEMO_MCP_SERVER",
+    "DEMO_MODEL",
+    "PI_TASK",
+    "PRIMES_TASK",
+    "REVIEW_TASK",
+    "DemoServer",
+    "demo_agent_types",
+    "demo_config",
+    "start_demo_server",
+]
 
 DEMO_MCP_SERVER: dict[str, Any] = {"command": sys.executable, "args": ["-m", "freeact_sub.demo.mcp_server"]}
 """The `mcpServers` entry of the demo MCP server (tools `constant` and `word_count`)."""
 
 
-def demo_config(server: DemoServer, **overrides: Any) -> AgentConfig:
-    """An `AgentConfig` whose model is the scripted demo model at `server`, with the demo MCP server as `demo`.
+def demo_agent_types(server: DemoServer) -> dict[str, AgentDefinition]:
+    """The demo's agent types: `reviewer`, on the Anthropic protocol of `server`.
 
-    Keyword arguments override any field, e.g. `demo_config(server, working_dir=tmp, auto_approve=True)`.
+    Its model is `anthropic:claude-demo` (pydantic-ai's Anthropic model, pointed at the server
+    with `base_url`), while the main agent talks to the same server over the OpenAI protocol: a
+    child on another provider's protocol than its parent. It may only use the demo MCP server's
+    `word_count` tool (so it gets no kernel), and its approval rule runs that tool without asking.
+    """
+    from freeact_sub.agent_types import AgentDefinition
+
+    return {
+        "reviewer": AgentDefinition(
+            description="Reviews a short text for a newcomer and counts its words. No kernel; Anthropic protocol.",
+            prompt="You are a reviewer. Check the text you are given with your tools and answer in one sentence.",
+            model=f"anthropic:{DEMO_ANTHROPIC_MODEL}",
+            base_url=server.base_url_for("anthropic"),
+            tools=["demo_word_count"],
+            approvals={"demo_word_count": "allow"},
+        )
+    }
+
+
+def demo_config(server: DemoServer, **overrides: Any) -> AgentConfig:
+    """An `AgentConfig` whose model is the scripted demo model at `server`, with the demo MCP server as `demo`
+    and the demo's agent types (`demo_agent_types()`).
+
+    Keyword arguments override any field, e.g. `demo_config(server, working_dir=tmp, auto_approve=True)`;
+    `agents=` adds types to the demo's (replacing one of the same name).
     """
     from freeact_sub.config import AgentConfig
 
     values: dict[str, Any] = {
         "model": DEMO_MODEL,
-        "base_url": server.base_url,
+        "base_url": server.base_url_for("openai"),
         "mcp_servers": {"demo": dict(DEMO_MCP_SERVER)},
     }
-    values.update(overrides)
+    agents = {**demo_agent_types(server), **dict(overrides.pop("agents", None) or {})}
+    values.update(overrides, agents=agents)
     return AgentConfig.validated(values, source="demo configuration")

@@ -1,4 +1,4 @@
-"""The Anthropic Messages protocol for the scripted model server (`DemoServer(protocol="anthropic")`).
+"""The Anthropic Messages protocol of the scripted model server (every `DemoServer` serves it beside OpenAI's).
 
 `POST /v1/messages` translates the request into the chat-completions shape the responder reads
 (system prompt, user/assistant turns, tool calls and results, tools), then streams the reply as
@@ -22,12 +22,11 @@ from .server import _pieces
 if TYPE_CHECKING:
     from .server import DemoServer
 
-__all__ = ["anthropic_application", "to_chat_request"]
+__all__ = ["anthropic_routes", "to_chat_request"]
 
 
-def anthropic_application(server: DemoServer) -> Any:
-    """The Starlette app that serves `server` over the Anthropic Messages protocol."""
-    from starlette.applications import Starlette
+def anthropic_routes(server: DemoServer) -> list[Any]:
+    """The Starlette routes that serve `server`'s responder over the Anthropic Messages protocol."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -44,7 +43,7 @@ def anthropic_application(server: DemoServer) -> Any:
             return error(400, "the request body is not valid JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return error(400, "messages: a list of messages is required")
-        server.requests.append(body)
+        server.log("anthropic", body)
         reply = server.responder(to_chat_request(body))
         if isinstance(reply, ModelErrorReply):
             return error(reply.status, reply.message)
@@ -54,7 +53,7 @@ def anthropic_application(server: DemoServer) -> Any:
             return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         return JSONResponse(_message(reply, model, body))
 
-    return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+    return [Route("/v1/messages", messages, methods=["POST"])]
 
 
 def to_chat_request(body: Mapping[str, Any]) -> dict[str, Any]:

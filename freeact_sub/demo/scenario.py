@@ -10,9 +10,18 @@ subagents at the same time. It reads the OpenAI chat-completions request:
 
 Main agent scripts, chosen by words in the user's prompt:
 
-- anything (the tour): run a cell that draws a small PNG, start two subagents in parallel
-  (one counts primes, one estimates π and asks the demo MCP server for the reference
-  value), then answer in Markdown with their results;
+- anything (the tour), one model round per step:
+
+  1. run a cell that draws a small PNG;
+  2. run a cell whose code calls the demo MCP server's `constant` tool as a Python function in a
+     loop (`from mcptools.demo import constant`), each call approved on its own (skipped when
+     MCP tools are not offered in the kernel, `mcp_tools="calls"`);
+  3. start subagents in parallel, in one response: one counts primes, one estimates π and asks
+     the demo MCP server for the reference value, and, when the `reviewer` agent type is
+     offered (`demo_config()` and `--demo` define it), a typed child on the *Anthropic*
+     protocol (`anthropic:claude-demo` on the same server) that checks a summary's length
+     with the MCP `word_count` tool, allowed by its type's approval rule;
+  4. answer in Markdown with what each step and subagent reported;
 - ``slow``: run a cell that prints a tick every half second for a minute (try Ctrl-C);
 - ``one cell``: run one quick cell, then answer;
 - ``draw``: run a cell that draws a small PNG, then say whether the picture itself came back
@@ -21,10 +30,11 @@ Main agent scripts, chosen by words in the user's prompt:
   (`from mcptools.demo import constant, word_count`), each call approved on its own, then answer;
 - ``model error``: the server answers the request with HTTP 400 (a failing model).
 
-Subagents follow the script their prompt names (primes or π); each thinks aloud, asks for
-approval of its code, and reports a number the main agent quotes. A subagent whose last call
-was rejected with a reason (the reason comes back as the call's result) stops and answers by
-quoting that result, so a person sees the reason reached the model.
+Subagents follow the script their prompt names (review, primes or π); each thinks aloud, asks
+for approval of its code (the reviewer's rule approves its one MCP call), and reports what the
+main agent quotes. A subagent whose last call was rejected with a reason (the reason comes back
+as the call's result) stops and answers by quoting that result, so a person sees the reason
+reached the model.
 """
 
 from __future__ import annotations
@@ -36,10 +46,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEMO_MODEL", "ModelErrorReply", "Reply", "ToolCall", "respond"]
+__all__ = [
+    "DEMO_ANTHROPIC_MODEL",
+    "DEMO_MODEL",
+    "PI_TASK",
+    "PRIMES_TASK",
+    "REVIEW_SUMMARY",
+    "REVIEW_TASK",
+    "ModelErrorReply",
+    "Reply",
+    "ToolCall",
+    "respond",
+]
 
 DEMO_MODEL = "freeact-sub-demo"
 """The model name the demo server answers to (any name works; this one is shown in banners)."""
+DEMO_ANTHROPIC_MODEL = "claude-demo"
+"""The model name of the demo's `reviewer` type, sent over the Anthropic Messages protocol."""
 
 PRIMES_TASK = (
     "Count the prime numbers below 200,000 with a simple sieve of Eratosthenes in Python. "
@@ -49,6 +72,12 @@ PI_TASK = (
     "Estimate pi with a Monte Carlo simulation of 400,000 random points (seed 7). First ask the "
     "demo MCP server's `constant` tool for the reference value of pi, then print the estimate as "
     "`RESULT: <estimate>` and answer with the estimate and its error against the reference."
+)
+REVIEW_SUMMARY = "Code runs in kernels, helpers work in parallel, and every action waits for your approval."
+"""The one-line summary the tour's reviewer checks."""
+REVIEW_TASK = (
+    f"Review this one-line summary for a newcomer: \"{REVIEW_SUMMARY}\" Count its words with the demo "
+    "MCP server's word_count tool and say in one sentence whether it is short enough (at most 20 words)."
 )
 
 
@@ -90,6 +119,8 @@ class _Conversation:
     """The system prompt (it says whether MCP tools are Python functions in the kernel)."""
     images: int = 0
     """Images the model received with the tool results after the prompt."""
+    task_description: str = ""
+    """The `task` tool's description (it lists the agent types the caller may start)."""
 
     @property
     def is_main(self) -> bool:
@@ -107,6 +138,8 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
         rejection = _rejection(conversation)
         if rejection is not None:
             return Reply(reasoning="The user rejected my call and said why.", text=f"I stopped: {rejection}")
+        if "review" in prompt:
+            return _reviewer_subagent(conversation)
         if "pi" in re.findall(r"[a-z]+", prompt):
             return _pi_subagent(conversation)
         if "prime" in prompt:
@@ -132,11 +165,14 @@ def _read(request: Mapping[str, Any]) -> _Conversation:
     prompt = _text(messages[last_user].get("content")) if last_user >= 0 else ""
     after = messages[last_user + 1 :]
     tools = [t.get("function", {}).get("name", "") for t in request.get("tools") or []]
+    functions: list[Mapping[str, Any]] = [t.get("function") or {} for t in request.get("tools") or []]
+    task: Mapping[str, Any] = next((f for f in functions if f.get("name") == "task"), {})
     return _Conversation(
         prompt=prompt,
         step=sum(1 for m in after if m.get("role") == "assistant"),
         results=[_text(m.get("content")) for m in after if m.get("role") == "tool"],
         tools=tools,
+        task_description=str(task.get("description") or ""),
         system="".join(_text(m.get("content")) for m in messages if m.get("role") == "system"),
         images=sum(
             1
@@ -217,50 +253,101 @@ def _draw(c: _Conversation) -> Reply:
     return Reply(text=f"The image was saved at `{saved[0] if saved else '?'}`; I only got its path, not the picture.")
 
 
+_TOUR_TOOLS_CELL = """\
+from mcptools.demo import constant  # the demo MCP server's tool, as a Python function
+
+# each call goes to this agent's own MCP session after its own approval; the values stay in variables
+reference = {name: constant(name=name) for name in ("pi", "e")}
+print("reference values: " + ", ".join(f"{name} = {value:.6f}" for name, value in reference.items()))"""
+
+
 def _tour(c: _Conversation) -> Reply:
-    if c.step == 0:
-        return Reply(
-            reasoning=(
-                "The user wants to see the whole flow. First I'll check that my kernel works: "
-                "print the Python version, draw a small gradient as a PNG with the standard "
-                "library only, and compute a sum of squares."
-            ),
-            text="Let me first check my kernel and draw a small image.",
-            tool_calls=(_cell(_IMAGE_CELL),),
-        )
-    if c.step == 1:
-        return Reply(
-            reasoning=(
-                "The kernel works. Counting primes and estimating pi are independent jobs, so "
-                "I'll give each to a subagent and run both at the same time."
-            ),
-            text="The kernel works. Now I'll hand two independent jobs to two subagents running in parallel.",
-            tool_calls=(
-                ToolCall("task", {"prompt": PRIMES_TASK, "max_turns": 4}),
-                ToolCall("task", {"prompt": PI_TASK, "max_turns": 5}),
-            ),
-        )
+    steps = [_tour_kernel]
+    if "mcptools.demo" in c.system:
+        steps.append(_tour_tools_from_code)
+    steps.append(_tour_subagents)
+    if c.step < len(steps):
+        return steps[c.step](c)
     return _tour_answer(c)
 
 
+def _tour_kernel(c: _Conversation) -> Reply:
+    return Reply(
+        reasoning=(
+            "The user wants to see the whole flow. First I'll check that my kernel works: "
+            "print the Python version, draw a small gradient as a PNG with the standard "
+            "library only, and compute a sum of squares."
+        ),
+        text="Let me first check my kernel and draw a small image.",
+        tool_calls=(_cell(_IMAGE_CELL),),
+    )
+
+
+def _tour_tools_from_code(c: _Conversation) -> Reply:
+    return Reply(
+        reasoning=(
+            "My MCP tools are Python functions in my kernel too. Looking up two constants in a loop "
+            "is one cell instead of two tool calls, and only the line I print comes back to me."
+        ),
+        text="The kernel works. Next, one cell that calls the demo MCP server's `constant` tool from Python.",
+        tool_calls=(_cell(_TOUR_TOOLS_CELL),),
+    )
+
+
+def _tour_subagents(c: _Conversation) -> Reply:
+    tasks = [
+        ToolCall("task", {"prompt": PRIMES_TASK, "max_turns": 4}),
+        ToolCall("task", {"prompt": PI_TASK, "max_turns": 5}),
+    ]
+    if "`reviewer`" in c.task_description:
+        tasks.append(
+            ToolCall(
+                "task",
+                {"prompt": REVIEW_TASK, "subagent_type": "reviewer", "description": "Review the summary"},
+            )
+        )
+    reviewer = " and a `reviewer`, a type of its own on another protocol, checks a summary" if len(tasks) > 2 else ""
+    return Reply(
+        reasoning=(
+            "Counting primes and estimating pi are independent jobs, so I'll give each to a subagent "
+            "and run them at the same time"
+            + (", with a reviewer of its own type checking my summary meanwhile." if reviewer else ".")
+        ),
+        text=f"Now {len(tasks)} subagents in parallel: two compute{reviewer}.",
+        tool_calls=tuple(tasks),
+    )
+
+
 def _tour_answer(c: _Conversation) -> Reply:
-    answers = c.results[1:3] if len(c.results) >= 3 else c.results[-2:]
-    labels = ("Primes below 200,000", "Monte Carlo estimate of π")
+    reviewed = "`reviewer`" in c.task_description
+    count = 3 if reviewed else 2
+    answers = c.results[-count:]
+    labels = ("Primes below 200,000", "Monte Carlo estimate of π", "Review (`reviewer`, Anthropic protocol)")
     lines = []
     for label, answer in zip(labels, answers, strict=False):
-        if "rejected" in answer.lower():
+        if "rejected" in answer.lower() or "refused" in answer.lower():
             lines.append(f"- **{label}:** not computed, the subagent's action was rejected.")
         elif "failed" in answer.lower() or not answer.strip():
             lines.append(f"- **{label}:** the subagent did not finish ({answer.strip()[:120] or 'no answer'}).")
         else:
             lines.append(f"- **{label}:** {answer.strip()}")
+    steps = ["My kernel drew a 96×96 gradient (its file is shown above)"]
+    if "mcptools.demo" in c.system:
+        found = re.search(r"reference values: ([^\n]+)", c.results[1] if len(c.results) > 1 else "")
+        steps.append(
+            f"one cell called the MCP tool `constant` from Python ({found.group(1).strip()})"
+            if found
+            else "the cell that calls MCP tools from Python did not finish"
+        )
     return Reply(
-        reasoning="Both subagents reported back. I'll summarise their results for the user.",
+        reasoning="Every subagent reported back. I'll summarise their results for the user.",
         text=(
             "## Results\n\n"
-            "My kernel drew a 96×96 gradient (its file is shown above), and the subagents reported:\n\n"
+            + ", ".join(steps)
+            + ", and the subagents reported:\n\n"
             + "\n".join(lines)
-            + "\n\nEach subagent worked in a fresh kernel of its own, in parallel as far as `max_subagents` allows."
+            + "\n\nEach subagent worked in parallel (as far as `max_subagents` allows) with fresh MCP "
+            "connections, the computing ones in a fresh kernel of their own."
         ),
     )
 
@@ -388,6 +475,24 @@ def _pi_subagent(c: _Conversation) -> Reply:
     return Reply(
         reasoning="Compare the estimate with the reference value.",
         text=f"π ≈ {value}, off by {error:.5f} from the reference {reference:.5f}.",
+    )
+
+
+def _reviewer_subagent(c: _Conversation) -> Reply:
+    summary = REVIEW_SUMMARY if REVIEW_SUMMARY in c.prompt else c.prompt
+    word_count = c.tool_ending("_word_count")
+    if c.step == 0 and word_count is not None:
+        return Reply(
+            reasoning="A summary for a newcomer should be short. I'll count its words with the word_count tool.",
+            text="Counting the summary's words.",
+            tool_calls=(ToolCall(word_count, {"text": summary}),),
+        )
+    counted = re.search(r"\d+", c.results[-1]) if c.results else None
+    words = int(counted.group(0)) if counted else len(summary.split())
+    verdict = "short enough" if words <= 20 else "too long"
+    return Reply(
+        reasoning="I have the count; now a one-sentence verdict.",
+        text=f"The summary has {words} words: {verdict}, and it names kernels, parallel helpers and approvals.",
     )
 
 

@@ -1,11 +1,13 @@
-"""A scripted model served over the OpenAI chat-completions protocol (or, with `protocol="anthropic"`,
-the Anthropic Messages protocol: see `anthropic.py`) on a local port.
+"""A scripted model served on a local port over two protocols at once: OpenAI chat completions
+and the Anthropic Messages API (see `anthropic.py`).
 
 `POST /v1/chat/completions` answers with what `scenario.respond()` decides, streamed as
 server-sent events when the request says `"stream": true` (reasoning as `reasoning_content`
 deltas, then text deltas, then tool-call deltas, then a usage chunk), or as one JSON
-completion otherwise. `GET /v1/models` lists the demo model. The server runs with uvicorn in
-a daemon thread with an event loop of its own, so it works from plain code and from inside a
+completion otherwise. `GET /v1/models` lists the demo model. `POST /v1/messages` answers the
+same way in the Anthropic protocol, so one server (one port, one thread, one `close()`) serves
+a parent on one protocol and its children on the other. The server runs with uvicorn in a
+daemon thread with an event loop of its own, so it works from plain code and from inside a
 running event loop (a notebook cell) alike.
 """
 
@@ -46,11 +48,17 @@ class DemoServer:
 
         self.chunk_delay = chunk_delay
         self.protocol = protocol
-        """`openai` (chat completions) or `anthropic` (messages)."""
+        """The protocol `base_url` points at: `openai` (chat completions) or `anthropic` (messages).
+
+        The server answers both either way; `base_url_for()` gives the other one's URL."""
         self.responder = responder
         """Decides each reply from a chat-completions shaped request (Anthropic requests are translated)."""
         self.requests: collections.deque[dict[str, Any]] = collections.deque(maxlen=200)
-        """The bodies of the latest model requests (at most 200), oldest first, as the client sent them."""
+        """The bodies of the latest model requests (at most 200) of both protocols, oldest first, as sent."""
+        self.requests_by_protocol: dict[str, collections.deque[dict[str, Any]]] = {
+            name: collections.deque(maxlen=200) for name in ("openai", "anthropic")
+        }
+        """The same bodies by protocol: `requests_by_protocol["anthropic"]` holds the Messages API requests."""
         self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
@@ -58,14 +66,8 @@ class DemoServer:
         bound_host, bound_port = self._socket.getsockname()[:2]
         self.host: str = bound_host
         self.port: int = bound_port
-        if protocol == "anthropic":
-            from .anthropic import anthropic_application
-
-            application = anthropic_application(self)
-        else:
-            application = _application(self)
         config = uvicorn.Config(
-            application, log_config=None, log_level="warning", access_log=False, lifespan="off"
+            _application(self), log_config=None, log_level="warning", access_log=False, lifespan="off"
         )
         self._server = uvicorn.Server(config)
         self._failure: BaseException | None = None
@@ -74,9 +76,22 @@ class DemoServer:
 
     @property
     def base_url(self) -> str:
-        """The base URL for its protocol: `http://127.0.0.1:8123/v1` (OpenAI), `http://127.0.0.1:8123` (Anthropic)."""
+        """The base URL for its `protocol`: `http://127.0.0.1:8123/v1` (OpenAI), `http://127.0.0.1:8123` (Anthropic)."""
+        return self.base_url_for(self.protocol)
+
+    def base_url_for(self, protocol: Literal["openai", "anthropic"]) -> str:
+        """The base URL a pydantic-ai provider of `protocol` needs to reach this server.
+
+        `openai`: `http://127.0.0.1:8123/v1` (for `OpenAIProvider`, or a bare model name with `base_url`);
+        `anthropic`: `http://127.0.0.1:8123` (for `model="anthropic:<name>"`; the SDK adds `/v1/messages`).
+        """
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}" + ("/v1" if self.protocol == "openai" else "")
+        return f"http://{host}:{self.port}" + ("/v1" if protocol == "openai" else "")
+
+    def log(self, protocol: str, body: dict[str, Any]) -> None:
+        """Record one model request's body (called by the protocol handlers)."""
+        self.requests.append(body)
+        self.requests_by_protocol[protocol].append(body)
 
     def _run(self) -> None:
         try:
@@ -132,8 +147,9 @@ def start_demo_server(
     """Start the scripted demo model server in a background thread; returns once it listens.
 
     `port=0` picks a free port (see `DemoServer.base_url`). `chunk_delay` is the pause between
-    streamed chunks in seconds. `protocol="anthropic"` speaks the Anthropic Messages protocol
-    (use it with `model="anthropic:<name>"` and `base_url=server.base_url`).
+    streamed chunks in seconds. The server speaks both the OpenAI chat-completions and the
+    Anthropic Messages protocol; `protocol` picks which one `base_url` points at
+    (`protocol="anthropic"`: use it with `model="anthropic:<name>"` and `base_url=server.base_url`).
     """
     return DemoServer(host, port, chunk_delay=chunk_delay, protocol=protocol, responder=responder).start()
 
@@ -151,7 +167,7 @@ def _application(server: DemoServer) -> Any:
             return _error(400, "the request body is not valid JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the request needs a list of messages")
-        server.requests.append(body)
+        server.log("openai", body)
         reply = server.responder(body)
         if isinstance(reply, ModelErrorReply):
             return _error(reply.status, reply.message)
@@ -167,11 +183,14 @@ def _application(server: DemoServer) -> Any:
             {"object": "list", "data": [{"id": DEMO_MODEL, "object": "model", "owned_by": "freeact-sub"}]}
         )
 
+    from .anthropic import anthropic_routes
+
     return Starlette(
         routes=[
             Route("/v1/chat/completions", completions, methods=["POST"]),
             Route("/chat/completions", completions, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
+            *anthropic_routes(server),
         ]
     )
 

@@ -1,4 +1,4 @@
-"""The scripted demo model server, spoken to through pydantic-ai's real OpenAI chat model."""
+"""The scripted demo model server, spoken to through pydantic-ai's real OpenAI chat and Anthropic models."""
 
 from __future__ import annotations
 
@@ -27,7 +27,16 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.tools import ToolDefinition
 
 from freeact_sub import AgentConfig
-from freeact_sub.demo import DEMO_MODEL, PI_TASK, PRIMES_TASK, DemoServer, demo_config, start_demo_server
+from freeact_sub.demo import (
+    DEMO_ANTHROPIC_MODEL,
+    DEMO_MODEL,
+    PI_TASK,
+    PRIMES_TASK,
+    REVIEW_TASK,
+    DemoServer,
+    demo_config,
+    start_demo_server,
+)
 from freeact_sub.demo.scenario import Reply, respond
 
 
@@ -176,3 +185,92 @@ def test_demo_config_points_at_the_server_with_the_demo_mcp_server(tmp_path) -> 
         config = demo_config(server, working_dir=tmp_path, max_subagents=2)
     assert config.base_url == server.base_url and config.model == DEMO_MODEL
     assert "demo" in config.mcp_servers and config.max_subagents == 2 and config.working_dir == tmp_path
+    reviewer = config.agents["reviewer"]
+    assert reviewer.model == f"anthropic:{DEMO_ANTHROPIC_MODEL}"
+    assert reviewer.base_url == server.base_url_for("anthropic") == server.base_url.removesuffix("/v1")
+    assert reviewer.tools == ["demo_word_count"] and reviewer.approvals == {"demo_word_count": "allow"}
+    assert not reviewer.needs_kernel
+
+
+def test_demo_config_adds_types_of_its_own_to_the_demo_types(tmp_path) -> None:
+    with start_demo_server() as server:
+        config = demo_config(server, working_dir=tmp_path, agents={"explorer": {"description": "Explores."}})
+    assert sorted(config.agents) == ["explorer", "reviewer"]
+
+
+TOUR_SYSTEM = "... `from mcptools.demo import constant` ..."  # what the code-action prompt says in "both" mode
+TASK_WITH_REVIEWER = ToolDefinition(
+    name="task",
+    description="Start a subagent. Types:\n- `general`: a clone.\n- `reviewer`: Reviews a short text.",
+    parameters_json_schema={"type": "object", "properties": {}},
+)
+
+
+async def test_the_tour_calls_mcp_tools_from_code_then_starts_a_typed_reviewer_beside_two_children(
+    server: DemoServer,
+) -> None:
+    model = _model(server)
+    tools = ModelRequestParameters(function_tools=[_tool("execute_ipython_cell"), TASK_WITH_REVIEWER])
+    history: list = [ModelRequest(parts=[SystemPromptPart(TOUR_SYSTEM), UserPromptPart("Show me what you can do")])]
+    outputs = [
+        "Python 3.11 in the kernel\n338350",
+        "reference values: pi = 3.141593, e = 2.718282",
+        "There are 17984 primes below 200,000.",
+        "π ≈ 3.14067, off by 0.00092 from the reference 3.14159.",
+        "The summary has 15 words: short enough.",
+    ]
+    calls: list[list[ToolCallPart]] = []
+    while True:
+        response = await model_request(model, history, model_request_parameters=tools)
+        step = [p for p in response.parts if isinstance(p, ToolCallPart)]
+        if not step:
+            break
+        calls.append(step)
+        returns = [ToolReturnPart(c.tool_name, outputs.pop(0), tool_call_id=c.tool_call_id) for c in step]
+        history += [response, ModelRequest(parts=returns)]
+    image, from_code, tasks = calls
+    assert "def png(" in image[0].args_as_dict()["code"]
+    code = from_code[0].args_as_dict()["code"]
+    assert "from mcptools.demo import constant" in code and "for name in (" in code
+    assert [t.args_as_dict().get("subagent_type", "general") for t in tasks] == ["general", "general", "reviewer"]
+    assert tasks[2].args_as_dict() == {
+        "prompt": REVIEW_TASK,
+        "subagent_type": "reviewer",
+        "description": "Review the summary",
+    }
+    text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    assert "(pi = 3.141593, e = 2.718282)" in text and "17984" in text and "π ≈ 3.14067" in text
+    assert "**Review (`reviewer`, Anthropic protocol):** The summary has 15 words" in text
+
+
+async def test_one_server_answers_the_reviewer_over_the_anthropic_protocol(server: DemoServer) -> None:
+    from freeact_sub.agent_types import AgentDefinition, configure
+
+    types = demo_config(server).agents
+    parent = AgentConfig(model=DEMO_MODEL, base_url=server.base_url)
+    reviewer = configure(parent, AgentDefinition.model_validate(types["reviewer"]), "reviewer").resolve_model()
+    assert reviewer.system == "anthropic" and reviewer.model_name == DEMO_ANTHROPIC_MODEL
+    count = ModelRequestParameters(function_tools=[_tool("demo_word_count")])
+    history: list = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart(REVIEW_TASK)])]
+    first = await model_request(reviewer, history, model_request_parameters=count)
+    assert [type(p) for p in first.parts] == [ThinkingPart, TextPart, ToolCallPart]
+    call = first.parts[-1]
+    assert call.tool_name == "demo_word_count" and call.args_as_dict()["text"].startswith("Code runs in kernels")
+    history += [first, ModelRequest(parts=[ToolReturnPart("demo_word_count", "15", tool_call_id=call.tool_call_id)])]
+    second = await model_request(reviewer, history, model_request_parameters=count)
+    verdict = "".join(p.content for p in second.parts if isinstance(p, TextPart))
+    assert "The summary has 15 words: short enough" in verdict
+
+    await model_request(_model(server), history[:1], model_request_parameters=MAIN_TOOLS)  # the OpenAI side
+    anthropic, openai = (list(server.requests_by_protocol[p]) for p in ("anthropic", "openai"))
+    assert [b["model"] for b in anthropic] == [DEMO_ANTHROPIC_MODEL] * 2 and "system" in anthropic[0]
+    assert [b["model"] for b in openai] == [DEMO_MODEL]
+    assert list(server.requests) == [*anthropic, *openai]
+
+
+def test_closing_the_server_closes_both_protocols() -> None:
+    server = start_demo_server(chunk_delay=0)
+    server.close()
+    for url in (f"{server.base_url_for('openai')}/chat/completions", f"{server.base_url_for('anthropic')}/v1/messages"):
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(urllib.request.Request(url, data=b"{}"), timeout=5)
