@@ -30,7 +30,13 @@ def banner(
     model = config.model if isinstance(config.model, str) else type(config.model).__name__
     if demo is not None:
         grid.add_row(
-            "model", Text.assemble((model, "bold"), (" — a scripted demo model, offline, at ", "yellow"), demo.base_url)
+            "model",
+            Text.assemble(
+                (model, "bold"),
+                (" — a scripted demo model, offline, at ", "yellow"),
+                demo.base_url_for("openai"),
+                (" (it answers the OpenAI and the Anthropic protocol)", "dim"),
+            ),
         )
     elif config.base_url:
         grid.add_row("model", Text.assemble((model, "bold"), f" at {config.base_url}"))
@@ -69,7 +75,8 @@ def banner(
                 "try",
                 Text.assemble(
                     ("show me what you can do", "italic"),
-                    " (the tour: code, two parallel subagents, MCP) · ",
+                    " (the tour: code, MCP tools called from code, three parallel subagents, one of them a"
+                    " `reviewer` on the Anthropic protocol) · ",
                     ("slow", "italic"),
                     " (a long cell to stop with Ctrl-C) · ",
                     ("one cell", "italic"),

@@ -96,7 +96,8 @@ class Renderer:
                     self._row(agent, Text("›", style=self.palette.colour(agent)), Markdown(content))
             case ApprovalRequest() as request:
                 if request.auto_approved:
-                    self.show_request(request, note="auto-approved")
+                    rule = f" by rule {request.rule}" if request.rule else ""
+                    self.show_request(request, note=f"auto-approved{rule}")
                 else:
                     self.board.set_state(agent, "waiting for approval")
             case CodeExecutionOutputChunk(text=text, tool_call_id=call_id):

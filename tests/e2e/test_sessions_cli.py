@@ -134,23 +134,25 @@ def test_killed_while_subagents_run_leaves_every_transcript_readable(workdir: Pa
 
     def children_working() -> bool:
         saved = session(workdir)
-        return saved is not None and len(saved.children()) == 2 and all(
+        return saved is not None and len(saved.children()) == 3 and all(
             b"tool-call" in transcript(workdir, child.agent_id) for child in saved.children()
         )
 
-    wait_for(children_working, "two subagents at work", process)
+    wait_for(children_working, "three subagents at work", process)
     kill(process)
     saved = session(workdir)
     assert saved is not None
     children = saved.children()
-    assert len(children) == 2 and {c.status for c in children} <= {"interrupted", "done"}
+    assert len(children) == 3 and {c.status for c in children} <= {"interrupted", "done"}
+    assert sorted(c.type for c in children) == ["general", "general", "reviewer"]
+    assert {c.model for c in children if c.type == "reviewer"} <= {"claude-demo", "anthropic:claude-demo"}
     for child in children:
         messages = saved.messages(child.agent_id)
         assert messages and messages[1].kind == "response"
         assert_valid(saved.messages(child.agent_id, repaired=True))
         assert saved.events(child.agent_id)
     before = saved.messages()
-    assert sum(1 for m in before if m.kind == "response") == 2  # the cell round and the task round
+    assert sum(1 for m in before if m.kind == "response") == 3  # the image cell, the MCP-from-code cell, the tasks
     resume(workdir, saved.session_id, before)
 
     listing = subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "sessions"], cwd=workdir,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -13,9 +16,10 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def _running_subagents(workdir: Path) -> Terminal:
-    """The auto-approved tour, once both subagents have started and one of them is running a cell."""
+    """The auto-approved tour, once its subagents have started and one of them is running a cell."""
     term = Terminal("--demo", "--auto-approve", cwd=workdir)
     term.expect(r"you ›")
+    assert _demo_server(term) == ["/v1/chat/completions", "/v1/messages"], "the demo server answers both protocols"
     term.send("show me what you can do\r")
     term.expect(rf"started {AGENT} +Count the prime")
     term.expect(rf"{AGENT} +│ (checking part 1|batch 1)")
@@ -34,6 +38,23 @@ def test_a_signal_stops_every_agent_and_exits(workdir: Path, signum: int) -> Non
         term.kill()
     assert wait_until_gone(started) == []
     assert processes_in(workdir) == []
+    assert _demo_server(term) == [], "the demo model server (both protocols) ended with the session"
+
+
+def _demo_server(term: Terminal) -> list[str]:
+    """The model endpoints (OpenAI, Anthropic) on which the demo server the banner names answers."""
+    url = re.search(r"scripted demo model, offline, at (http://127\.0\.0\.1:\d+)/v1", term.text)
+    assert url, "the banner names the demo server"
+    answered = []
+    for path in ("/v1/chat/completions", "/v1/messages"):
+        request = urllib.request.Request(url.group(1) + path, data=b"{}", headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(request, timeout=5)
+        except urllib.error.HTTPError:  # a 400 for the empty body: it is listening
+            answered.append(path)
+        except urllib.error.URLError:
+            continue
+    return answered
 
 
 def test_a_killed_session_leaves_no_kernel_or_mcp_server(workdir: Path) -> None:

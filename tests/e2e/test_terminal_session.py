@@ -1,7 +1,8 @@
 """The interactive `freeact-sub --demo` session in a real pseudo-terminal, against the scripted model server.
 
-Real kernels, a real MCP server, pydantic-ai's real OpenAI provider over HTTP: a person's view of
-the main agent and two parallel subagents, with approvals answered per agent.
+Real kernels, a real MCP server, pydantic-ai's real OpenAI and Anthropic providers over HTTP: a
+person's view of the main agent, its cell that calls MCP tools from code, and three parallel
+subagents (one a `reviewer` on the Anthropic protocol), with approvals answered per agent.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.timeout(600)
 
 PRIMES = "Count the prime"
 PI = "Estimate pi"
+REVIEW = "Review the summary"  # the reviewer's title: its task call's description
 
 
 @pytest.fixture
@@ -34,9 +36,22 @@ def _ready(term: Terminal) -> str:
     """Wait for the banner and the prompt; returns the main agent's id."""
     term.expect(r"scripted demo model")
     main = term.expect(rf"({AGENT}) \(main\)").group(1)
+    term.expect(r"agent types +general · inherited model")
+    term.expect(r"reviewer · anthropic:claude-demo · Reviews a short text")  # the demo's type, on another protocol
     term.expect(r"MCP tools +demo_constant, demo_word_count +│")  # the demo server's tools, no built-in ones
     term.expect(r"you ›")
     return main
+
+
+def _start_tour(term: Terminal, main: str) -> None:
+    """Send the tour's prompt and approve the main agent's actions up to its three subagents."""
+    term.send("show me what you can do\r")
+    _approve(term, main, "Run this code?")  # the image
+    _approve(term, main, "Run this code?")  # the cell that calls MCP tools from code …
+    _approve(term, main, "Call demo_constant?")  # … once per call it makes
+    _approve(term, main, "Call demo_constant?")
+    for _ in range(3):
+        _approve(term, main, "Start this subagent?")
 
 
 def _approve(term: Terminal, agent: str, question: str, key: str = "y") -> None:
@@ -50,17 +65,17 @@ def _tour(
 ) -> dict[str, str]:
     """Run the tour, answering each subagent question from `answers[job][tool]`; returns {job: agent id}.
 
+    The reviewer asks nothing: its type's rule allows its one MCP call.
+
     With `output_while_asking`, the second subagent's question is answered only once the first
     (approved) subagent's result line has been rendered below it: output keeps coming while a question waits.
     """
     start = term.position
-    term.send("show me what you can do\r")
-    _approve(term, main, "Run this code?")
-    _approve(term, main, "Start this subagent?")
-    _approve(term, main, "Start this subagent?")
+    _start_tour(term, main)
     ids = {
         PRIMES: term.wait_for(rf"started ({AGENT}) +{PRIMES}", since=start).group(1),
         PI: term.wait_for(rf"started ({AGENT}) +{PI}", since=start).group(1),
+        REVIEW: term.wait_for(rf"started ({AGENT}) reviewer +{REVIEW}", since=start).group(1),
     }
     jobs = {agent: job for job, agent in ids.items()}
     pending = sum(len(tools) for tools in answers.values())
@@ -86,7 +101,7 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
 ) -> None:
     term, main = demo, _ready(demo)
     first = _tour(term, main, {PRIMES: {"cell": "y"}, PI: {"mcp": "a"}}, output_while_asking=True)
-    primes, pi = first[PRIMES], first[PI]
+    primes, pi, reviewer = first[PRIMES], first[PI], first[REVIEW]
     screen = term.text
 
     # every kind of event names its agent
@@ -95,6 +110,10 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     assert re.search(rf"{main} +→ ╭─ execute_ipython_cell", screen)
     image = re.search(rf"{main} +│ \[image saved: (\S+\.png)\]", screen)
     assert image and Path(image.group(1)).is_file()
+    # the cell that calls MCP tools as Python functions: each call asked for, named as coming from code
+    assert re.search(r"│ from mcptools\.demo import constant", screen)
+    assert len(re.findall(rf"{main} +→ ╭─ demo_constant  from code in its cell", screen)) == 2
+    assert re.search(rf"{main} +│ reference values: pi = 3\.141593, e = 2\.718282", screen)
     assert re.search(rf"{main} +→ ╭─ task", screen)
     assert re.search(rf"{primes} +→ ╭─ execute_ipython_cell", screen)
     assert re.search(rf"{primes} +│ RESULT: 17984", screen)
@@ -107,24 +126,33 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     assert re.search(rf"{pi} +│ RESULT: 3\.1\d+", screen)
     assert re.search(rf"{main} +■ {primes} done after \d+\.\d s, 2 turns", screen)
     assert re.search(rf"{main} +← result of {pi}", screen)
-    assert "There are 17984 primes below 200,000." in screen.split(f"{main}      › Results")[-1]
+    # the typed child on the Anthropic protocol: labelled with its type, its MCP call allowed by its rule
+    allowed = "auto-approved by rule 'demo_word_count': allow"
+    assert re.search(rf"{reviewer} reviewer +→ ╭─ demo_word_count  {allowed}", screen)
+    assert re.search(rf"{reviewer} reviewer +← demo_word_count → 15", screen)
+    assert re.search(rf"{main} +■ {reviewer} reviewer done after \d+\.\d s, 2 turns", screen)
+    results = screen.split(f"{main}      › Results")[-1]
+    assert "There are 17984 primes below 200,000." in results
+    assert "Review (reviewer, Anthropic protocol): The summary has 15 words" in results
 
     # the live status listed each subagent with state, elapsed time and turns used
     assert re.search(r"subagent +type +model +state +elapsed +turns +tokens +cost", screen)
     assert re.search(rf"{primes} +general +\S+ +[a-z ]+ +\d+\.\d s +\d/4 +[\d,]+", screen)
     assert re.search(rf"{pi} +general +\S+ +[a-z ]+ +\d+\.\d s +\d/5 +[\d,]+", screen)
+    assert re.search(rf"{reviewer} +reviewer +claude-demo +[a-z ]+ +\d+\.\d s +\d/\d+ +[\d,]+", screen)
 
     # the main agent's thinking is shown dimmed; subagents' thinking never reaches the screen
     assert re.search(r"\x1b\[[0-9;]*\b2;3m[^\x1b]*The user wants to see the whole flow", term.raw)
-    for hidden in ("A sieve of Eratosthenes up to", "First the reference value of pi", "Now the simulation"):
+    for hidden in ("A sieve of Eratosthenes up to", "First the reference value of pi", "Now the simulation",
+                   "A summary for a newcomer should be short"):
         assert hidden not in screen
 
     # one colour per agent, the same on every line, different between agents
     colours: dict[str, set[str]] = {}
     for style, agent in re.findall(rf"\x1b\[([0-9;]+)m\[?({AGENT})", term.raw):
         colours.setdefault(agent, set()).add(style)
-    assert {agent: len(styles) for agent, styles in colours.items()} == {main: 1, primes: 1, pi: 1}
-    assert len({next(iter(s)) for s in colours.values()}) == 3
+    assert {agent: len(styles) for agent, styles in colours.items()} == {main: 1, primes: 1, pi: 1, reviewer: 1}
+    assert len({next(iter(s)) for s in colours.values()}) == 4
 
     # a second tour: the other answers, and new subagents start without standing decisions
     second = _tour(term, main, {PRIMES: {"cell": "n\r"}, PI: {"mcp": "y", "cell": "y"}})  # n, Enter: no reason
@@ -155,10 +183,7 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     demo: Terminal, workdir: Path
 ) -> None:
     term, main = demo, _ready(demo)
-    term.send("show me what you can do\r")
-    _approve(term, main, "Run this code?")
-    _approve(term, main, "Start this subagent?")
-    _approve(term, main, "Start this subagent?")
+    _start_tour(term, main)
 
     # both subagents wait at once: a numbered list, the oldest question selected
     question = r"(Run this code\?|Call demo_constant\?)"
@@ -217,11 +242,8 @@ def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(d
     term.expect(r"The sum of 1 to 100 is 5050", timeout=40)
     term.expect(r"you ›")
 
-    # cancel while two subagents run and one of them waits for an answer
-    term.send("show me what you can do\r")
-    _approve(term, main, "Run this code?")
-    _approve(term, main, "Start this subagent?")
-    _approve(term, main, "Start this subagent?")
+    # cancel while the subagents run and one of them waits for an answer
+    _start_tour(term, main)
     term.expect(rf"\[{AGENT}\] (Run this code\?|Call demo_constant\?)")
     assert len(_demo_mcp_servers(term)) >= 2  # the main agent's and at least one subagent's
     term.send("\x03")
