@@ -79,6 +79,8 @@ class CallView(widgets.VBox):
         self.decision: Decision
         if request is None:
             self.decision = "refused"
+        elif request.decided and request.decision is False:
+            self.decision = "rejected"  # an approval rule refused it; nobody was asked
         elif request.auto_approved or request.decided:
             self.decision = "auto-approved"
         else:
@@ -173,6 +175,8 @@ class CallView(widgets.VBox):
     def _layout(self) -> None:
         css = _DECISION_CLASS[self.decision]
         reason = f' <span class="freeact-reason">{_html.escape(self.reason)}</span>' if self.reason else ""
+        if self.request is not None and self.request.rule:
+            reason += f' <span class="freeact-rule">by rule {_html.escape(self.request.rule)}</span>'
         self._title.value = (
             f'<span class="freeact-call-title">{_html.escape(self.tool_name)}</span> '
             f'<span class="freeact-decision freeact-decision-{css}" data-decision="{self.decision}">'

@@ -7,6 +7,7 @@ widgets' final state in the notebook, which is what these tests read.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -97,18 +98,32 @@ def test_parallel_subagents_runs_headless(tmp_path: Path, monkeypatch: pytest.Mo
     assert any(AUTO_APPROVE_NOTE in text for text in printed)
     answer = next(text for text in printed if "## Results" in text)
     assert "17984 primes" in answer and "π ≈ 3.14" in answer
+    assert "(pi = 3.141593, e = 2.718282)" in answer  # the main agent's cell that called MCP tools from code
+    assert "**Review (`reviewer`, Anthropic protocol):** The summary has 15 words" in answer
 
     models = widgets(notebook)
     (run,) = ws.runs(models)
     (main,) = ws.with_classes(models, "freeact-main", under=run)
     subagents = ws.subagent_panels(models, run)
     ids = [ws.agent_id(models, p) for p in subagents]
-    assert len(set(ids)) == 2 and ws.agent_id(models, main) not in ids
+    assert len(set(ids)) == 3 and ws.agent_id(models, main) not in ids
     # each subagent panel is nested under one of the main agent's task calls, in call order
     calls = ws.with_classes(models, "freeact-call", under=main)
     task_calls = [c for c in calls if ">task</span>" in models[ws.children(models[c])[0]]["value"]]
-    assert [ws.subagent_panels(models, c) for c in task_calls] == [[subagents[0]], [subagents[1]]]
-    assert [ws.panel_state(models, p) for p in (main, *subagents)] == ["done", "done", "done"]
-    # how each subagent ended, as the notebook prints it from `view.events` (primes: 2 turns, pi: 3)
+    assert [ws.subagent_panels(models, c) for c in task_calls] == [[p] for p in subagents]
+    assert [ws.panel_state(models, p) for p in (main, *subagents)] == ["done"] * 4
+    # the main agent's MCP calls from code: shown with the cell that made them, answered
+    (cell,) = [c for c in calls if "reference values: pi = 3.141593, e = 2.718282" in ws.text(models, c)]
+    shown = ws.text(models, cell)
+    assert "from mcptools.demo import constant" in re.sub(r"<[^>]+>", "", shown)  # the code, highlighted
+    assert shown.count('freeact-call-title">demo_constant<') == 2  # each call, inside the cell that made it
+    # the headers say each subagent's type, title and model: the reviewer runs on the Anthropic protocol
+    headers = [ws.header(models, p) for p in subagents]
+    assert all('class="freeact-type">general<' in h and ">freeact-sub-demo<" in h for h in headers[:2])
+    assert 'class="freeact-type">reviewer<' in headers[2] and ">Review the summary<" in headers[2]
+    assert 'class="freeact-model">claude-demo<' in headers[2]
+    assert "by rule &#x27;demo_word_count&#x27;: allow (agent type reviewer)" in ws.text(models, subagents[2])
+    # how each subagent ended, as the notebook prints it from `view.events` (primes: 2 turns, pi: 3, review: 2)
     endings = next(text for text in printed if "turns" in text)
     assert f"{ids[0]}: done after 2 turns" in endings and f"{ids[1]}: done after 3 turns" in endings
+    assert f"{ids[2]}: done after 2 turns" in endings

@@ -66,20 +66,38 @@ async def test_parallel_subagents_answered_by_clicks(tmp_path: Path) -> None:
         run, main = await new_run(kernel)
         main_id = ws.agent_id(models, main)
 
+        clicked: set[str] = set()
+
+        async def approve_main(count: int, what: str) -> None:
+            """Click `count` new Approve buttons of the main agent, shown at once."""
+            buttons = await kernel.until(
+                lambda: len(b := [i for i in ws.live_buttons(models, "approve", main_id) if i not in clicked]) == count
+                and b,
+                what,
+            )
+            for button in buttons:
+                clicked.add(button)
+                kernel.click(button)
+
         # the main agent's first cell
-        (approve,) = await kernel.until(lambda: ws.live_buttons(models, "approve", main_id), "the first approval")
         await kernel.until(lambda: ws.panel_state(models, main) == "waiting for approval", "the main agent to wait")
-        kernel.click(approve)
-        # its two task calls
-        tasks = await kernel.until(
-            lambda: (b := ws.live_buttons(models, "approve", main_id)) and len(b) == 2 and b, "two task approvals"
-        )
-        for button in tasks:
-            kernel.click(button)
-        primes, pi = await kernel.until(
-            lambda: len(s := ws.subagent_panels(models, run)) == 2 and s, "two subagent panels"
+        await approve_main(1, "the first approval")
+        # its cell that calls MCP tools from code, then each call that cell makes, one after the other
+        await approve_main(1, "the MCP-from-code cell's approval")
+        await approve_main(1, "the first call from code")
+        await approve_main(1, "the second call from code")
+        # its three task calls
+        await approve_main(3, "three task approvals")
+        primes, pi, reviewer = await kernel.until(
+            lambda: len(s := ws.subagent_panels(models, run)) == 3 and s, "three subagent panels"
         )
         primes_id, pi_id = ws.agent_id(models, primes), ws.agent_id(models, pi)
+        # the reviewer, a type on the Anthropic protocol, asks nothing: its rule allows its one MCP call
+        await kernel.until(lambda: ws.panel_state(models, reviewer) == "done", "the reviewer to finish")
+        header, shown = ws.header(models, reviewer), ws.text(models, reviewer)
+        assert ">reviewer<" in header and ">Review the summary<" in header and ">claude-demo<" in header
+        assert "by rule &#x27;demo_word_count&#x27;: allow" in shown and "freeact-decision-auto" in shown
+        assert not ws.with_classes(models, "freeact-approve", under=reviewer)
 
         # the second subagent first: a standing decision from its panel approves its MCP call and its cell
         await kernel.until(lambda: ws.live_buttons(models, "approve", pi_id), "the pi subagent's approval panel")
@@ -100,10 +118,15 @@ async def test_parallel_subagents_answered_by_clicks(tmp_path: Path) -> None:
         assert "demo_constant" in pi_text and "RESULT: 3.14" in pi_text
         assert pi_text.count("freeact-decision-approved") == 1  # the call pending when the toggle was set
         assert pi_text.count("freeact-decision-auto") == 1  # the cell, decided by the standing decision
+        approved = 'data-decision="approved"'
+        own = ws.text(models, main).count(approved) - sum(ws.text(models, p).count(approved) for p in (primes, pi))
+        assert own == 7, own  # the main agent's two cells, two calls from code and three tasks
         answer = await kernel.run(answer_cell)
         assert "not computed, the subagent's action was rejected" in answer and "π ≈ 3.14" in answer
+        assert "(pi = 3.141593, e = 2.718282)" in answer and "The summary has 15 words" in answer
         endings = await kernel.run(endings_cell)
         assert f"{primes_id}: rejected" in endings and f"{pi_id}: done" in endings
+        assert f"{ws.agent_id(models, reviewer)}: done after 2 turns" in endings
         await kernel.run(cleanup)
 
 

@@ -53,8 +53,10 @@ def test_stream_example_runs_a_multi_step_task_with_approvals(workdir: Path) -> 
     assert done.returncode == 0, done.stderr
     out = done.stdout
     ids = set(re.findall(r"\[(agent-[0-9a-f]+)\]", out))
-    assert len(ids) == 3, f"the main agent and two subagents should show up, saw {ids}\n{out}"
-    assert out.count("wants to run:") >= 3  # main agent's cell and one cell per subagent, each approved
+    assert len(ids) == 4, f"the main agent and three subagents should show up, saw {ids}\n{out}"
+    assert out.count("wants to run:") >= 4  # main agent's two cells and one cell per computing subagent
+    assert len(re.findall(r"calls demo_constant\(\{'name': '(?:pi|e)'\}\)", out)) >= 3  # from code and the π child
+    assert re.search(r"\[agent-[0-9a-f]+\] calls demo_word_count", out)  # the reviewer, on the Anthropic protocol
     assert "RESULT:" in out  # the subagents' cells ran and printed
     assert "output:" in out
 
@@ -73,7 +75,7 @@ def test_subagent_example_reports_each_child(workdir: Path, index: int) -> None:
     assert done.returncode == 0, done.stderr
     started = re.findall(r"started (agent-[0-9a-f]+)", done.stdout)
     finished = re.findall(r"(agent-[0-9a-f]+) done after \d+ turns", done.stdout)
-    assert len(started) == 2 and sorted(started) == sorted(finished), done.stdout
+    assert len(started) == 3 and sorted(started) == sorted(finished), done.stdout  # the demo's reviewer too
 
 
 def test_sessions_example_resumes_and_reads_the_saved_session(workdir: Path) -> None:

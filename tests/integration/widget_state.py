@@ -57,6 +57,12 @@ def panel_state(models: Models, panel: str) -> str:
     return match.group(1)
 
 
+def header(models: Models, panel: str) -> str:
+    """The HTML of an agent panel's header (id, role, type, title, model, state)."""
+    values = (str(models[i].get("value", "")) for i in walk(models, panel))
+    return next(value for value in values if "data-state=" in value)
+
+
 def subagent_panels(models: Models, run: str) -> list[str]:
     """Subagent panels of a run, in document order (the order of the `task` calls)."""
     return with_classes(models, "freeact-subagent", under=run)
