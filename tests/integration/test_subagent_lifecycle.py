@@ -6,6 +6,7 @@ Real kernels, scripted models (`Router` picks a script by the conversation's fir
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -265,3 +266,28 @@ async def test_stop_ends_background_children_and_leaves_no_process(workdir: Path
     await agent.stop()
     assert agent.subagents() == []
     assert kernel_processes() == []
+
+
+async def test_task_list_lists_every_child_foreground_and_background_running_and_ended(workdir: Path) -> None:
+    release = asyncio.Event()
+    parent = Script(
+        [task("fg", description="the quick one")],
+        [task("bg", run_in_background=True, description="the slow one")],
+        [Call("task_list", {}, id="list")],
+        ["listed"],
+    )
+    fg = Script([Call("execute_ipython_cell", {"code": "1"}, id="fg-cell")], ["fg answer"])
+    bg = Script([Block(release), "never told"])
+    model = Router({"PARENT": parent, "CHILD-fg:": fg, "CHILD-bg:": bg}).model
+    async with Agent(config(model, workdir)) as agent:
+        events = await drive(agent.stream("PARENT go"))
+        release.set()
+    started = {e.prompt: e.subagent_id for e in of(SubagentStarted, events)}
+    fg_id, bg_id = started["CHILD-fg: job"], started["CHILD-bg: job"]
+    lines = parent.tool_results(3)["list"].splitlines()
+    assert len(lines) == 2
+    fg_line, bg_line = lines  # oldest first
+    assert fg_line.startswith(f"{fg_id} type=general foreground state=done turns=2 elapsed=")
+    assert "tokens=" in fg_line and "description='the quick one'" in fg_line
+    assert re.match(rf"{bg_id} type=general background state=(waiting|starting|running) turns=\d+ elapsed=", bg_line)
+    assert "description='the slow one'" in bg_line
