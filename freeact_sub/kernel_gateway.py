@@ -7,9 +7,10 @@ take, a kernel that dies detected and restarted, `reset()` and `shutdown()` (DEL
 errors, cancellation and host exit).
 
 Deaths: the gateway restarts a kernel that died on its own and tells its clients with an iopub
-`status: restarting` (or `dead` if it could not). A request sent to a dead kernel is either
-delivered to the restarted one or lost; which one is told by whether the kernel ever said
-`busy` for it, so a lost request is sent again and a delivered one is not run twice.
+`status: restarting` (or `dead` if it could not). A cell is never sent twice: when the news
+comes after the request was sent, the kernel may have died before the request reached it or
+while running it (a cell that ends its process can do so before the kernel's `busy` leaves it),
+so the result says the cell may not have run, and the model decides.
 
 Only the configured `kernel_env` goes to the gateway as the kernel's environment (never the
 host's environment, whose API keys stay on the host). A Kernel Gateway passes on only `KERNEL_*`
@@ -45,6 +46,9 @@ _DEATH_NOTICE = ("\nThe kernel died while running this cell and was restarted: a
                  "definitions) was lost.\n")
 _DIED_BEFORE_NOTICE = ("The kernel had died since the last cell and was restarted: all its state (variables, "
                        "imports, definitions) was lost.\n")
+_DIED_UNSEEN_NOTICE = ("\nThe kernel died before this cell reported that it started, and was restarted: all its "
+                       "state (variables, imports, definitions) was lost. The cell may not have run, or may have "
+                       "ended the kernel itself; run it again if you still need it.\n")
 # Run in a new kernel: its IOPub socket may queue without limit for each subscriber, like our local
 # kernels' client sockets. ZeroMQ's default (1000 messages) makes a kernel drop output that the
 # gateway cannot forward as fast as it is printed (10,000 flushed lines lost ~10% here). The limit
@@ -457,16 +461,15 @@ class GatewayKernel:
             if result.status == "timeout":
                 await emit(f"\nExecution timed out after {timeout:g} s and was interrupted.\n")
         except _KernelRestarted as restarted:
-            if restarted.state == "restarting" and not running:
-                # the request reached no kernel
-                return await self._after_restart_before_start(cell, notice)
+            # Without a `busy` we cannot tell a request the dead kernel never read from a cell that
+            # ended its kernel at once (its `busy` dies with the process): never send it again.
             result.status = "kernel_died"
             try:
                 await self._recover(restarted.state)
             except KernelError as exc:
                 await emit(f"\nThe kernel was lost and could not be replaced: {exc}\n")
             else:
-                await emit(_DEATH_NOTICE)
+                await emit(_DEATH_NOTICE if running else _DIED_UNSEEN_NOTICE)
         except asyncio.CancelledError:
             # The cell must be stopped before the lock is released, however often we are cancelled meanwhile.
             cleanup = asyncio.ensure_future(self._stop_running_cell(msg_id))
@@ -478,14 +481,6 @@ class GatewayKernel:
             raise
         result.text = "".join(parts)
         return result
-
-    async def _after_restart_before_start(self, cell: _Cell, notice: str) -> ExecutionResult:
-        """The kernel died before our request ran: send it again to the restarted kernel, on a new websocket."""
-        self.restarts += 1
-        self._unprepared = True
-        await self._await_restarted()
-        await self._prepare(self.gateway.start_timeout)
-        return await self._execute(cell, notice or _DIED_BEFORE_NOTICE)
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
