@@ -131,6 +131,13 @@ class SubagentRunner:
             known = ", ".join(f"`{name}`" for name in tree.types)
             return f"Unknown subagent_type {subagent_type!r}: no subagent started. The agent types are {known}.", True
         turns = max_turns or definition.max_turns or DEFAULT_MAX_TURNS
+        if not background and tree.slot_never_frees(parent.agent_id):
+            slots = tree.config.max_subagents
+            return (
+                f"No subagent started: all {slots} subagent slot{'s' if slots != 1 else ''} (max_subagents={slots}) "
+                f"are held by subagents that each wait for a subagent of their own, so none could ever become free "
+                f"for this one. Do this job yourself."
+            ), True
         try:
             config = configure(parent.settings, definition, subagent_type, model=parent.model)
             config = config.model_copy(update={"model": config.resolve_model()})
