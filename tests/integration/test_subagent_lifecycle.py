@@ -321,7 +321,7 @@ async def test_two_slots_two_parallel_children_that_each_nest_one_waits_the_last
     async with Agent(config(model, workdir, max_depth=2, max_subagents=2)) as agent:
         async with asyncio.timeout(LIMIT):
             turn = asyncio.create_task(drive(agent.stream("PARENT go")))
-            while not any(i.prompt == "CHILD-leaf1: job" and i.state == "waiting" for i in agent.subagents()):
+            while not any(i.prompt == "CHILD-leaf1: job" and i.state == "waiting" for i in agent.subagents()):  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
             release.set()
             events = await turn
