@@ -163,7 +163,7 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     # both subagents wait at once: a numbered list, the oldest question selected
     question = r"(Run this code\?|Call demo_constant\?)"
     listed = term.expect(
-        rf"2 questions wait · 1–2 or Tab picks one, y/n/a/A answers it *\n"
+        rf"2 questions wait · 1–2 or Tab picks one, y/n/a/A answers it, s stops its subagent *\n"
         rf"› 1 \[({AGENT})\] {question}  \[y\]es.*\n"
         rf"  2 \[({AGENT})\] {question}  "
     )
@@ -192,6 +192,32 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     term.expect(rf"{main} +› Results")
     term.expect(r"you ›")
 
+    term.send("\x04")
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
+def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo: Terminal, workdir: Path) -> None:
+    term, main = demo, _ready(demo)
+    term.send("show me what you can do\r")
+    _approve(term, main, "Run this code?")
+    _approve(term, main, "Start this subagent?")
+    _approve(term, main, "Start this subagent?")
+    asked = term.expect(rf"(?:› 1 )?\[({AGENT})\] .*\[A\]ll agents  \[s\]top ({AGENT})")
+    first = asked.group(1)
+    assert asked.group(2) == first  # the key names the subagent it stops
+    term.send("s")
+    term.expect(rf"{first} +✗ stopping this subagent; its parent is told and goes on")
+    term.expect(rf"{main} +■ {first} cancelled")
+    # the other subagent's questions are answered as they come; the main agent's turn goes on to its answer
+    while True:
+        shown = term.expect(rf"(\[({AGENT})\] [^\n]*\?  \[y\]es|{main} +› Results)")
+        if shown.group(2) is None:
+            break
+        assert shown.group(2) != first
+        term.send("y")
+        term.expect(rf"{shown.group(2)} +✓ approved")
+    term.expect(r"you ›")
     term.send("\x04")
     assert term.wait_exit() == 0
     assert processes_in(workdir) == []
