@@ -223,6 +223,29 @@ def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo
     assert processes_in(workdir) == []
 
 
+def test_a_background_subagents_question_is_answered_at_the_prompt_between_turns(
+    demo: Terminal, workdir: Path
+) -> None:
+    term, main = demo, _ready(demo)
+    term.send("count some words in the background\r")
+    _approve(term, main, "Start this subagent?")
+    term.expect(rf"{main} +› It runs in the background")
+    # the turn is over; the subagent asks while the prompt waits, above it
+    asked = term.expect(rf"({AGENT}) waits for your answer: /y approves, /n \[reason\] rejects, /s stops it")
+    child = asked.group(1)
+    assert child != main
+    term.send("/y\r")
+    term.expect(rf"{child} +✓ approved")
+    term.expect(rf"{child} +│ RESULT: 10")
+    term.expect(rf"{main} +■ {child} done")
+    term.send("any news from the background?\r")
+    term.expect(rf"{main} +› The background subagent has ended\. It reported: The sentence has 10 words\.")
+    term.expect(r"you ›")
+    term.send("\x04")
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
 def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(demo: Terminal, workdir: Path) -> None:
     term, main = demo, _ready(demo)
     term.send("slow\r")
