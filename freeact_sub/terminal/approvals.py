@@ -241,7 +241,7 @@ class ApprovalDesk:
         listed = pending[:MAX_LISTED]
         header = Text(
             f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it"
-            + (", s stops its subagent" if self._stop is not None else ""),
+            + (", s stops its subagent" if self._can_stop(selected) else ""),
             style="bold",
         )
         rows: list[RenderableType] = [header]

@@ -308,6 +308,10 @@ async def test_s_stops_the_subagent_that_asks_and_its_questions_leave_the_list()
             assert stopped == ["agent-aaaa"]
             assert desk.desk.pending == [other] and not other.decided
             assert re.search(r"agent-aaaa +✗ stopping this subagent; its parent is told and goes on", output.getvalue())
+            desk.desk.submit(_request("agent-0000", "4"))
+            desk.type(b"2")  # the main agent's question selected: the header offers no stop
+            await desk.asked("agent-0000")
+            assert desk.screen.splitlines()[0].endswith("y/n/a/A answers it")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
