@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -34,18 +34,25 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from . import _connection_dirs
+from .cell_run import (
+    DEATH_NOTICE,
+    DIED_BEFORE_NOTICE,
+    INTERRUPT_GRACE,
+    STUCK_NOTICE,
+    CellClock,
+    CellOutput,
+    OutputCallback,
+)
 from .errors import KernelError
 from .kernel_launcher import KERNEL_LAUNCHER, ForkedProvisioner, KernelZygote
 
 __all__ = ["ExecutionResult", "Kernel", "KernelError", "kernel_environment", "render_output", "save_image"]
 
 ExecutionStatus = Literal["ok", "error", "timeout", "kernel_died"]
-OutputCallback = Callable[[str], Awaitable[None] | None]
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # Host variables a kernel may see; anything else (API keys above all) must be named in `kernel_env`.
 _INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE")
-_INTERRUPT_GRACE = 5.0
 _RECONNECT_INTERVAL_MS = 10
 _LIVENESS_POLL = 0.5
 _STARTUP_TIMEOUT = 60.0
@@ -304,8 +311,7 @@ class Kernel:
             notice = ""
             if not await self.is_alive():
                 await self._restart()
-                notice = ("The kernel had died since the last cell and was restarted: all its state (variables, "
-                          "imports, definitions) was lost.\n")
+                notice = DIED_BEFORE_NOTICE
             return await self._execute(code, timeout, on_output, notice, paused, store_history)
 
     async def _execute(
@@ -320,46 +326,28 @@ class Kernel:
         client = self._client
         msg_id = client.execute(code, store_history=store_history, allow_stdin=False)
         result = ExecutionResult(text="")
-        parts: list[str] = []
-
-        async def emit(text: str) -> None:
-            if not text:
-                return
-            parts.append(text)
-            if on_output is not None:
-                outcome = on_output(text)
-                if outcome is not None:
-                    await outcome
-
-        await emit(notice)
-        deadline = time.monotonic() + timeout if timeout else None
-        interrupted_at: float | None = None
+        output = CellOutput(on_output)
+        await output.emit(notice)
+        clock = CellClock(timeout, paused)
         try:
             while True:
-                now = time.monotonic()
-                if deadline is not None and paused is not None:
-                    now -= paused()  # seconds that do not count move the clock back, not the deadline
-                if interrupted_at is not None and now - interrupted_at > _INTERRUPT_GRACE:
+                now = clock.now()
+                if clock.stuck(now):
                     await self._restart()
-                    await emit("\nThe cell did not stop after an interrupt; the kernel was restarted "
-                               "and its state was lost.\n")
+                    await output.emit(STUCK_NOTICE)
                     break
-                if deadline is not None and interrupted_at is None and now >= deadline:
+                if clock.due(now):
                     result.status = "timeout"
-                    interrupted_at = now
+                    clock.interrupted_at = now
                     await self.interrupt()
                     continue
-                wait = _LIVENESS_POLL
-                if deadline is not None and interrupted_at is None:
-                    wait = max(0.0, min(wait, deadline - now))
                 try:
-                    batch = await self._receive_batch(wait)
+                    batch = await self._receive_batch(clock.wait(now, _LIVENESS_POLL))
                 except queue.Empty:
                     if not await self.is_alive():
                         result.status = "kernel_died"
                         await self._restart()
-                        await emit("\nThe kernel died while running this cell and was restarted: all its "
-                                   "state (variables, imports, definitions) was lost.\n")
+                        await output.emit(DEATH_NOTICE)
                         break
                     continue
                 # Output that arrives together is passed on as one piece: fewer, larger chunks.
@@ -375,11 +363,11 @@ class Kernel:
                     if kind == "error" and result.status == "ok":
                         result.status = "error"
                     texts.append(self._render(kind, content, result))
-                await emit("".join(texts))
+                await output.emit("".join(texts))
                 if finished:
                     break
             if result.status == "timeout":
-                await emit(f"\nExecution timed out after {timeout:g} s and was interrupted.\n")
+                await output.emit(clock.timeout_notice())
         except asyncio.CancelledError:
             # The cell must be stopped before the lock is released, however often we are cancelled
             # meanwhile: a cleanup left running would swallow the next cell's iopub messages.
@@ -392,7 +380,7 @@ class Kernel:
             raise
         finally:
             await self._drain_shell()
-        result.text = "".join(parts)
+        result.text = output.text
         return result
 
     async def _receive_batch(self, wait: float) -> list[dict[str, Any]]:
@@ -418,7 +406,7 @@ class Kernel:
     async def _stop_running_cell(self, msg_id: str) -> None:
         """After a cancellation: interrupt, then wait briefly for the cell's idle status."""
         await self.interrupt()
-        deadline = time.monotonic() + _INTERRUPT_GRACE
+        deadline = time.monotonic() + INTERRUPT_GRACE
         while time.monotonic() < deadline:
             try:
                 msg = await self._client.get_iopub_msg(timeout=_LIVENESS_POLL)

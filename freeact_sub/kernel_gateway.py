@@ -7,9 +7,10 @@ take, a kernel that dies detected and restarted, `reset()` and `shutdown()` (DEL
 errors, cancellation and host exit).
 
 Deaths: the gateway restarts a kernel that died on its own and tells its clients with an iopub
-`status: restarting` (or `dead` if it could not). A request sent to a dead kernel is either
-delivered to the restarted one or lost; which one is told by whether the kernel ever said
-`busy` for it, so a lost request is sent again and a delivered one is not run twice.
+`status: restarting` (or `dead` if it could not). A cell is never sent twice: when the news
+comes after the request was sent, the kernel may have died before the request reached it or
+while running it (a cell that ends its process can do so before the kernel's `busy` leaves it),
+so the result says the cell may not have run, and the model decides.
 
 Only the configured `kernel_env` goes to the gateway as the kernel's environment (never the
 host's environment, whose API keys stay on the host). A Kernel Gateway passes on only `KERNEL_*`
@@ -28,23 +29,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._gateway_client import Closed, GatewayApi, KernelChannels
+from .cell_run import (
+    DEATH_NOTICE,
+    DIED_BEFORE_NOTICE,
+    INTERRUPT_GRACE,
+    STUCK_NOTICE,
+    CellClock,
+    CellOutput,
+    OutputCallback,
+)
 from .errors import KernelError
-from .kernel import ExecutionResult, OutputCallback, render_output, save_image
+from .kernel import ExecutionResult, render_output, save_image
 
 if TYPE_CHECKING:
     from .config import KernelGatewayConfig
 
 __all__ = ["GatewayKernel"]
 
-_INTERRUPT_GRACE = 5.0
 _POLL = 0.5
 _LIVENESS_INTERVAL = 5.0
 _STARTUP_TIMEOUT = 60.0
 _CUT_SHORT_WAIT = 10.0
-_DEATH_NOTICE = ("\nThe kernel died while running this cell and was restarted: all its state (variables, imports, "
-                 "definitions) was lost.\n")
-_DIED_BEFORE_NOTICE = ("The kernel had died since the last cell and was restarted: all its state (variables, "
-                       "imports, definitions) was lost.\n")
+_DIED_UNSEEN_NOTICE = ("\nThe kernel died before this cell reported that it started, and was restarted: all its "
+                       "state (variables, imports, definitions) was lost. The cell may not have run, or may have "
+                       "ended the kernel itself; run it again if you still need it.\n")
 # Run in a new kernel: its IOPub socket may queue without limit for each subscriber, like our local
 # kernels' client sockets. ZeroMQ's default (1000 messages) makes a kernel drop output that the
 # gateway cannot forward as fast as it is printed (10,000 flushed lines lost ~10% here). The limit
@@ -337,9 +345,9 @@ class GatewayKernel:
                     await self._start_remote(self.gateway.start_timeout)
                 except KernelError as exc:
                     return ExecutionResult(text=f"The kernel is lost: {exc}\n", status="kernel_died")
-                notice = _DIED_BEFORE_NOTICE
+                notice = DIED_BEFORE_NOTICE
             elif await self._died_since_last_cell():
-                notice = _DIED_BEFORE_NOTICE
+                notice = DIED_BEFORE_NOTICE
             await self._prepare(self.gateway.start_timeout)
             return await self._execute(cell, notice)
 
@@ -371,44 +379,28 @@ class GatewayKernel:
         msg_id = await self._channels.send("shell", "execute_request", content)
         timeout, on_output, paused = cell.timeout, cell.on_output, cell.paused
         result = ExecutionResult(text="")
-        parts: list[str] = []
-
-        async def emit(text: str) -> None:
-            if not text:
-                return
-            parts.append(text)
-            if on_output is not None:
-                outcome = on_output(text)
-                if outcome is not None:
-                    await outcome
-
+        output = CellOutput(on_output)
+        emit = output.emit
         await emit(notice)
-        deadline = time.monotonic() + timeout if timeout else None
-        interrupted_at: float | None = None
+        clock = CellClock(timeout, paused)
         running = False  # the kernel said `busy` for this request
         last_check = time.monotonic()
         quiet_idle = 0
         rate_limited = False
         try:
             while True:
-                now = time.monotonic()
-                if deadline is not None and paused is not None:
-                    now -= paused()  # seconds that do not count move the clock back, not the deadline
-                if interrupted_at is not None and now - interrupted_at > _INTERRUPT_GRACE:
+                now = clock.now()
+                if clock.stuck(now):
                     await self._restart()
-                    await emit("\nThe cell did not stop after an interrupt; the kernel was restarted "
-                               "and its state was lost.\n")
+                    await emit(STUCK_NOTICE)
                     break
-                if deadline is not None and interrupted_at is None and now >= deadline:
+                if clock.due(now):
                     result.status = "timeout"
-                    interrupted_at = now
+                    clock.interrupted_at = now
                     await self.interrupt()
                     continue
-                wait = _POLL
-                if deadline is not None and interrupted_at is None:
-                    wait = max(0.0, min(wait, deadline - now))
                 try:
-                    batch = await self._receive_batch(wait)
+                    batch = await self._receive_batch(clock.wait(now, _POLL))
                 except _KernelRestarted as news:
                     if news.state != "closed" or not await self.is_alive():
                         raise
@@ -455,18 +447,17 @@ class GatewayKernel:
             if rate_limited:
                 await emit(_RATE_LIMIT_NOTICE)
             if result.status == "timeout":
-                await emit(f"\nExecution timed out after {timeout:g} s and was interrupted.\n")
+                await emit(clock.timeout_notice())
         except _KernelRestarted as restarted:
-            if restarted.state == "restarting" and not running:
-                # the request reached no kernel
-                return await self._after_restart_before_start(cell, notice)
+            # Without a `busy` we cannot tell a request the dead kernel never read from a cell that
+            # ended its kernel at once (its `busy` dies with the process): never send it again.
             result.status = "kernel_died"
             try:
                 await self._recover(restarted.state)
             except KernelError as exc:
                 await emit(f"\nThe kernel was lost and could not be replaced: {exc}\n")
             else:
-                await emit(_DEATH_NOTICE)
+                await emit(DEATH_NOTICE if running else _DIED_UNSEEN_NOTICE)
         except asyncio.CancelledError:
             # The cell must be stopped before the lock is released, however often we are cancelled meanwhile.
             cleanup = asyncio.ensure_future(self._stop_running_cell(msg_id))
@@ -476,16 +467,8 @@ class GatewayKernel:
             if not cleanup.cancelled():
                 cleanup.exception()  # retrieved; a failed cleanup shows on the next use
             raise
-        result.text = "".join(parts)
+        result.text = output.text
         return result
-
-    async def _after_restart_before_start(self, cell: _Cell, notice: str) -> ExecutionResult:
-        """The kernel died before our request ran: send it again to the restarted kernel, on a new websocket."""
-        self.restarts += 1
-        self._unprepared = True
-        await self._await_restarted()
-        await self._prepare(self.gateway.start_timeout)
-        return await self._execute(cell, notice or _DIED_BEFORE_NOTICE)
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
@@ -508,7 +491,7 @@ class GatewayKernel:
     async def _stop_running_cell(self, msg_id: str) -> None:
         """After a cancellation: interrupt, then wait briefly for the cell's idle status; restart if it stays busy."""
         await self.interrupt()
-        deadline = time.monotonic() + _INTERRUPT_GRACE
+        deadline = time.monotonic() + INTERRUPT_GRACE
         try:
             while time.monotonic() < deadline:
                 try:

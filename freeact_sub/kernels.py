@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from .kernel import ExecutionResult, Kernel, OutputCallback
+from .cell_run import OutputCallback
+from .kernel import ExecutionResult, Kernel
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -46,12 +46,13 @@ _TAIL_CHARS = 1500
 
 @dataclass
 class _Job:
-    """A child of this agent that runs (or ran) in the background."""
+    """A child of this agent (in the foreground or the background), running or ended."""
 
     agent_id: str
     description: str
     subagent_type: str
     started_at: float
+    background: bool = False
     task: asyncio.Task[None] | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     status: SubagentStatus | None = None
@@ -59,6 +60,8 @@ class _Job:
     said: str = ""
     """What it has said so far (its model's text), for `task_output` while it runs."""
     elapsed: float = 0.0
+    turns: int = 0
+    """Model rounds it used (set when it ends)."""
 
 
 class SubagentRunner:
@@ -69,6 +72,9 @@ class SubagentRunner:
         self._tree = tree
         self._parent = parent
         self._jobs: dict[str, _Job] = {}
+        """The background children (`task_output` and `task_stop` manage these only)."""
+        self._children: dict[str, _Job] = {}
+        """Every child this agent started, foreground and background, running or ended (for `task_list`)."""
         self._notes: list[str] = []
         """Background children that ended and whose end the parent's model has not been told."""
         self._ended: dict[str, TreeMember] = {}
@@ -125,6 +131,13 @@ class SubagentRunner:
             known = ", ".join(f"`{name}`" for name in tree.types)
             return f"Unknown subagent_type {subagent_type!r}: no subagent started. The agent types are {known}.", True
         turns = max_turns or definition.max_turns or DEFAULT_MAX_TURNS
+        if not background and tree.slot_never_frees(parent.agent_id):
+            slots = tree.config.max_subagents
+            return (
+                f"No subagent started: all {slots} subagent slot{'s' if slots != 1 else ''} (max_subagents={slots}) "
+                f"are held by subagents that each wait for a subagent of their own, so none could ever become free "
+                f"for this one. Do this job yourself."
+            ), True
         try:
             config = configure(parent.settings, definition, subagent_type, model=parent.model)
             config = config.model_copy(update={"model": config.resolve_model()})
@@ -149,8 +162,12 @@ class SubagentRunner:
             spec = replace(spec, history=history, note=_FORK_NOTE.format(parent=parent.agent_id))
         child = tree.new_child(spec)
         record = tree.agents[child.agent_id]
+        job = _Job(child.agent_id, spec.description, spec.subagent_type, time.monotonic(), background=background)
+        self._children.pop(child.agent_id, None)  # a resumed child is listed once, as its latest run
+        self._children[child.agent_id] = job
         if not background:
-            record.task = asyncio.create_task(self._drive(child, spec, turns, emit), name=f"task:{child.agent_id}")
+            record.task = asyncio.create_task(self._drive(child, spec, turns, emit, job=job),
+                                              name=f"task:{child.agent_id}")
             try:
                 return await record.task
             except asyncio.CancelledError:
@@ -159,7 +176,6 @@ class SubagentRunner:
                     raise  # the parent's turn is cancelled
                 return _stopped_result(child.agent_id, record.stopped_by, ""), True
         record.background = True
-        job = _Job(child.agent_id, spec.description, spec.subagent_type, time.monotonic())
         self._jobs[child.agent_id] = job
         job.task = record.task = asyncio.create_task(self._in_background(child, spec, turns, job),
                                                      name=f"background-task:{child.agent_id}")
@@ -203,6 +219,9 @@ class SubagentRunner:
             await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
         except BaseException:
             tree.unregister(child.agent_id)
+            if job is not None:
+                job.status, job.elapsed = "cancelled", time.monotonic() - job.started_at
+                job.finished.set()
             raise
         try:
             record.state = "starting"
@@ -255,7 +274,10 @@ class SubagentRunner:
             await asyncio.shield(child.stop())
             child.finished(status)
             if job is not None:
-                job.status = status
+                job.status, job.elapsed = status, time.monotonic() - job.started_at
+                job.turns = child.turns_used
+                if not job.background:
+                    job.finished.set()
             if status != "failed" or child.history:
                 self._ended[child.agent_id] = child
             if announced:
@@ -313,17 +335,19 @@ class SubagentRunner:
         return f"The subagent {agent_id} is being stopped; you will not be told about it again.", False
 
     def _list(self) -> str:
-        if not self._jobs:
-            return "You have started no background subagents."
+        """Every child of this agent, foreground and background, running and ended, oldest first."""
+        if not self._children:
+            return "You have started no subagents."
         lines = []
-        for job in self._jobs.values():
+        for job in self._children.values():
             record = self._tree.agents.get(job.agent_id)
             state = record.state if record else (job.status or "ending")
-            turns = record.agent.turns_used if record else None
+            turns = record.agent.turns_used if record else job.turns
             elapsed = time.monotonic() - job.started_at if record else job.elapsed
             used = self._tree.usage.of(job.agent_id)
             lines.append(
-                f"{job.agent_id} type={job.subagent_type} state={state} turns={turns if turns is not None else '-'} "
+                f"{job.agent_id} type={job.subagent_type} {'background' if job.background else 'foreground'} "
+                f"state={state} turns={turns} "
                 f"elapsed={elapsed:.0f}s tokens={used.total_tokens}"
                 + (f" description={job.description!r}" if job.description else "")
             )

@@ -277,6 +277,22 @@ class AgentTree:
             ))
         return infos
 
+    def slot_never_frees(self, parent_id: str) -> bool:
+        """Whether a new foreground child of `parent_id` could wait for a slot forever.
+
+        A subagent holds its slot until its turn ends, and its turn cannot end while one of its
+        foreground `task` calls waits. So when every slot is held and every holder waits on a
+        foreground child of its own (`parent_id` counts as one, it is about to), no holder can
+        ever release its slot: every waiter, this new one included, would wait forever.
+        """
+        holders = [r for r in self.agents.values() if r.parent_id is not None and r.state in ("starting", "running")]
+        if len(holders) < self.config.max_subagents:
+            return False  # a slot is free, or is being released by a child that ended
+        waiting_on_children = {
+            r.parent_id for r in self.agents.values() if r.parent_id is not None and not r.background
+        } | {parent_id}
+        return all(holder.agent_id in waiting_on_children for holder in holders)
+
     def is_child(self, agent_id: str) -> bool:
         """Whether `agent_id` is a subagent (it has a parent)."""
         record = self.agents.get(agent_id)

@@ -29,7 +29,8 @@ from .channel import Channel
 from .generate import PACKAGE, GeneratedModule, write_package
 
 if TYPE_CHECKING:
-    from ..kernel import ExecutionResult, OutputCallback
+    from ..cell_run import OutputCallback
+    from ..kernel import ExecutionResult
     from ..kernels import KernelBackend
     from ..mcp import McpConnections, McpTool
 

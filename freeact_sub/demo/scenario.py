@@ -29,6 +29,10 @@ Main agent scripts, chosen by words in the user's prompt:
 - ``from code``: run one cell whose code calls the demo MCP server's tools as Python functions
   (`from mcptools.demo import constant, word_count`), each call approved on its own, then answer;
 - ``model error``: the server answers the request with HTTP 400 (a failing model).
+- ``in the background``: start a subagent with `run_in_background` (it counts the words of a
+  sentence, thinking aloud first, so its question comes after the turn ended) and end the
+  turn; a later prompt mentioning ``background`` is answered with the note the agent adds when
+  that subagent has ended (its result), or with "nothing has ended" when no note came.
 
 Subagents follow the script their prompt names (review, primes or π); each thinks aloud, asks
 for approval of its code (the reviewer's rule approves its one MCP call), and reports what the
@@ -144,6 +148,8 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
             return _pi_subagent(conversation)
         if "prime" in prompt:
             return _primes_subagent(conversation)
+        if "background" in prompt:
+            return _background_subagent(conversation)
         return _generic_subagent(conversation)
     if "model error" in prompt:
         return ModelErrorReply(400, "the scripted demo model was asked to fail ('model error' in the prompt)")
@@ -155,6 +161,8 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
         return _draw(conversation)
     if "from code" in prompt:
         return _tools_from_code(conversation)
+    if "background" in prompt:
+        return _background(conversation)
     return _tour(conversation)
 
 
@@ -409,6 +417,32 @@ def _tools_from_code(c: _Conversation) -> Reply:
     )
 
 
+BACKGROUND_TASK = (
+    "As a background job, count the words of the sentence 'a background subagent works on while the "
+    "conversation goes on'. Print the count as `RESULT: <count>` and answer with it."
+)
+_BACKGROUND_NOTE = "[the background subagent "
+
+
+def _background(c: _Conversation) -> Reply:
+    if c.prompt.lower().startswith(_BACKGROUND_NOTE):  # the agent told us a background subagent ended
+        result = c.prompt.split("Its result:]", 1)[-1].strip()
+        return Reply(
+            reasoning="The agent tells me that my background subagent has ended; I'll pass its result on.",
+            text=f"The background subagent has ended. It reported: {result}",
+        )
+    if c.step == 0 and "in the background" in c.prompt.lower():
+        return Reply(
+            reasoning="This job need not hold up the conversation: a background subagent can do it.",
+            text="Starting a subagent in the background.",
+            tool_calls=(ToolCall("task", {"prompt": BACKGROUND_TASK, "run_in_background": True,
+                                          "description": "count words in the background"}),),
+        )
+    if c.step > 0:
+        return Reply(text="It runs in the background; I will be told when it ends. Ask me about it any time.")
+    return Reply(text="No background subagent has ended since I was last told.")
+
+
 # -- subagents ------------------------------------------------------------------------------
 
 _PRIMES_CELL = """\
@@ -508,6 +542,27 @@ def _reference(results: list[str]) -> float | None:
         except ValueError:
             continue
     return None
+
+
+def _background_subagent(c: _Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(
+            reasoning=(
+                "I run in the background, so nobody waits for me and I can take my time. The job is small: "
+                "split the sentence on whitespace and count the parts. One short cell prints the count, then "
+                "I answer with it. My parent is told when I end, at its next model request."
+            ),
+            text="Counting the words.",
+            tool_calls=(_cell(f"sentence = {_quoted_sentence(c.prompt)!r}\n"
+                              "print(f'RESULT: {len(sentence.split())}')"),),
+        )
+    value = _result_value(c.results[-1]) if c.results else None
+    return Reply(text=f"The sentence has {value} words." if value else "The cell did not print a count.")
+
+
+def _quoted_sentence(prompt: str) -> str:
+    match = re.search(r"'([^']*)'", prompt)
+    return match.group(1) if match else prompt
 
 
 def _generic_subagent(c: _Conversation) -> Reply:

@@ -5,8 +5,10 @@ this desk; the desk keeps the undecided ones in arrival order and shows them at 
 the live view. One question is selected: the oldest, unless the person picks another with its
 number (1–9), Tab or Shift-Tab. Keys answer the selected question: y (yes), n (no: then an optional
 one-line reason for the model, Enter alone rejects without one, Esc goes back), a (always for
-this agent), A (always, for every agent, for the rest of the session). With one question
-waiting, the view is the single line it has always been.
+this agent), A (always, for every agent, for the rest of the session), s (stop the subagent
+that asks: its parent is told the user stopped it and goes on; offered when the desk was
+given a `stop` function and the question is a subagent's). With one question waiting, the view
+is the single line it has always been.
 
 The desk outlives a turn: `submit()` may be called at any time (e.g. a background subagent's
 request while no turn runs), and `press()` takes one key from whatever reads the keyboard —
@@ -16,6 +18,7 @@ request while no turn runs), and `press()` takes one key from whatever reads the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
@@ -54,10 +57,18 @@ class _Reason:
 class ApprovalDesk:
     """Holds the undecided requests and decides them from the person's keys."""
 
-    def __init__(self, renderer: Renderer, palette: Palette, policy: ApprovalPolicy) -> None:
+    def __init__(
+        self, renderer: Renderer, palette: Palette, policy: ApprovalPolicy,
+        stop: Callable[[str], bool] | None = None,
+    ) -> None:
+        """`stop(agent_id)` stops a subagent (e.g. `Agent.cancel_subagent`) and says whether one was running;
+        with it, `s` on a subagent's question stops that subagent."""
         self._renderer = renderer
         self._palette = palette
         self._policy = policy
+        self._stop = stop
+        self._stopped: set[str] = set()
+        """Subagents stopped from the desk: their questions leave the list at once (the cancel rejects them)."""
         self._requests: list[ApprovalRequest] = []
         self._selected: ApprovalRequest | None = None
         self._reason: _Reason | None = None
@@ -68,7 +79,7 @@ class ApprovalDesk:
     @property
     def pending(self) -> list[ApprovalRequest]:
         """The undecided requests in arrival order (a request decided elsewhere, e.g. by a cancel, drops out)."""
-        self._requests = [r for r in self._requests if not r.decided]
+        self._requests = [r for r in self._requests if not r.decided and r.agent_id not in self._stopped]
         return list(self._requests)
 
     @property
@@ -90,6 +101,7 @@ class ApprovalDesk:
         """Take a request that needs a decision and show what it would do."""
         if request.decided:
             return
+        self._stopped.discard(request.agent_id)  # it asks again: it runs again (resumed)
         if self._policy.is_approved(request.agent_id):
             self._approve_standing(request)
             return
@@ -121,6 +133,9 @@ class ApprovalDesk:
             return True
         elif key in ("n", "N"):
             self._reason = _Reason(request)
+        elif key == "s" and self._can_stop(request):
+            self._stop_asker(request)
+            return True
         return False
 
     def close_input(self) -> None:
@@ -192,6 +207,23 @@ class ApprovalDesk:
         for waiting in covered:
             self._renderer.show_request(waiting, note="auto-approved (standing decision)")
 
+    def _can_stop(self, request: ApprovalRequest) -> bool:
+        """Whether `s` is offered for this question: a stop function is known and a subagent asks."""
+        return self._stop is not None and request.agent_id != self._renderer.main_id
+
+    def _stop_asker(self, request: ApprovalRequest) -> None:
+        assert self._stop is not None
+        agent = request.agent_id
+        stopped = self._stop(agent)
+        if stopped:
+            self._stopped.add(agent)  # its waiting questions go; the cancel rejects them in the child
+        self._renderer.refresh()
+        if stopped:
+            self._renderer.show_decision(request, "stopping this subagent; its parent is told and goes on",
+                                         approved=False, goes_on=True)
+        else:
+            self._renderer.note(f"{agent} is not running any more.", style="yellow")
+
     def _approve_standing(self, request: ApprovalRequest) -> None:
         request.approve(True)
         self._renderer.show_request(request, note="auto-approved (standing decision)")
@@ -208,7 +240,9 @@ class ApprovalDesk:
             return self._line(selected, selected=True)
         listed = pending[:MAX_LISTED]
         header = Text(
-            f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it", style="bold"
+            f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it"
+            + (", s stops its subagent" if self._can_stop(selected) else ""),
+            style="bold",
         )
         rows: list[RenderableType] = [header]
         for number, request in enumerate(listed, start=1):
@@ -233,7 +267,7 @@ class ApprovalDesk:
                 self._reason.text,
                 ("▏", "blink"),
             )
-        return Text.assemble(
+        keys = Text.assemble(
             line,
             f"{question}  ",
             ("[y]", "bold"),
@@ -247,6 +281,9 @@ class ApprovalDesk:
             ("[A]", "bold"),
             "ll agents",
         )
+        if self._can_stop(request):
+            keys.append_text(Text.assemble("  ", ("[s]", "bold"), "top ", self._palette.label(agent)))
+        return keys
 
 
 def _summary(request: ApprovalRequest) -> str:

@@ -1,4 +1,8 @@
-"""A distinct, stable colour per agent id, and the label every rendered line starts with."""
+"""A distinct, stable colour per agent id, and the label every rendered line starts with.
+
+Labels of nested subagents (a subagent's subagent, `max_depth >= 2`) are indented by their
+depth, so a grandchild's lines sit visibly under its parent's.
+"""
 
 from __future__ import annotations
 
@@ -26,11 +30,31 @@ class Palette:
     def __init__(self) -> None:
         self._colours: dict[str, str] = {}
         self._types: dict[str, str] = {}
+        self._parents: dict[str, str] = {}
 
     def set_type(self, agent_id: str, subagent_type: str) -> None:
         """Remember an agent's type: its label shows it where it is not `general` (`agent-3fa2 reviewer`)."""
         if subagent_type and subagent_type != "general":
             self._types[agent_id] = subagent_type
+
+    def set_parent(self, agent_id: str, parent_id: str) -> None:
+        """Remember who started a subagent (from its `SubagentStarted`)."""
+        self._parents[agent_id] = parent_id
+
+    def parent(self, agent_id: str) -> str | None:
+        """The agent that started `agent_id`, if known."""
+        return self._parents.get(agent_id)
+
+    def depth(self, agent_id: str) -> int:
+        """0 for the main agent (or an agent whose parent is unknown), 1 for its subagents, 2 for theirs, …"""
+        depth, seen = 0, {agent_id}
+        while (agent_id := self._parents.get(agent_id, "")) and agent_id not in seen:
+            depth, seen = depth + 1, seen | {agent_id}
+        return depth
+
+    def indent(self, agent_id: str) -> str:
+        """Two spaces per level below the main agent's subagents: nested subagents' lines sit under their parents'."""
+        return "  " * max(0, self.depth(agent_id) - 1)
 
     def colour(self, agent_id: str) -> str:
         if agent_id not in self._colours:

@@ -108,7 +108,9 @@ class Renderer:
                 self._tool_output(output)
             case SubagentStarted(subagent_id=child, prompt=prompt, max_turns=max_turns, tool_call_id=call_id):
                 self.palette.set_type(child, event.subagent_type)
-                self.board.started(child, max_turns, subagent_type=event.subagent_type, model=event.model)
+                self.palette.set_parent(child, agent)
+                self.board.started(child, max_turns, subagent_type=event.subagent_type, model=event.model,
+                                   parent_id=agent)
                 self._children[call_id] = child
                 first_line = event.description or (prompt.strip().splitlines()[0] if prompt.strip() else "")
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
@@ -200,7 +202,7 @@ class Renderer:
         grid.add_column(no_wrap=True)
         grid.add_column(no_wrap=True, width=6, justify="right")
         grid.add_column(ratio=1)
-        grid.add_row(self.palette.label(agent), marker, body)
+        grid.add_row(Text.assemble(self.palette.indent(agent), self.palette.label(agent)), marker, body)
         return grid
 
     def _row(self, agent: str, marker: Text, body: RenderableType) -> None:
@@ -218,7 +220,9 @@ class Renderer:
         """Print output lines, each after the agent's label; one Text for all, as a cell may print thousands."""
         if not lines:
             return
-        gutter = Text.assemble(self.palette.label(agent), " " * 6, ("│", self.palette.colour(agent)), " ")
+        gutter = Text.assemble(
+            self.palette.indent(agent), self.palette.label(agent), " " * 6, ("│", self.palette.colour(agent)), " "
+        )
         block = Text(overflow="fold")
         for index, line in enumerate(lines):
             if line.startswith("[image saved: "):

@@ -56,7 +56,7 @@ class Session:
         self.board = SubagentBoard(self.palette)
         self.renderer = Renderer(console, self.palette, self.board, main_id=agent.agent_id, show_final=show_final)
         self._ask_keys = ask_keys
-        self.desk = ApprovalDesk(self.renderer, self.palette, agent.approvals)
+        self.desk = ApprovalDesk(self.renderer, self.palette, agent.approvals, stop=agent.cancel_subagent)
         self._cancelling = False
         self._spinner = Spinner("dots", style="dim")
         self._turn_started = 0.0
@@ -105,8 +105,9 @@ class Session:
         """Read prompts and run turns until the person exits (Ctrl-D, or Ctrl-C at an empty prompt).
 
         Between turns, background subagents' events are printed above the prompt as they come, and
-        their questions wait on the desk: `/y` or `/n [reason]` answers the oldest (the next turn's
-        keys can too). `/agents` lists the live subagents, `/stop ID` stops one.
+        their questions wait on the desk: `/y` or `/n [reason]` answers the oldest, `/s` stops the
+        subagent that asks it (the next turn's keys can too). `/agents` lists the live subagents,
+        `/stop ID` stops one.
         """
         watcher = asyncio.create_task(self._watch_background(), name="background-events")
         try:
@@ -145,7 +146,7 @@ class Session:
             if isinstance(event, ApprovalRequest) and not event.decided:
                 self.desk.submit(event)
                 self.renderer.note(
-                    f"{event.agent_id} waits for your answer: /y approves, /n [reason] rejects "
+                    f"{event.agent_id} waits for your answer: /y approves, /n [reason] rejects, /s stops it "
                     f"({self.desk.waiting} waiting)", style="yellow",
                 )
 
@@ -165,7 +166,7 @@ class Session:
                 self.renderer.note(f"Stopping {target}.", style="yellow")
             else:
                 self.renderer.note(f"No running subagent {target!r} (see /agents).", style="yellow")
-        elif name in ("/y", "/n"):
+        elif name in ("/y", "/n", "/s"):
             if self.desk.selected is None:
                 self.renderer.note("No question is waiting.", style="dim")
                 return True

@@ -39,6 +39,7 @@ class _Row:
     """Set when the subagent has finished."""
     tokens: int = 0
     cost: Decimal | None = None
+    parent_id: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -58,8 +59,27 @@ class SubagentBoard:
     def clear(self) -> None:
         self._rows.clear()
 
-    def started(self, agent_id: str, max_turns: int, *, subagent_type: str = "general", model: str = "") -> None:
-        self._rows[agent_id] = _Row(agent_id, max_turns, subagent_type, model)
+    def started(
+        self, agent_id: str, max_turns: int, *, subagent_type: str = "general", model: str = "",
+        parent_id: str | None = None,
+    ) -> None:
+        self._rows[agent_id] = _Row(agent_id, max_turns, subagent_type, model, parent_id=parent_id)
+
+    def _in_tree_order(self) -> list[tuple[_Row, int]]:
+        """The rows with their nesting level: each subagent right below its parent, children in start order."""
+        rows = self._rows
+        ordered: list[tuple[_Row, int]] = []
+
+        def add(row: _Row, level: int) -> None:
+            ordered.append((row, level))
+            for child in rows.values():
+                if child.parent_id == row.agent_id and child is not row:
+                    add(child, level + 1)
+
+        for row in rows.values():
+            if row.parent_id not in rows:  # a subagent of the main agent (or one whose parent is not shown)
+                add(row, 0)
+        return ordered
 
     def set_state(self, agent_id: str, state: str) -> None:
         row = self._rows.get(agent_id)
@@ -105,13 +125,17 @@ class SubagentBoard:
         table.add_column("tokens", justify="right")
         table.add_column("cost", justify="right")
         now = time.monotonic()
-        rows = list(self._rows.values())
-        for row in rows:
+        ordered = self._in_tree_order()
+        rows = [row for row, _ in ordered]
+        for row, level in ordered:
+            name = Text(row.agent_id, style=f"bold {self._palette.colour(row.agent_id)}")
+            if level:
+                name = Text.assemble("  " * (level - 1) + "└ ", name)
             elapsed = row.elapsed if row.elapsed is not None else now - row.started
             style = _FINISHED_STYLE.get(row.state, "red") if row.finished else ""
             state = Text(row.state.replace("_", " "), style=style)
             table.add_row(
-                Text(row.agent_id, style=f"bold {self._palette.colour(row.agent_id)}"),
+                name,
                 row.subagent_type,
                 Text(row.model, style="dim"),
                 state,
@@ -155,9 +179,14 @@ def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType
     table = Table(box=None, show_header=True, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
     for column in ("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost"):
         table.add_column(column, justify="right" if column in ("turns", "elapsed", "tokens", "cost") else "left")
+    parents = {info.agent_id: info.parent_id for info in agents}
     for info in agents:
         state = info.state + (" (background)" if info.background else "")
-        table.add_row(palette.label(info.agent_id), palette.label(info.parent_id), info.subagent_type, state,
+        depth, parent = 0, info.parent_id
+        while parent in parents and depth < len(parents):  # a subagent's subagent is indented under it
+            depth, parent = depth + 1, parents[parent]
+        name = Text.assemble("  " * depth, palette.label(info.agent_id))
+        table.add_row(name, palette.label(info.parent_id), info.subagent_type, state,
                       str(info.turns), f"{info.elapsed:.0f} s", f"{info.input_tokens + info.output_tokens:,}",
                       format_cost(info.cost))
     return table

@@ -188,7 +188,7 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     # both subagents wait at once: a numbered list, the oldest question selected
     question = r"(Run this code\?|Call demo_constant\?)"
     listed = term.expect(
-        rf"2 questions wait · 1–2 or Tab picks one, y/n/a/A answers it *\n"
+        rf"2 questions wait · 1–2 or Tab picks one, y/n/a/A answers it, s stops its subagent *\n"
         rf"› 1 \[({AGENT})\] {question}  \[y\]es.*\n"
         rf"  2 \[({AGENT})\] {question}  "
     )
@@ -217,6 +217,55 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     term.expect(rf"{main} +› Results")
     term.expect(r"you ›")
 
+    term.send("\x04")
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
+def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo: Terminal, workdir: Path) -> None:
+    term, main = demo, _ready(demo)
+    term.send("show me what you can do\r")
+    _approve(term, main, "Run this code?")
+    _approve(term, main, "Start this subagent?")
+    _approve(term, main, "Start this subagent?")
+    asked = term.expect(rf"(?:› 1 )?\[({AGENT})\] .*\[A\]ll agents  \[s\]top ({AGENT})")
+    first = asked.group(1)
+    assert asked.group(2) == first  # the key names the subagent it stops
+    term.send("s")
+    term.expect(rf"{first} +✗ stopping this subagent; its parent is told and goes on")
+    term.expect(rf"{main} +■ {first} cancelled")
+    # the other subagent's questions are answered as they come; the main agent's turn goes on to its answer
+    while True:
+        shown = term.expect(rf"(\[({AGENT})\] [^\n]*\?  \[y\]es|{main} +› Results)")
+        if shown.group(2) is None:
+            break
+        assert shown.group(2) != first
+        term.send("y")
+        term.expect(rf"{shown.group(2)} +✓ approved")
+    term.expect(r"you ›")
+    term.send("\x04")
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
+def test_a_background_subagents_question_is_answered_at_the_prompt_between_turns(
+    demo: Terminal, workdir: Path
+) -> None:
+    term, main = demo, _ready(demo)
+    term.send("count some words in the background\r")
+    _approve(term, main, "Start this subagent?")
+    term.expect(rf"{main} +› It runs in the background")
+    # the turn is over; the subagent asks while the prompt waits, above it
+    asked = term.expect(rf"({AGENT}) waits for your answer: /y approves, /n \[reason\] rejects, /s stops it")
+    child = asked.group(1)
+    assert child != main
+    term.send("/y\r")
+    term.expect(rf"{child} +✓ approved")
+    term.expect(rf"{child} +│ RESULT: 10")
+    term.expect(rf"{main} +■ {child} done")
+    term.send("any news from the background?\r")
+    term.expect(rf"{main} +› The background subagent has ended\. It reported: The sentence has 10 words\.")
+    term.expect(r"you ›")
     term.send("\x04")
     assert term.wait_exit() == 0
     assert processes_in(workdir) == []

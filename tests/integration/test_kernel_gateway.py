@@ -233,7 +233,7 @@ async def test_a_kernel_that_dies_in_a_cell_is_restarted_and_says_state_was_lost
         result = await kernel.execute("import os\nprint('about to die', flush=True)\nos._exit(1)")
         assert result.status == "kernel_died"
         assert "died" in result.text and "lost" in result.text
-        assert kernel.restarts == 1
+        assert kernel.restarts == 1  # and the cell that ended its kernel was not sent to the new one
         after = await kernel.execute("print('doomed' in globals())")
         assert (after.status, after.text) == ("ok", "False\n")
         assert await _pid(kernel) != pid
@@ -247,10 +247,16 @@ async def test_a_kernel_killed_between_cells_is_restarted_and_the_next_cell_says
         assert is_gone(pid)
         seen: list[str] = []
         result = await kernel.execute("print('fresh')", on_output=seen.append)
-        assert result.status == "ok"
-        assert result.text.endswith("fresh\n")
-        assert result.text.count("fresh") == 1  # sent again only if the first request was lost, never run twice
+        # Whether the gateway's news of the death came before the request was sent decides which
+        # of two honest answers this is; the cell is never sent twice.
         assert "restarted" in result.text and "lost" in result.text
+        assert result.text.count("fresh") <= 1
+        if result.status == "ok":
+            assert result.text.endswith("fresh\n")
+        else:
+            assert result.status == "kernel_died"
+            assert "may not have run" in result.text and "fresh" not in result.text
+        assert kernel.restarts == 1
         assert "".join(seen) == result.text
         assert (await kernel.execute("print('lost' in globals())")).text == "False\n"
 

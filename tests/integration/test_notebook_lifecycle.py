@@ -77,3 +77,34 @@ async def test_a_background_subagent_asks_in_a_panel_that_stays_live_after_the_c
         next(c for c in child.calls.values() if c.pending).approval.approve_button.click()
         await until(lambda: child.finished, "the background child should finish")
         assert child.state == "done" and child.tokens > 0
+
+
+async def test_a_grandchilds_panel_nests_inside_its_parents_panel_and_stops_alone(workdir: Path) -> None:
+    main = Script([Call("task", {"prompt": "[mid] delegate"}, id="t-mid")], ["main done"])
+    mid = Script([Call("task", {"prompt": "[leaf] wait"}, id="t-leaf")], ["mid done without its leaf"])
+    leaf = Script([Block()])
+    router = Router({"[main]": main, "[mid]": mid, "[leaf]": leaf})
+    async with Agent(config(router.model, workdir, auto_approve=True, max_depth=2)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        task = view.start("[main] nest")
+        await until(lambda: any(i.prompt == "[leaf] wait" and i.turns == 1 for i in agent.subagents()), "leaf works")
+        ids = {i.prompt: i.agent_id for i in agent.subagents()}
+        mid_panel, leaf_panel = panel_of(view, ids["[mid] delegate"]), panel_of(view, ids["[leaf] wait"])
+        assert view.panel is not None
+        # the widget tree: main panel > its task call > the child's panel > its task call > the grandchild's panel
+        main_call = view.panel.main.calls["t-mid"]
+        assert main_call._subagents.children == (mid_panel,)
+        mid_call = mid_panel.calls["t-leaf"]
+        assert mid_call._subagents.children == (leaf_panel,)
+        assert mid_call in mid_panel._body.children
+        assert leaf_panel not in view.panel.children and mid_panel not in view.panel.children
+        assert leaf_panel.subagent and "freeact-subagent" in leaf_panel._dom_classes
+        assert leaf_panel.stop_button is not None
+        leaf_panel.stop_button.click()  # the grandchild alone: its parent is told and goes on
+        await task
+        assert leaf_panel.state == "cancelled" and mid_panel.state == "done" and view.panel.main.state == "done"
+        assert "user stopped" in mid.tool_results(1)["t-leaf"].lower()
+        assert main.tool_results(1)["t-mid"] == "mid done without its leaf"
+        # the static copy walks the same tree: the leaf's panel comes after (inside) the mid's
+        html = view.panel.static_html()
+        assert html.index(f"freeact-panel-{ids['[mid] delegate']}") < html.index(f"freeact-panel-{ids['[leaf] wait']}")

@@ -6,6 +6,7 @@ Real kernels, scripted models (`Router` picks a script by the conversation's fir
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -265,3 +266,65 @@ async def test_stop_ends_background_children_and_leaves_no_process(workdir: Path
     await agent.stop()
     assert agent.subagents() == []
     assert kernel_processes() == []
+
+
+async def test_task_list_lists_every_child_foreground_and_background_running_and_ended(workdir: Path) -> None:
+    release = asyncio.Event()
+    parent = Script(
+        [task("fg", description="the quick one")],
+        [task("bg", run_in_background=True, description="the slow one")],
+        [Call("task_list", {}, id="list")],
+        ["listed"],
+    )
+    fg = Script([Call("execute_ipython_cell", {"code": "1"}, id="fg-cell")], ["fg answer"])
+    bg = Script([Block(release), "never told"])
+    model = Router({"PARENT": parent, "CHILD-fg:": fg, "CHILD-bg:": bg}).model
+    async with Agent(config(model, workdir)) as agent:
+        events = await drive(agent.stream("PARENT go"))
+        release.set()
+    started = {e.prompt: e.subagent_id for e in of(SubagentStarted, events)}
+    fg_id, bg_id = started["CHILD-fg: job"], started["CHILD-bg: job"]
+    lines = parent.tool_results(3)["list"].splitlines()
+    assert len(lines) == 2
+    fg_line, bg_line = lines  # oldest first
+    assert fg_line.startswith(f"{fg_id} type=general foreground state=done turns=2 elapsed=")
+    assert "tokens=" in fg_line and "description='the quick one'" in fg_line
+    assert re.match(rf"{bg_id} type=general background state=(waiting|starting|running) turns=\d+ elapsed=", bg_line)
+    assert "description='the slow one'" in bg_line
+
+
+async def test_depth_two_with_one_slot_finishes_the_grandchild_call_is_a_readable_result(workdir: Path) -> None:
+    parent = Script([task("mid")], ["parent done"])
+    mid = Script([Call("task", {"prompt": "CHILD-leaf: job"}, id="leaf")], ["mid did it itself"])
+    leaf = Script(["never asked"])
+    model = Router({"PARENT": parent, "CHILD-mid:": mid, "CHILD-leaf:": leaf}).model
+    async with Agent(config(model, workdir, max_depth=2, max_subagents=1)) as agent:
+        async with asyncio.timeout(LIMIT):
+            events = await drive(agent.stream("PARENT go"))
+    refused = mid.tool_results(1)["leaf"]
+    assert refused.startswith("No subagent started: all 1 subagent slot (max_subagents=1) are held")
+    assert leaf.calls == 0
+    assert [e.subagent_id for e in of(SubagentStarted, events)] == [e.subagent_id for e in of(SubagentFinished, events)]
+    assert len(of(SubagentStarted, events)) == 1  # the grandchild never started: no kernel beyond the bound
+    assert parent.tool_results(1)["task-mid"] == "mid did it itself"
+    assert [r.content for r in of(Response, events) if r.agent_id == agent.agent_id and r.final] == ["parent done"]
+
+
+async def test_two_slots_two_parallel_children_that_each_nest_one_waits_the_last_caller_is_told(workdir: Path) -> None:
+    release = asyncio.Event()
+    parent = Script([task("mid1"), task("mid2")], ["parent done"])
+    # mid1 asks first (its leaf waits for a slot); mid2 asks once mid1's leaf waits: no slot could ever free
+    mid1 = Script([Call("task", {"prompt": "CHILD-leaf1: job"}, id="leaf1")], ["mid1 done"])
+    mid2 = Script([Block(release), Call("task", {"prompt": "CHILD-leaf2: job"}, id="leaf2")], ["mid2 alone"])
+    leaf1 = Script(["leaf1 done"])
+    model = Router({"PARENT": parent, "CHILD-mid1:": mid1, "CHILD-mid2:": mid2, "CHILD-leaf1:": leaf1}).model
+    async with Agent(config(model, workdir, max_depth=2, max_subagents=2)) as agent:
+        async with asyncio.timeout(LIMIT):
+            turn = asyncio.create_task(drive(agent.stream("PARENT go")))
+            while not any(i.prompt == "CHILD-leaf1: job" and i.state == "waiting" for i in agent.subagents()):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+            release.set()
+            events = await turn
+    assert mid2.tool_results(1)["leaf2"].startswith("No subagent started: all 2 subagent slots")
+    assert mid1.tool_results(1)["leaf1"] == "leaf1 done"  # it got mid2's slot once mid2 ended
+    assert sorted(e.status for e in of(SubagentFinished, events)) == ["done", "done", "done"]

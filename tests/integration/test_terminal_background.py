@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from freeact_sub import Agent, AgentConfig
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, Response
 from freeact_sub.terminal.session import Session
 from tests.scripting import Block, Call, Router, Script, drive
 
@@ -65,3 +65,35 @@ async def test_background_question_between_turns_and_agent_commands(workdir: Pat
     assert f"Stopping {slow_id}" in text
     assert f"{slow_id} cancelled" in text
     assert "rejected, the model is told: not now" in text  # /n with a reason: the child reads it and goes on
+
+
+async def test_s_on_a_childs_question_stops_that_child_and_the_parents_turn_goes_on(workdir: Path) -> None:
+    parent = Script(
+        [Call("task", {"prompt": "CHILD-ask: job"}, id="t1"), Call("task", {"prompt": "CHILD-ok: job"}, id="t2")],
+        ["One was stopped, one answered."],
+    )
+    ask = Script([Call("execute_ipython_cell", {"code": "print('asked')"}, id="ask-cell")], ["never"])
+    ok = Script(["fine"])
+    model = Router({"PARENT": parent, "CHILD-ask:": ask, "CHILD-ok:": ok}).model
+    config = AgentConfig(model=model, working_dir=workdir, kernel_pool_size=0, mcp_pool_size=0)
+    console = Console(record=True, width=160, force_terminal=False)
+    async with Agent(config) as agent:
+        session = Session(agent, console, ask_keys=False)
+        answer = ""
+        async for event in agent.stream("PARENT go"):
+            session.renderer.handle(event)
+            if isinstance(event, ApprovalRequest) and not event.decided:
+                if event.tool_name == "execute_ipython_cell":
+                    session.desk.submit(event)  # the child's question, as the terminal shows it
+                    assert session.desk.selected is event
+                    assert session.desk.press("s")  # the key on the pending question
+                    assert session.desk.waiting == 0
+                else:
+                    event.approve(True)
+            elif isinstance(event, Response) and event.final and event.agent_id == agent.agent_id:
+                answer = event.content
+    assert answer == "One was stopped, one answered."  # the parent's turn went on
+    results = parent.tool_results(1)
+    assert results["t1"].startswith("[The user stopped the subagent")
+    assert results["t2"] == "fine"  # the sibling finished untouched
+    assert "stopping this subagent" in console.export_text()

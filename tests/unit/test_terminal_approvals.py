@@ -272,3 +272,49 @@ async def test_a_desk_without_a_running_turn_takes_requests_and_keys_from_any_fr
         desk.press(key)
     assert second.decided and second.reason == "no"
     assert desk.selected is first and not first.decided
+
+
+async def test_s_stops_the_subagent_that_asks_and_its_questions_leave_the_list() -> None:
+    master, slave = os.openpty()
+    palette = Palette()
+    output = io.StringIO()
+    renderer = Renderer(Console(file=output, width=160), palette, SubagentBoard(palette), main_id="agent-0000")
+    stopped: list[str] = []
+    desk = Desk(
+        ApprovalDesk(renderer, palette, ApprovalPolicy(), stop=lambda agent: stopped.append(agent) or True),
+        ApprovalPolicy(), output, master,
+    )
+    main, child, again, other = (_request("agent-0000", "0"), _request("agent-aaaa", "1"),
+                                 _request("agent-aaaa", "2"), _request("agent-bbbb", "3"))
+    try:
+        with KeyReader(slave) as keys:
+            task = asyncio.create_task(desk.desk.run(keys))
+            desk.desk.submit(main)
+            await desk.asked("agent-0000")
+            assert "[s]top" not in desk.selected_line  # the main agent is not a subagent: nothing to stop
+            assert "s stops its subagent" not in desk.screen
+            desk.type(b"s")  # not an answer to the main agent's question
+            await asyncio.sleep(0.1)
+            assert not main.decided and stopped == []
+            desk.type(b"y")
+            assert await main.approved() is True
+            for request in (child, again, other):
+                desk.desk.submit(request)
+            await desk.asked("agent-aaaa")
+            assert desk.screen.splitlines()[0].endswith("y/n/a/A answers it, s stops its subagent")
+            assert desk.selected_line.rstrip().endswith("[A]ll agents  [s]top agent-aaaa")
+            desk.type(b"s")
+            await desk.asked("agent-bbbb")  # both of agent-aaaa's questions left; agent-bbbb's is selected
+            assert stopped == ["agent-aaaa"]
+            assert desk.desk.pending == [other] and not other.decided
+            assert re.search(r"agent-aaaa +✗ stopping this subagent; its parent is told and goes on", output.getvalue())
+            desk.desk.submit(_request("agent-0000", "4"))
+            desk.type(b"2")  # the main agent's question selected: the header offers no stop
+            await desk.asked("agent-0000")
+            assert desk.screen.splitlines()[0].endswith("y/n/a/A answers it")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    finally:
+        os.close(master)
+        os.close(slave)
