@@ -314,14 +314,19 @@ def _tour_subagents(c: _Conversation) -> Reply:
                 {"prompt": REVIEW_TASK, "subagent_type": "reviewer", "description": "Review the summary"},
             )
         )
-    reviewer = " and a `reviewer`, a type of its own on another protocol, checks a summary" if len(tasks) > 2 else ""
+    reviewed = len(tasks) > 2
     return Reply(
         reasoning=(
             "Counting primes and estimating pi are independent jobs, so I'll give each to a subagent "
             "and run them at the same time"
-            + (", with a reviewer of its own type checking my summary meanwhile." if reviewer else ".")
+            + (", with a reviewer of its own type checking my summary meanwhile." if reviewed else ".")
         ),
-        text=f"Now {len(tasks)} subagents in parallel: two compute{reviewer}.",
+        text=(
+            "Now three subagents in parallel: two compute, and a `reviewer` (an agent type of its own, "
+            "on the Anthropic protocol) checks a summary."
+            if reviewed
+            else "Now I'll hand two independent jobs to two subagents running in parallel."
+        ),
         tool_calls=tuple(tasks),
     )
 

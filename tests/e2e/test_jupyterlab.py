@@ -1,5 +1,8 @@
 """JupyterLab in a real browser: a person runs the parallel-subagents notebook and answers every agent.
 
+The run is the demo tour: the main agent's cells (one of them calls MCP tools from code, each
+call approved from the notebook), then three subagents, one a `reviewer` on the Anthropic protocol.
+
 JupyterLab (from pip) is started on 127.0.0.1 with fresh config, data, runtime and settings
 folders and a token, on a copy of `notebooks/parallel_subagents.ipynb` in a temporary folder.
 Debian's Chromium, headless and driven by Playwright, opens it, runs all cells, and clicks the
@@ -221,18 +224,40 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(main.locator(".freeact-call.freeact-pending .freeact-code")).to_contain_text("def png(width, height, pixel)")
     expect(buttons("always", main_id)).to_have_text(f"Always approve {main_id}")
     buttons("approve", main_id).click()
-    # its two task calls, one after the other
-    expect(buttons("approve", main_id)).to_have_count(2, timeout=MINUTE)
-    buttons("approve", main_id).first.click()
-    expect(buttons("approve", main_id)).to_have_count(1)
+    approved = main.locator(".freeact-decision-approved")
+    expect(approved).to_have_count(1, timeout=MINUTE)
+    # its cell that calls MCP tools as Python functions, then each call it makes, shown inside that cell
+    pending = main.locator(".freeact-call.freeact-pending")
+    expect(pending.locator(".freeact-code")).to_contain_text("from mcptools.demo import constant", timeout=MINUTE)
     buttons("approve", main_id).click()
+    expect(approved).to_have_count(2, timeout=MINUTE)
+    for calls in (3, 4):
+        expect(pending.locator(".freeact-call-title")).to_have_text("demo_constant", timeout=MINUTE)
+        buttons("approve", main_id).click()
+        expect(approved).to_have_count(calls, timeout=MINUTE)
+    code_cell = main.locator(".freeact-call").filter(has_text="reference values: pi = 3.141593, e = 2.718282")
+    expect(code_cell.locator(".freeact-call-title").filter(has_text="demo_constant")).to_have_count(2)
+    # its three task calls, one after the other
+    expect(buttons("approve", main_id)).to_have_count(3, timeout=MINUTE)
+    for left in (2, 1, 0):
+        buttons("approve", main_id).first.click()
+        expect(buttons("approve", main_id)).to_have_count(left)
 
     subagents = live.locator(".freeact-panel.freeact-subagent")
-    expect(subagents).to_have_count(2, timeout=MINUTE)
-    first, second = subagents.nth(0), subagents.nth(1)
+    expect(subagents).to_have_count(3, timeout=MINUTE)
+    first, second, reviewer = subagents.nth(0), subagents.nth(1), subagents.nth(2)
     first_id = first.locator(".freeact-id").first.inner_text()
     second_id = second.locator(".freeact-id").first.inner_text()
-    assert len({main_id, first_id, second_id}) == 3
+    reviewer_id = reviewer.locator(".freeact-id").first.inner_text()
+    assert len({main_id, first_id, second_id, reviewer_id}) == 4
+    # the typed child on the Anthropic protocol: its header says type, title and model; its rule decides its call
+    expect(first.locator(".freeact-type").first).to_have_text("general")
+    expect(reviewer.locator(".freeact-type").first).to_have_text("reviewer")
+    expect(reviewer.locator(".freeact-description").first).to_have_text("Review the summary")
+    expect(reviewer.locator(".freeact-model").first).to_have_text("claude-demo")
+    expect(state(reviewer)).to_have_text("done", timeout=MINUTE)
+    expect(reviewer.locator(".freeact-rule")).to_contain_text("'demo_word_count': allow (agent type reviewer)")
+    expect(reviewer.locator(".freeact-decision-auto")).to_have_count(1)
     # both subagents wait at once, each panel nested under the main agent's task call that started it
     for agent_id in (first_id, second_id):
         task_call = main.locator(".freeact-call").filter(has=page.locator(f".freeact-panel-{agent_id}"))
@@ -284,6 +309,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     answer = main.locator(".freeact-markdown h2").filter(has_text="Results").locator("..")
     expect(answer).to_contain_text("There are 17984 primes below 200,000.")
     expect(answer).to_contain_text("not computed, the subagent's action was rejected")
+    expect(answer).to_contain_text("The summary has 15 words")
     expect(main.locator(".freeact-images img")).to_have_count(1)  # the plot the main agent's kernel drew
     expect(notebook.locator("button.freeact-approve:not([disabled])")).to_have_count(0)
     expect(notebook.locator("button.freeact-stop")).to_be_disabled()
@@ -292,6 +318,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     outputs = notebook.locator(".jp-OutputArea-output")
     expect(outputs.filter(has_text=f"{second_id}: rejected after")).to_have_count(1, timeout=MINUTE)
     expect(outputs.filter(has_text=f"{first_id}: done after 2 turns")).to_have_count(1)
+    expect(outputs.filter(has_text=f"{reviewer_id}: done after 2 turns")).to_have_count(1)
     expect(outputs.filter(has_text="## Results")).to_have_count(1)
     expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=MINUTE)
     scroll_to_top_of(second)
@@ -324,7 +351,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     static = notebook.locator(".freeact-static")
     expect(static).to_have_count(1, timeout=MINUTE)
     expect(static).to_be_visible()
-    expect(static.locator(".freeact-panel")).to_have_count(3)
+    expect(static.locator(".freeact-panel")).to_have_count(4)
     expect(static).to_contain_text("There are 17984 primes below 200,000.")
     expect(static).to_contain_text("RESULT: 17984")
     expect(static.locator("img")).to_have_count(1)

@@ -224,10 +224,7 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
 
 def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo: Terminal, workdir: Path) -> None:
     term, main = demo, _ready(demo)
-    term.send("show me what you can do\r")
-    _approve(term, main, "Run this code?")
-    _approve(term, main, "Start this subagent?")
-    _approve(term, main, "Start this subagent?")
+    _start_tour(term, main)
     asked = term.expect(rf"(?:› 1 )?\[({AGENT})\] .*\[A\]ll agents  \[s\]top ({AGENT})")
     first = asked.group(1)
     assert asked.group(2) == first  # the key names the subagent it stops
