@@ -65,6 +65,29 @@ def qualified_tool_name(server: str, tool: str) -> str:
     return name[:_TOOL_NAME_MAX]
 
 
+async def close_connections(connections: list[_Connection], *, abandon_opening: bool = False) -> None:
+    """Let each connection end its session and stop its server; cancel what has not ended in 10 s.
+
+    `abandon_opening` cancels at once the connections still opening (nobody will use them, so
+    their handshake is not waited for).
+    """
+    for connection in connections:
+        connection.closing.set()
+        if abandon_opening and connection.session is None and connection.task is not None:
+            connection.task.cancel()
+    tasks = [c.task for c in connections if c.task is not None]
+    if not tasks:
+        return
+    done, pending = await asyncio.wait(tasks, timeout=10.0)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=5.0)
+    for task in done:
+        if not task.cancelled():
+            task.exception()  # retrieved: a crash was already reported through call()
+
+
 class _Connection:
     """One server: its task, its session once open, and the error that ended it."""
 
@@ -242,19 +265,7 @@ class McpConnections:
         connections = list(self._connections.values())
         self._connections.clear()
         self._by_tool.clear()
-        for connection in connections:
-            connection.closing.set()
-        tasks = [c.task for c in connections if c.task is not None]
-        if not tasks:
-            return
-        done, pending = await asyncio.wait(tasks, timeout=10.0)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=5.0)
-        for task in done:
-            if not task.cancelled():
-                task.exception()  # retrieved: a crash was already reported through call()
+        await close_connections(connections)
 
 
 def _describe_failure(spec: McpServerConfig, exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .config import McpServerConfig
-from .mcp import _Connection
+from .mcp import _Connection, close_connections
 
 __all__ = ["McpPool"]
 
@@ -76,10 +76,10 @@ class McpPool:
             try:
                 await asyncio.wait_for(connection.session.send_ping(), _PING_TIMEOUT)
             except asyncio.CancelledError:
-                await asyncio.shield(_close([connection]))
+                await asyncio.shield(close_connections([connection], abandon_opening=True))
                 raise
             except Exception:
-                await _close([connection])
+                await close_connections([connection], abandon_opening=True)
                 continue
             return connection
         return None
@@ -94,23 +94,7 @@ class McpPool:
         self._closed = True
         connections = [c for entries in self._entries.values() for c in entries]
         self._entries.clear()
-        await _close(connections)
-
-
-async def _close(connections: list[_Connection]) -> None:
-    """Close connections nobody owns: stop the ones still opening at once, let the others end their sessions."""
-    for connection in connections:
-        connection.closing.set()
-        if connection.session is None and connection.task is not None:
-            connection.task.cancel()  # still opening: nobody will use it, so do not wait for the handshake
-    tasks = [c.task for c in connections if c.task is not None]
-    if not tasks:
-        return
-    _, pending = await asyncio.wait(tasks, timeout=10.0)
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending, timeout=5.0)
+        await close_connections(connections, abandon_opening=True)
 
 
 def _retrieve(ready: asyncio.Future[None]) -> None:

@@ -60,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mcp-config", metavar="FILE", help='MCP servers, a JSON file in the "mcpServers" shape')
     parser.add_argument("--max-subagents", type=int, metavar="N", help="how many subagents may run at once")
     parser.add_argument("--max-turns", type=int, metavar="N", help="limit on model rounds per prompt")
+    parser.add_argument(
+        "--max-depth", type=int, metavar="N", help="how deep subagents may nest (1: only the main agent starts them)"
+    )
+    parser.add_argument(
+        "--mcp-tools",
+        choices=("calls", "code", "both"),
+        help="offer MCP tools as tool calls, as Python functions in the kernel, or both (the default)",
+    )
     parser.add_argument("--working-dir", metavar="DIR", help="the kernels' working directory (default: here)")
     parser.add_argument(
         "--kernel-gateway",
@@ -271,6 +279,8 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "api_key_env": args.api_key_env,
         "max_subagents": args.max_subagents,
         "max_turns": args.max_turns,
+        "max_depth": args.max_depth,
+        "mcp_tools": args.mcp_tools,
         "working_dir": working_dir,
         "auto_approve": args.auto_approve,
         "kernel_gateway": args.kernel_gateway,

@@ -98,3 +98,18 @@ def test_agent_flag_names_the_main_agents_type(tmp_path: Path) -> None:
     config_file.write_text('[agents.reviewer]\ndescription = "Reviews."\nmaxTurns = 3\n')
     config = _config(tmp_path, "--config", str(config_file), "--agent", "reviewer")
     assert config.agent == "reviewer" and config.agents["reviewer"].max_turns == 3
+
+
+def test_depth_and_mcp_tools_flags_beat_the_environment(tmp_path: Path) -> None:
+    os.environ["FREEACT_SUB_MAX_DEPTH"] = "3"
+    os.environ["FREEACT_SUB_MCP_TOOLS"] = "calls"
+    config = _config(tmp_path)
+    assert (config.max_depth, config.mcp_tools) == (3, "calls")
+    config = _config(tmp_path, "--max-depth", "2", "--mcp-tools", "code")
+    assert (config.max_depth, config.mcp_tools) == (2, "code")
+
+
+def test_a_bad_mcp_tools_flag_names_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--mcp-tools", "sometimes"])
+    assert "choose from 'calls', 'code', 'both'" in capsys.readouterr().err
