@@ -3,7 +3,7 @@
     python bench/demo_tour_bench.py [--runs 3]
 
 The tour (`freeact-sub --demo`, "show me what you can do") runs in-process against the scripted
-server with `chunk_delay=0`, every action approved, the kernel pool off, in two shapes that
+server with `chunk_delay=0`, every action approved, default pools (as `--demo` runs), in two shapes that
 alternate run by run:
 
 - baseline: the tour as it was before the reviewer and the MCP-from-code cell (an image cell,
@@ -31,7 +31,7 @@ from freeact_sub.demo import demo_config, start_demo_server
 async def tour(shape: str) -> tuple[float, float, int]:
     """One tour; returns (seconds from start to the answer, seconds of the turn alone, subagents)."""
     with tempfile.TemporaryDirectory() as folder, start_demo_server(chunk_delay=0) as server:
-        config = demo_config(server, working_dir=Path(folder), kernel_pool_size=0, save_sessions=False)
+        config = demo_config(server, working_dir=Path(folder), save_sessions=False)
         if shape == "baseline":
             config = config.model_copy(update={"agents": {}, "mcp_tools": "calls"})
         started = time.perf_counter()
