@@ -113,3 +113,26 @@ def test_a_bad_mcp_tools_flag_names_the_choices(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--mcp-tools", "sometimes"])
     assert "choose from 'calls', 'code', 'both'" in capsys.readouterr().err
+
+
+def test_demo_config_adds_the_reviewer_type_on_the_demo_servers_anthropic_side(tmp_path: Path) -> None:
+    from freeact_sub.demo import start_demo_server
+
+    with start_demo_server() as server:
+        config = _build_config(build_parser().parse_args(["--demo"]), tmp_path, server)
+    reviewer = config.agents["reviewer"]
+    assert config.base_url == server.base_url_for("openai") and config.model == "freeact-sub-demo"
+    assert (reviewer.model, reviewer.base_url) == ("anthropic:claude-demo", server.base_url_for("anthropic"))
+
+
+def test_the_demo_server_is_closed_when_the_command_fails_after_starting_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A usage error found after `--demo` started its server (one server, both protocols) closes it."""
+    import threading
+
+    from freeact_sub.terminal.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--demo", "--model", "openai:gpt-4.1", "-p", "hi"]) == 2  # --demo leaves out --model
+    assert not [t for t in threading.enumerate() if t.name.startswith("freeact-sub-demo-server:")]
