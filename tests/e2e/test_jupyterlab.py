@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -175,18 +176,47 @@ def scroll_to_top_of(locator) -> None:
     locator.evaluate("element => element.scrollIntoView({block: 'start'})")
 
 
+def wait_for_a_settled_kernel(lab: JupyterLab, seconds: float = 3.0) -> None:
+    """Wait until the notebook's one kernel is idle and has stayed the same kernel for `seconds`.
+
+    JupyterLab may replace the kernel it started first while it restores its workspace (seen
+    under load: a kernel shut down half a second after its start); cells queued on the first
+    kernel are then dropped, and the run never begins.
+    """
+    deadline = time.monotonic() + 2 * MINUTE / 1000
+    settled: tuple[str, float] | None = None
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{lab.url}/api/sessions?token={lab.token}", timeout=10) as response:
+            sessions = json.load(response)
+        kernels = [s["kernel"] for s in sessions if s.get("kernel")]
+        if len(kernels) == 1 and kernels[0].get("execution_state") == "idle":
+            kernel_id = kernels[0]["id"]
+            if settled is None or settled[0] != kernel_id:
+                settled = (kernel_id, time.monotonic())
+            elif time.monotonic() - settled[1] >= seconds:
+                return
+        else:
+            settled = None
+        time.sleep(0.2)
+    raise AssertionError(f"the notebook's kernel did not settle: {sessions}")
+
+
 def run_all_cells(page, notebook) -> None:
-    """Run → Run All Cells, as a person does; retried while JupyterLab is still wiring up the notebook."""
+    """Run → Run All Cells, as a person does; retried while JupyterLab is still wiring up the notebook.
+
+    Done when the last code cell is queued or has run: a run whose later cells were dropped
+    (the kernel replaced under them) would wait for a panel that never comes.
+    """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
-    started = notebook.locator(".jp-InputPrompt").filter(has_text="[*]")
+    last_prompt = notebook.locator(".jp-CodeCell").last.locator(".jp-InputPrompt")
     for _ in range(10):
         notebook.locator(".jp-Cell").first.click()  # the notebook becomes the current widget
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:
-            expect(started.first).to_be_visible(timeout=5_000)
+            expect(last_prompt).to_have_text(re.compile(r"\[(\*|\d+)\]"), timeout=5_000)
             return
         except (AssertionError, PlaywrightTimeout):
             page.keyboard.press("Escape")
@@ -205,6 +235,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
 
     # a click on the open file browser's tab folds the left sidebar away: more room for the notebook
     page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").click()
+    wait_for_a_settled_kernel(jupyterlab)
     run_all_cells(page, notebook)
 
     def buttons(kind: str, agent_id: str):
