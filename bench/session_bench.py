@@ -44,9 +44,9 @@ SYNC_TIMES: list[float] = []
 _sync = AgentLog.sync
 
 
-def _timed_sync(self: AgentLog, history: Any) -> None:
+def _timed_sync(self: AgentLog, history: Any, *, durable: bool = True) -> None:
     start = time.perf_counter()
-    _sync(self, history)
+    _sync(self, history, durable=durable)
     SYNC_TIMES.append(time.perf_counter() - start)
 
 

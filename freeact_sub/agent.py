@@ -555,10 +555,14 @@ class Agent:
         finally:
             self._save()
 
-    def _save(self) -> None:
-        """Append what is new in the history to this agent's transcript (flushed and fsync'ed)."""
+    def _save(self, *, durable: bool = True) -> None:
+        """Append what is new in the history to this agent's transcript: flushed, and fsync'ed if `durable`.
+
+        Flushed lines survive a killed process; the fsync at the end of each round (a model
+        response with no calls, or a batch of tool results) makes them survive the machine.
+        """
         if self._log is not None:
-            self._log.sync(self._history)
+            self._log.sync(self._history, durable=durable)
 
     def _note_interruption(self) -> None:
         """End the history of a cancelled turn: answer calls left without a result, then add a note."""
@@ -622,10 +626,10 @@ class Agent:
             emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
             response = await self._model_round(emit)
             self._history.append(response)
-            self._save()
+            calls = [p for p in response.parts if p.part_kind == "tool-call"]
+            self._save(durable=not calls)  # with calls, the round ends with their results
             text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
             last_text = text or last_text
-            calls = [p for p in response.parts if p.part_kind == "tool-call"]
             if text:
                 emit(Response(agent_id=self.agent_id, content=text, final=not calls))
             if not calls:

@@ -217,9 +217,9 @@ class AgentLog:
         self.turns = 0
         self.usage = [0, 0, 0]  # requests, input tokens, output tokens
 
-    def sync(self, history: Sequence[ModelMessage]) -> None:
-        """Append what is new in `history` (flushed, fsync'ed) and the agent's usage so far."""
-        if self.store.closed or not self._writer.sync(history):
+    def sync(self, history: Sequence[ModelMessage], *, durable: bool = True) -> None:
+        """Append what is new in `history` (flushed; fsync'ed if `durable`) and the agent's usage so far."""
+        if self.store.closed or not self._writer.sync(history, durable=durable):
             return
         self.store._used = True
         if self._writer.responses:
@@ -238,7 +238,6 @@ class AgentLog:
                     "input_tokens": input_tokens,
                     "output_tokens": output_tokens,
                 },
-                fsync=True,
             )
 
     def prompt(self, text: str) -> None:

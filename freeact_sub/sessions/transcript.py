@@ -17,6 +17,7 @@ cut short by a crash one a model accepts: every tool call gets a result.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import threading
 import warnings
@@ -129,14 +130,21 @@ class TranscriptWriter:
         self.responses: list[Any] = []
         """Model responses appended by this writer (for usage totals)."""
 
-    def sync(self, history: Sequence[ModelMessage]) -> bool:
-        """Append what `history` has that the file lacks; flush and fsync. Returns whether anything was written."""
+    def sync(self, history: Sequence[ModelMessage], *, durable: bool = True) -> bool:
+        """Append what `history` has that the file lacks and flush it; fsync too if `durable`.
+
+        Returns whether anything was written. A flushed line survives the process (SIGKILL);
+        the fsync makes it survive the machine.
+        """
         saved = self._saved
-        common = 0
-        limit = min(len(saved), len(history))
-        # by identity, as the agent appends; by value for a history loaded or copied elsewhere (a resumed child)
-        while common < limit and (history[common] is saved[common] or history[common] == saved[common]):
-            common += 1
+        if len(history) >= len(saved) and all(map(operator.is_, history, saved)):
+            common = len(saved)  # the agent only appended (checked at C speed: this runs twice a round)
+        else:
+            common = 0
+            limit = min(len(saved), len(history))
+            # by value for a history loaded or copied elsewhere (a resumed child)
+            while common < limit and (history[common] is saved[common] or history[common] == saved[common]):
+                common += 1
         if common == len(saved) == len(history):
             return False
         lines: list[bytes] = []
@@ -148,8 +156,12 @@ class TranscriptWriter:
                 self.responses.append(message)
         self._file.write(b"\n".join(lines) + b"\n")
         self._file.flush()
-        self._durable.request()
-        self._saved = list(history)
+        if durable:
+            self._durable.request()
+        if common == len(saved):
+            saved.extend(history[common:])
+        else:
+            self._saved = list(history)
         return True
 
     def close(self) -> None:
