@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import Literal
 
 import ipywidgets as widgets
 
 from freeact_sub import ApprovalRequest, CodeExecutionOutput, ToolOutput
+from freeact_sub.task_notes import task_call_notes
 
 from . import _html
 from .approval_panel import ApprovalPanel
@@ -198,9 +200,8 @@ def _describe(tool_name: str, arguments: dict) -> str:
     if tool_name == "execute_ipython_cell" and isinstance(arguments.get("code"), str):
         return _html.code(arguments["code"])
     if tool_name == "task" and isinstance(arguments.get("prompt"), str):
-        limit = arguments.get("max_turns")
-        turns = f"{limit} turn{'s' if limit != 1 else ''}"
-        note = f' <span class="freeact-meta">(at most {turns})</span>' if limit else ""
+        notes = task_call_notes(arguments)
+        note = f' <span class="freeact-meta">({html.escape(" · ".join(notes))})</span>' if notes else ""
         return f"<b>Job for a subagent</b>{note}{_html.preformatted(arguments['prompt'])}"
     if tool_name == "reset_kernel":
         return '<span class="freeact-meta">restart the kernel: all variables are lost</span>'

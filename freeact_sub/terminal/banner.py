@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
@@ -51,7 +52,7 @@ def banner(
         for index, (name, definition) in enumerate(types.items()):
             model = definition.model if isinstance(definition.model, str) else "inherited model"
             listed.append(("\n" if index else "") + name, style="bold")
-            listed.append(f" · {model} · {' '.join(definition.description.split())[:70]}", style="dim")
+            listed.append(f" · {model} · {textwrap.shorten(definition.description, 70, placeholder=' …')}", style="dim")
         grid.add_row("agent types", Text.assemble(listed, ("\n/agents shows their models and tools", "dim")))
     mcp_tools = [name for name in agent.tool_names if name not in BUILTIN_TOOL_NAMES]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))

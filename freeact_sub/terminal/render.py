@@ -35,6 +35,7 @@ from freeact_sub import (
     TurnStarted,
 )
 
+from ..task_notes import task_call_notes
 from .palette import Palette
 from .status import SubagentBoard
 
@@ -150,8 +151,9 @@ class Renderer:
         if request.code is not None:
             body = Syntax(request.code, "python", theme="monokai", word_wrap=True, background_color="default")
         elif request.tool_name == "task":
-            turns = request.tool_args.get("max_turns")
-            body = Group(Text(str(request.tool_args.get("prompt", ""))), Text(f"max turns: {turns}", style="dim"))
+            notes = task_call_notes(request.tool_args)
+            prompt = Text(str(request.tool_args.get("prompt", "")))
+            body = Group(prompt, Text(" · ".join(notes), style="dim")) if notes else prompt
         else:
             body = Text(json.dumps(request.tool_args, ensure_ascii=False, indent=None) or "{}")
         panel = Panel(body, title=title, title_align="left", border_style=colour, padding=(0, 1))

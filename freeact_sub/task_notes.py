@@ -1,0 +1,43 @@
+"""How a person reads a `task` call before approving it: its type, title, limits and mode in words."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["task_call_notes"]
+
+
+def _count(value: Any, one: str, many: str) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return f"{value:,} {one if value == 1 else many}"
+
+
+def task_call_notes(arguments: Mapping[str, Any]) -> list[str]:
+    """The settings of a `task` call beside its prompt, each a short phrase; empty for a plain call.
+
+    E.g. `["reviewer", "“Review the summary”", "at most 4 turns", "in the background"]`. Values
+    of the wrong type are left out (the call itself reports them to the model).
+    """
+    notes: list[str] = []
+    kind = arguments.get("subagent_type")
+    if isinstance(kind, str) and kind and kind != "general":
+        notes.append(kind)
+    title = arguments.get("description")
+    if isinstance(title, str) and title.strip():
+        notes.append(f"“{' '.join(title.split())}”")
+    if turns := _count(arguments.get("max_turns"), "turn", "turns"):
+        notes.append(f"at most {turns}")
+    if tokens := _count(arguments.get("max_tokens"), "token", "tokens"):
+        notes.append(f"at most {tokens}")
+    if calls := _count(arguments.get("max_tool_calls"), "tool call", "tool calls"):
+        notes.append(f"at most {calls}")
+    if arguments.get("run_in_background") is True:
+        notes.append("in the background")
+    resumed = arguments.get("resume")
+    if isinstance(resumed, str) and resumed:
+        notes.append(f"continues {resumed}")
+    if arguments.get("fork") is True:
+        notes.append("with a copy of this conversation")
+    return notes
