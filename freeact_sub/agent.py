@@ -28,7 +28,15 @@ import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .agent_types import GENERAL, AgentDefinition, compose_system_prompt, configure, load_agent_types, task_tool
+from .agent_types import (
+    GENERAL,
+    AgentDefinition,
+    compose_system_prompt,
+    configure,
+    load_agent_types,
+    server_may_offer,
+    task_tool,
+)
 from .agent_types import tool_allowed as tool_allowed
 from .approvals import ApprovalPolicy, ApprovalRules
 from .cell_images import accepts_images
@@ -347,12 +355,15 @@ class Agent:
         self._store, self._log = None, None
 
     async def _start_resources(self) -> None:
-        mcp = McpConnections(
-            self.settings.mcp_servers, cwd=self.settings.working_dir, pool=self.tree.mcp_pool_for(self.agent_id)
-        )
+        settings = self.settings
+        servers = {  # a server none of whose tools this agent may use is not started for it
+            name: spec
+            for name, spec in settings.mcp_servers.items()
+            if server_may_offer(name, settings.tools, settings.disallowed_tools)
+        }
+        mcp = McpConnections(servers, cwd=settings.working_dir, pool=self.tree.mcp_pool_for(self.agent_id))
         self._mcp = mcp
 
-        settings = self.settings
         runs_code = tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools)
         kernel_task = asyncio.create_task(self._acquire_kernel(runs_code))
         mcp_task = asyncio.create_task(mcp.open())

@@ -133,6 +133,41 @@ def tool_allowed(name: str, tools: Iterable[str] | None, disallowed: Iterable[st
     return not any(fnmatch.fnmatchcase(name, pattern) for pattern in disallowed)
 
 
+def server_may_offer(server: str, tools: Iterable[str] | None, disallowed: Iterable[str] = ()) -> bool:
+    """Whether a tool of MCP server `server` could pass the `tools` / `disallowed` patterns.
+
+    An agent whose patterns rule out every `<server>_…` name does not connect to that server
+    (no process is started for it). The answer errs towards True: a pattern keeps a server
+    unless its literal start (before any wildcard) and the server's prefix disagree.
+    """
+    from .mcp import qualified_tool_name
+
+    prefix = qualified_tool_name(server, "")
+    if tools is not None and not any(_may_start_with(pattern, prefix) for pattern in tools):
+        return False
+    return not any(_covers_all_starting_with(pattern, prefix) for pattern in disallowed)
+
+
+def _literal_start(pattern: str) -> tuple[str, bool]:
+    """The pattern's text before its first wildcard, and whether it has one."""
+    for index, char in enumerate(pattern):
+        if char in "*?[":
+            return pattern[:index], True
+    return pattern, False
+
+
+def _may_start_with(pattern: str, prefix: str) -> bool:
+    literal, wild = _literal_start(pattern)
+    if not wild:
+        return literal.startswith(prefix)
+    return literal.startswith(prefix) or prefix.startswith(literal)
+
+
+def _covers_all_starting_with(pattern: str, prefix: str) -> bool:
+    literal, wild = _literal_start(pattern)
+    return wild and pattern == literal + "*" and prefix.startswith(literal)
+
+
 def user_agents_dir() -> Path:
     """`~/.config/freeact-sub/agents`: the person's own agent types."""
     return Path.home() / ".config" / "freeact-sub" / "agents"

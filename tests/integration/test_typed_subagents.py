@@ -8,6 +8,7 @@ a call naming an unknown type.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,45 @@ async def test_a_bad_type_is_reported_before_any_kernel_starts(workdir: Path) ->
     with pytest.raises(ConfigError, match=r"broken\.md: agent type 'broken':\n  maxTurns"):
         await Agent(AgentConfig(model=script.model, working_dir=workdir, save_sessions=False)).start()
     assert kernel_processes() == []
+
+
+async def test_an_agent_starts_only_the_mcp_servers_its_tool_patterns_can_use(
+    workdir: Path, calc_server_config: dict, time_server_config: dict
+) -> None:
+    """A child typed `tools: [calc_*]` connects to calc only: no `mcp-server-time` process is started for it."""
+    import psutil
+
+    marks = {"calc": "calc_server", "time": "mcp_server_time"}
+
+    def servers_running() -> set[str]:
+        names = set()
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                command = " ".join(child.cmdline())
+                names |= {name for name, mark in marks.items() if mark in command}
+        return names
+
+    seen: list[set[str]] = []
+
+    def child_step(messages: list[ModelMessage]) -> list[str]:
+        seen.append(servers_running())
+        return ["done"]
+
+    parent = Script([Call("task", {"prompt": "CHILD-add: add", "subagent_type": "adder"})], ["ok"])
+    router = Router({"CHILD-add": Script(child_step), "go": parent})
+    config = AgentConfig(
+        model=router.model,
+        working_dir=workdir,
+        save_sessions=False,
+        mcp_pool_size=0,
+        mcp_servers={"calc": calc_server_config, "time": time_server_config},
+        disallowed_tools=["time_*"],  # the main agent does not use time either
+        agents={"adder": AgentDefinition(description="adds", tools=["calc_*"])},
+        auto_approve=True,
+    )
+    async with Agent(config) as agent:
+        assert servers_running() == {"calc"}
+        assert not any(name.startswith("time_") for name in agent.tool_names)
+        async for _ in agent.stream("go"):
+            pass
+    assert seen == [{"calc"}], "while the child ran, only calc servers were running (its own and its parent's)"

@@ -14,6 +14,7 @@ from freeact_sub.agent_types import (
     load_agent_file,
     load_agent_types,
     parse_agent_markdown,
+    server_may_offer,
     task_tool,
     tool_allowed,
 )
@@ -249,3 +250,23 @@ def test_the_readme_type_examples_load(tmp_path: Path) -> None:
     scope: dict[str, object] = {}
     exec(code, scope)
     assert sorted(scope["config"].agents) == ["explorer", "reader"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("tools", "disallowed", "expected"),
+    [
+        (None, (), {"calc": True, "time": True}),
+        (["calc_*"], (), {"calc": True, "time": False}),
+        (["calc_add", "execute_ipython_cell"], (), {"calc": True, "time": False}),
+        (["*_add"], (), {"calc": True, "time": True}),  # a leading wildcard may match any server's tools
+        (["c*"], (), {"calc": True, "time": False}),
+        (["execute_ipython_cell"], (), {"calc": False, "time": False}),
+        (None, ["time_*"], {"calc": True, "time": False}),
+        (None, ["time_get_*"], {"calc": True, "time": True}),  # only some of its tools are ruled out
+        (None, ["*"], {"calc": False, "time": False}),
+    ],
+)
+def test_an_mcp_server_is_needed_only_if_one_of_its_tools_could_pass_the_patterns(
+    tools: list[str] | None, disallowed: list[str], expected: dict[str, bool]
+) -> None:
+    assert {server: server_may_offer(server, tools, disallowed) for server in expected} == expected
