@@ -217,3 +217,30 @@ def test_a_new_session_that_got_no_prompt_is_removed_when_it_closes(tmp_path: Pa
     store.agent("agent-main").status("running")
     store.close()
     assert not store.path.exists() and list_sessions(tmp_path) == []
+
+
+def test_a_message_is_written_exactly_as_pydantic_ais_list_adapter_writes_it() -> None:
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.usage import RequestUsage
+
+    from freeact_sub.sessions.transcript import dump_message
+
+    messages = [
+        ModelRequest(parts=[UserPromptPart("count primes")], instructions="be brief"),
+        ModelResponse(
+            parts=[TextPart("ok"), ToolCallPart("execute_ipython_cell", {"code": "x = 1"}, tool_call_id="c1")],
+            usage=RequestUsage(input_tokens=12, output_tokens=5),
+            model_name="m",
+        ),
+        ModelRequest(parts=[ToolReturnPart("execute_ipython_cell", "done", tool_call_id="c1")]),
+    ]
+    for message in messages:
+        assert dump_message(message) == bytes(ModelMessagesTypeAdapter.dump_json([message]))[1:-1]
