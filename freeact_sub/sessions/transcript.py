@@ -17,7 +17,6 @@ cut short by a crash one a model accepts: every tool call gets a result.
 from __future__ import annotations
 
 import json
-import operator
 import os
 import threading
 import warnings
@@ -153,8 +152,11 @@ class TranscriptWriter:
         the fsync makes it survive the machine.
         """
         saved = self._saved
-        if len(history) >= len(saved) and all(map(operator.is_, history, saved)):
-            common = len(saved)  # the agent only appended (checked at C speed: this runs twice a round)
+        grown = len(history) >= len(saved)
+        if grown and (not saved or (history[0] is saved[0] and history[len(saved) - 1] is saved[-1])):
+            # The agent only appended. It never replaces a message in the middle of its history, only
+            # cuts it back (a rollback) or replaces the last one, so the ends tell: O(1) twice a round.
+            common = len(saved)
         else:
             common = 0
             limit = min(len(saved), len(history))
