@@ -32,8 +32,8 @@ from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.subagent_bench import SpawnScript
-from freeact_sub import Agent, AgentConfig, ApprovalRequest
+from bench.subagent_bench import SpawnScript, timed_spawn
+from freeact_sub import Agent, AgentConfig
 from freeact_sub.config import KernelGatewayConfig
 from freeact_sub.kernel_gateway import GatewayKernel
 from tests.gateway_server import TOKEN_ENV, GatewayServer, kernel_gateway
@@ -110,14 +110,7 @@ async def spawn_latencies(server: GatewayServer, spawns: int, pool_size: int) ->
             for _ in range(spawns):
                 while agent.tree.pool.ready < pool_size:  # noqa: ASYNC110 - polling the pool's counter
                     await asyncio.sleep(0.05)
-                script.first_request.clear()
-                approved_at = 0.0
-                async for event in agent.stream("spawn one"):
-                    if isinstance(event, ApprovalRequest):
-                        if event.tool_name == "task":
-                            approved_at = time.perf_counter()
-                        event.approve(True)
-                samples.append(script.first_request["child 0"] - approved_at)
+                samples.append(await timed_spawn(agent, script))
     return samples
 
 

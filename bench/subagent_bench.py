@@ -72,6 +72,18 @@ class SpawnScript:
         }
 
 
+async def timed_spawn(agent: Agent, script: SpawnScript) -> float:
+    """One parent turn that starts one child: seconds from approving the `task` call to the child's first request."""
+    script.first_request.clear()
+    approved_at = 0.0
+    async for event in agent.stream("spawn one"):
+        if isinstance(event, ApprovalRequest):
+            if event.tool_name == "task":
+                approved_at = time.perf_counter()
+            event.approve(True)
+    return script.first_request["child 0"] - approved_at
+
+
 async def wait_for_pool(agent: Agent) -> None:
     """Until the kernel pool and the MCP pool (every configured server) are full."""
     tree, config = agent.tree, agent.config
@@ -101,14 +113,7 @@ async def spawn_latencies(
         async with Agent(config) as agent:
             for _ in range(spawns):
                 await wait_for_pool(agent)
-                script.first_request.clear()
-                approved_at = 0.0
-                async for event in agent.stream("spawn one"):
-                    if isinstance(event, ApprovalRequest):
-                        if event.tool_name == "task":
-                            approved_at = time.perf_counter()
-                        event.approve(True)
-                samples.append(script.first_request["child 0"] - approved_at)
+                samples.append(await timed_spawn(agent, script))
     return samples
 
 

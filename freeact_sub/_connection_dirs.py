@@ -14,12 +14,14 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 __all__ = ["PREFIX", "create", "remove", "sweep"]
 
 PREFIX = "freeact-sub-kernel-"
 OWNER_FILE = "owner"
+_EMPTY_GRACE = 60.0  # seconds an empty folder without an owner is left alone (it may be being made)
 
 _live: set[str] = set()
 _swept = False
@@ -50,7 +52,14 @@ def sweep(root: str | None = None) -> list[str]:
         try:
             owner = int((folder / OWNER_FILE).read_text())
         except (OSError, ValueError):
-            continue  # not ours to judge: no owner recorded (yet)
+            # No owner recorded (yet). An empty folder that has stayed so for a minute is what a
+            # removal leaves when a dying kernel's socket file appeared during it and was then
+            # unlinked by the kernel itself: nothing in it to protect.
+            with contextlib.suppress(OSError):
+                if time.time() - folder.stat().st_mtime > _EMPTY_GRACE and not any(folder.iterdir()):
+                    folder.rmdir()
+                    removed.append(str(folder))
+            continue
         if not _alive(owner):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))

@@ -52,6 +52,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def token_gateway(workdir: Path) -> Iterator[GatewayServer]:
+    """A gateway whose token the tests' configs read from `TOKEN_ENV` (set while the block runs)."""
+    with kernel_gateway(workdir) as server:
+        os.environ[TOKEN_ENV] = server.token
+        try:
+            yield server
+        finally:
+            os.environ.pop(TOKEN_ENV, None)
+
+
+@contextlib.contextmanager
 def kernel_gateway(
     workdir: Path, *extra_args: str, token: str = "test-token-1234", rate_limit: bool = False
 ) -> Iterator[GatewayServer]:

@@ -18,7 +18,7 @@ import pytest
 from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinished, TurnCancelled
 from freeact_sub.errors import KernelError
 from freeact_sub.kernel_gateway import GatewayKernel
-from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, kernel_gateway
+from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, token_gateway
 from tests.scripting import Block, Call, Router, Script
 
 KERNEL_ID = re.compile(r"KERNEL=([0-9a-f-]{36})")
@@ -31,12 +31,8 @@ PRINT_KERNEL_ID = (
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
-    with kernel_gateway(tmp_path_factory.mktemp("gateway")) as server:
-        os.environ[TOKEN_ENV] = server.token
-        try:
-            yield server
-        finally:
-            os.environ.pop(TOKEN_ENV, None)
+    with token_gateway(tmp_path_factory.mktemp("gateway")) as server:
+        yield server
 
 
 def config(model: Any, workdir: Path, gateway: GatewayServer, **overrides: Any) -> AgentConfig:

@@ -9,6 +9,7 @@ import queue
 import signal
 import struct
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -351,6 +352,22 @@ async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(tmp_pat
         assert (Path(live) / "owner").read_text() == str(os.getpid())
     finally:
         _connection_dirs.remove(live)
+
+
+async def test_an_empty_unowned_folder_is_swept_only_after_a_minute(tmp_path: Path) -> None:
+    """What a removal leaves when a dying kernel's socket file comes and goes during it."""
+    from freeact_sub import _connection_dirs
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    old, new, kept = (root / f"freeact-sub-kernel-{name}" for name in ("old", "new", "kept"))
+    for folder in (old, new, kept):
+        folder.mkdir()
+    (kept / "connection.json").write_text("{}")  # has content but no owner: not ours to judge
+    for folder in (old, kept):
+        os.utime(folder, (time.time() - 120, time.time() - 120))
+    assert _connection_dirs.sweep(str(root)) == [str(old)]
+    assert [p.exists() for p in (old, new, kept)] == [False, True, True]
 
 
 # -- timeouts, interrupts, cancellation --------------------------------------------------------

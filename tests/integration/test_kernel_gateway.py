@@ -22,7 +22,7 @@ import pytest_asyncio
 from freeact_sub.config import KernelGatewayConfig
 from freeact_sub.errors import KernelError
 from freeact_sub.kernel_gateway import GatewayKernel
-from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, kernel_gateway
+from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, kernel_gateway, token_gateway
 from tests.processes import is_gone
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -30,12 +30,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
-    with kernel_gateway(tmp_path_factory.mktemp("gateway")) as server:
-        os.environ[TOKEN_ENV] = server.token
-        try:
-            yield server
-        finally:
-            os.environ.pop(TOKEN_ENV, None)
+    with token_gateway(tmp_path_factory.mktemp("gateway")) as server:
+        yield server
 
 
 def _config(server: GatewayServer, **changes: object) -> KernelGatewayConfig:
