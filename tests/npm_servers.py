@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.system_tools import require
 
 ROOT = Path(__file__).resolve().parent.parent
 NPM_PREFIX = ROOT / ".cache" / "npm-servers"
@@ -17,9 +16,8 @@ def filesystem_server(allowed_dir: Path) -> dict:
     """The `mcpServers` entry of `@modelcontextprotocol/server-filesystem`, allowed to use `allowed_dir`."""
     binary = NPM_PREFIX / "node_modules" / ".bin" / "mcp-server-filesystem"
     if not binary.exists():
-        npm = shutil.which("npm")
-        if npm is None or shutil.which("node") is None:
-            pytest.fail("node and npm are needed for the npm MCP server tests (.ci/run installs them with apt)")
+        require("node", "the npm MCP server tests", "install Node.js 20 (it bundles npm)")
+        npm = require("npm", "the npm MCP server tests", "install Node.js 20 (it bundles npm)")
         NPM_PREFIX.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_PREFIX), FILESYSTEM_PACKAGE],

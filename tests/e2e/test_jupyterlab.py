@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.system_tools import require
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,11 +69,7 @@ class JupyterLab:
 
 @pytest.fixture
 def chromium() -> Path:
-    if not CHROMIUM.exists():
-        message = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require("chromium", "the JupyterLab browser test", "apt-get install -y chromium (Debian's build)")
     return CHROMIUM
 
 
