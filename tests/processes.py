@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import psutil
@@ -27,8 +28,11 @@ def kernel_processes() -> list[int]:
     return found
 
 
-def is_gone(pid: int, wait: float = 5.0) -> bool:
-    """Whether the process has ended; one that is exiting gets `wait` seconds. Never reaps it (not ours to reap)."""
+async def is_gone(pid: int, wait: float = 5.0) -> bool:
+    """Whether the process has ended; one that is exiting gets `wait` seconds. Never reaps it (not ours to reap).
+
+    Async so that the event loop (the agent stopping that process, say) runs while the test waits.
+    """
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -38,4 +42,4 @@ def is_gone(pid: int, wait: float = 5.0) -> bool:
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)

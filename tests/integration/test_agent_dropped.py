@@ -34,6 +34,6 @@ async def test_a_dropped_agent_is_stopped_on_its_loop(workdir: Path) -> None:
         gc.collect()
     for _ in range(200):  # the agent is stopped by a task on this loop
         await asyncio.sleep(0.05)
-        if all(is_gone(pid, wait=0) for pid in pids):
+        if all([await is_gone(pid, wait=0) for pid in pids]):
             break
-    assert all(is_gone(pid) for pid in pids)
+    assert all([await is_gone(pid) for pid in pids])

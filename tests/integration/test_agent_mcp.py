@@ -162,7 +162,7 @@ async def test_a_server_that_crashes_mid_session_becomes_an_error_result(tmp_pat
     async with Agent(config(script, tmp_path, {"calc": CALC})) as agent:
         events = await drive(agent.stream("crash it"))
     pid = int(script.tool_results(1)["pid"])
-    assert is_gone(pid)
+    assert await is_gone(pid)
     crash = script.tool_results(2)["crash"]
     assert "'calc'" in crash
     assert [o.is_error for o in of(ToolOutput, events) if o.tool_call_id in ("crash", "again")] == [True, True]
@@ -206,11 +206,11 @@ async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) ->
         assert pids[0] != pids[1]
         assert all(psutil.Process(pid).is_running() for pid in pids)
         await agents[0].stop()
-        assert is_gone(pids[0])
-        assert not is_gone(pids[1], wait=0)  # stopping one agent leaves the other's server alone
+        assert await is_gone(pids[0])
+        assert not await is_gone(pids[1], wait=0)  # stopping one agent leaves the other's server alone
     finally:
         await asyncio.gather(*(agent.stop() for agent in agents))
-    assert is_gone(pids[1])
+    assert await is_gone(pids[1])
 
 
 async def test_the_third_party_time_server(tmp_path: Path) -> None:

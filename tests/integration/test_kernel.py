@@ -191,7 +191,7 @@ async def test_a_forked_kernel_ends_when_its_zygote_is_killed(tmp_path: Path) ->
         pid = forked.pid
         assert pid is not None and zygote.pid is not None
         os.kill(zygote.pid, signal.SIGKILL)
-        outlived = not is_gone(pid, wait=10.0)
+        outlived = not await is_gone(pid, wait=10.0)
         if outlived:  # the orphan is no longer our child: end it by its PID so the failure leaks nothing
             os.kill(pid, signal.SIGKILL)
         assert not outlived, "a forked kernel outlived its killed zygote"
@@ -334,7 +334,7 @@ async def test_connection_folders_of_a_host_that_exits_are_removed_at_exit(tmp_p
     folder, kernel_pid = await _host("exit", tmp_path)
     assert folder.parent == tmp_path / "tmp" and folder.name.startswith("freeact-sub-kernel-")
     assert not folder.exists()
-    assert is_gone(kernel_pid, wait=10)
+    assert await is_gone(kernel_pid, wait=10)
 
 
 async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(tmp_path: Path) -> None:
@@ -342,7 +342,7 @@ async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(tmp_pat
 
     folder, kernel_pid = await _host("die", tmp_path)
     assert (folder / "connection.json").is_file()  # left behind, HMAC key and all
-    assert is_gone(kernel_pid, wait=10)
+    assert await is_gone(kernel_pid, wait=10)
     live = _connection_dirs.create()  # this process's own: its owner is alive
     unowned = tmp_path / "tmp" / "freeact-sub-kernel-unowned"  # no owner recorded: not ours to judge
     unowned.mkdir()

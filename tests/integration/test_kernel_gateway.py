@@ -196,7 +196,7 @@ async def test_a_cell_that_ignores_the_interrupt_gets_a_restarted_kernel(gateway
         result = await kernel.execute(code, timeout=0.5)
         assert result.status == "timeout"
         assert "did not stop" in result.text and "state was lost" in result.text
-        assert is_gone(pid)
+        assert await is_gone(pid)
         assert (await kernel.execute("print('alive')")).text == "alive\n"
         assert await _pid(kernel) != pid
 
@@ -240,7 +240,7 @@ async def test_a_kernel_killed_between_cells_is_restarted_and_the_next_cell_says
         await kernel.execute("lost = 1")
         pid = await _pid(kernel)
         os.kill(pid, signal.SIGKILL)
-        assert is_gone(pid)
+        assert await is_gone(pid)
         seen: list[str] = []
         result = await kernel.execute("print('fresh')", on_output=seen.append)
         # Whether the gateway's news of the death came before the request was sent decides which
@@ -278,7 +278,7 @@ async def test_shutdown_deletes_the_kernel_on_the_gateway(gateway: GatewayServer
     await kernel.shutdown()
     assert not kernel.started
     assert set(gateway.kernel_ids()) == before
-    assert is_gone(pid)
+    assert await is_gone(pid)
     await kernel.shutdown()  # a second shutdown is harmless
     with pytest.raises(KernelError, match="not running"):
         await kernel.execute("1")

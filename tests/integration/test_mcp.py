@@ -80,7 +80,7 @@ async def test_a_server_that_crashes_mid_session_turns_calls_into_errors(
         text, is_error = await mcp.call("calc_crash", {})
         assert is_error
         assert "'calc'" in text and "crash" in text
-        assert is_gone(pid)
+        assert await is_gone(pid)
         later, later_error = await asyncio.wait_for(mcp.call("calc_add", {"a": 1, "b": 2}), 30)
         assert later_error
         assert "'calc'" in later
@@ -95,7 +95,7 @@ async def test_close_stops_the_server_processes(calc_server_config: dict, tmp_pa
     pid = int((await mcp.call("calc_server_pid", {}))[0])
     assert psutil.Process(pid).is_running()
     await mcp.close()
-    assert is_gone(pid)
+    assert await is_gone(pid)
     assert mcp.tools == []
 
 
@@ -105,7 +105,7 @@ async def test_open_in_one_task_and_close_in_another(calc_server_config: dict, t
     await asyncio.create_task(mcp.open())
     pid = int((await asyncio.create_task(mcp.call("calc_server_pid", {})))[0])
     await asyncio.create_task(mcp.close())
-    assert is_gone(pid)
+    assert await is_gone(pid)
 
 
 async def test_two_connection_sets_have_their_own_server_processes(calc_server_config: dict, tmp_path: Path) -> None:

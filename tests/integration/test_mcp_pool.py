@@ -74,7 +74,7 @@ async def test_pool_hands_each_opened_connection_to_one_owner_and_refills(calc_s
         assert await pool.take("calc", other, workdir) is None, "a different configuration is a different pool"
 
         await owners.pop(0).close()
-        assert is_gone(pids[0]), "a pooled connection is closed with its owner"
+        assert await is_gone(pids[0]), "a pooled connection is closed with its owner"
         pool.fill(servers, workdir)
         await eventually(lambda: pool.ready("calc", spec, workdir) == 2, "the pool should refill")
         refilled = calc_servers() - set(pids)
@@ -95,7 +95,7 @@ async def test_a_pooled_server_that_died_while_idle_is_not_handed_out(calc_serve
         await eventually(lambda: pool.ready("calc", servers["calc"], workdir) == 1, "the pool should fill")
         (dead,) = calc_servers()
         psutil.Process(dead).kill()
-        assert is_gone(dead)
+        assert await is_gone(dead)
         await owner.open()
         assert await server_pid(owner) != dead
     finally:
@@ -125,7 +125,7 @@ async def test_a_subagent_gets_a_pre_opened_connection_that_dies_with_it(calc_se
         child_pid = int(next(e.content for e in of(ToolOutput, events) if e.tool_call_id == "child-pid"))
         assert finished.status == "done"
         assert child_pid == pooled, "the child used the connection opened before it was spawned"
-        assert is_gone(child_pid), "and closed it when it ended"
+        assert await is_gone(child_pid), "and closed it when it ended"
         await eventually(lambda: len(calc_servers() - {main_pid, pooled}) == 1, "the pool should refill")
         await eventually(lambda: agent.tree.mcp_pool.ready("calc", spec, workdir) == 1, "the new entry should open")
     assert calc_servers() == set(), "stop() closes the pool's idle connections"

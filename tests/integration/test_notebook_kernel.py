@@ -187,7 +187,7 @@ async def test_view_shows_its_panel_and_a_replaced_agent_is_stopped(tmp_path: Pa
         pids = [int(p) for p in (await kernel.run("print(agent.kernel.pid, agent.tree.zygote.pid)")).split()]
         printed = await kernel.run(start)
         assert f"Stopped {old_id}: no name of the notebook holds it any more" in printed
-        assert all(is_gone(pid, wait=10) for pid in pids)
+        assert all([await is_gone(pid, wait=10) for pid in pids])
         # the new agent is untouched, and a name that still holds an agent keeps it running
         printed = await kernel.run("keep = agent\nagent = None\nprint(keep.started)")
         assert printed.split() == ["True"]

@@ -25,7 +25,7 @@ FAKE_APT = r"""#!/bin/bash
 echo "$*" >> "$APT_LOG"
 if [ "$1" = install ] && [ "$2" = -s ]; then
   case " $FAKE_APT_CONFLICTS " in
-    *" $3 "*) echo " nodejs : Conflicts: $3"; echo "E: Unable to correct problems, you have held broken packages."; exit 100;;
+    *" $3 "*) echo " nodejs : Conflicts: $3"; echo "E: Unable to correct problems."; exit 100;;
   esac
   exit 0
 fi
@@ -58,8 +58,9 @@ def run_install_step(tmp_path: Path, present: list[str], conflicts: str = "") ->
     log = tmp_path / "apt.log"
     log.touch()
     env = {"PATH": str(fake_bin), "APT_LOG": str(log), "FAKE_BIN": str(fake_bin), "FAKE_APT_CONFLICTS": conflicts}
+    script = f'source {SYSTEM_TOOLS}; echo "missing=$FREEACT_SUB_MISSING_TOOLS"'
     done = subprocess.run(
-        [shutil.which("bash") or "/bin/bash", "-c", f'source {SYSTEM_TOOLS}; echo "missing=$FREEACT_SUB_MISSING_TOOLS"'],
+        [shutil.which("bash") or "/bin/bash", "-c", script],
         env=env,
         capture_output=True,
         text=True,
