@@ -70,3 +70,6 @@ def workdir(tmp_path: Path) -> Path:
 def pytest_configure(config: pytest.Config) -> None:
     # Tests must not reach a real provider by accident.
     os.environ.pop("OPENAI_API_KEY", None)
+    # The demo model streams a word every 20 ms for people to watch; the tests need not watch
+    # (a test about timing passes its own delay). Kernels and notebooks the tests start inherit it.
+    os.environ.setdefault("FREEACT_SUB_DEMO_CHUNK_DELAY", "0.001")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import os
 import re
 import socket
 import threading
@@ -136,22 +137,41 @@ class DemoServer:
         return f"<DemoServer {self.protocol} {self.base_url}{' closed' if self._closed else ''}>"
 
 
+def chunk_delay_from_env() -> float:
+    """`FREEACT_SUB_DEMO_CHUNK_DELAY` (seconds between streamed chunks), or the default when unset.
+
+    Raises `ValueError` naming the variable when it is not a number of seconds.
+    """
+    raw = os.environ.get("FREEACT_SUB_DEMO_CHUNK_DELAY", "").strip()
+    if not raw:
+        return DEFAULT_CHUNK_DELAY
+    try:
+        delay = float(raw)
+    except ValueError:
+        delay = -1.0
+    if not delay >= 0:
+        raise ValueError(f"FREEACT_SUB_DEMO_CHUNK_DELAY: expected seconds, got {raw!r}")
+    return delay
+
+
 def start_demo_server(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    chunk_delay: float = DEFAULT_CHUNK_DELAY,
+    chunk_delay: float | None = None,
     protocol: Literal["openai", "anthropic"] = "openai",
     responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply] = respond,
 ) -> DemoServer:
     """Start the scripted demo model server in a background thread; returns once it listens.
 
     `port=0` picks a free port (see `DemoServer.base_url`). `chunk_delay` is the pause between
-    streamed chunks in seconds. The server speaks both the OpenAI chat-completions and the
-    Anthropic Messages protocol; `protocol` picks which one `base_url` points at
+    streamed chunks in seconds (default: `FREEACT_SUB_DEMO_CHUNK_DELAY`, else 0.02). The server
+    speaks both the OpenAI chat-completions and the Anthropic Messages protocol; `protocol` picks
+    which one `base_url` points at
     (`protocol="anthropic"`: use it with `model="anthropic:<name>"` and `base_url=server.base_url`).
     """
-    return DemoServer(host, port, chunk_delay=chunk_delay, protocol=protocol, responder=responder).start()
+    delay = chunk_delay_from_env() if chunk_delay is None else chunk_delay
+    return DemoServer(host, port, chunk_delay=delay, protocol=protocol, responder=responder).start()
 
 
 def _application(server: DemoServer) -> Any:

@@ -260,13 +260,12 @@ def _load_dotenv(working_dir: Path) -> None:
 
 def _start_demo() -> DemoServer:
     from freeact_sub.demo import start_demo_server
-    from freeact_sub.demo.server import DEFAULT_CHUNK_DELAY
+    from freeact_sub.demo.server import chunk_delay_from_env
 
-    raw = os.environ.get("FREEACT_SUB_DEMO_CHUNK_DELAY", "")
     try:
-        delay = float(raw) if raw else DEFAULT_CHUNK_DELAY
-    except ValueError:
-        raise UsageError(f"FREEACT_SUB_DEMO_CHUNK_DELAY: expected seconds, got {raw!r}") from None
+        delay = chunk_delay_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return start_demo_server(chunk_delay=delay)
 
 

@@ -274,3 +274,19 @@ def test_closing_the_server_closes_both_protocols() -> None:
     for url in (f"{server.base_url_for('openai')}/chat/completions", f"{server.base_url_for('anthropic')}/v1/messages"):
         with pytest.raises(urllib.error.URLError):
             urllib.request.urlopen(urllib.request.Request(url, data=b"{}"), timeout=5)
+
+
+def test_the_streaming_pace_comes_from_the_environment_and_a_bad_value_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from freeact_sub.demo.server import DEFAULT_CHUNK_DELAY, chunk_delay_from_env
+
+    monkeypatch.setenv("FREEACT_SUB_DEMO_CHUNK_DELAY", "0.25")
+    with start_demo_server() as server:
+        assert server.chunk_delay == 0.25
+    monkeypatch.delenv("FREEACT_SUB_DEMO_CHUNK_DELAY")
+    assert chunk_delay_from_env() == DEFAULT_CHUNK_DELAY
+    for bad in ("fast", "-1", "nan"):
+        monkeypatch.setenv("FREEACT_SUB_DEMO_CHUNK_DELAY", bad)
+        with pytest.raises(ValueError, match="FREEACT_SUB_DEMO_CHUNK_DELAY: expected seconds"):
+            chunk_delay_from_env()
