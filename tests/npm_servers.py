@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 from pathlib import Path
 
@@ -19,10 +20,14 @@ def filesystem_server(allowed_dir: Path) -> dict:
         require("node", "the npm MCP server tests", "install Node.js 20 (it bundles npm)")
         npm = require("npm", "the npm MCP server tests", "install Node.js 20 (it bundles npm)")
         NPM_PREFIX.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_PREFIX), FILESYSTEM_PACKAGE],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
+        # one install at a time: test workers (pytest-xdist) may ask for it at once
+        with open(NPM_PREFIX / ".install.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not binary.exists():
+                subprocess.run(
+                    [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_PREFIX), FILESYSTEM_PACKAGE],
+                    check=True,
+                    capture_output=True,
+                    timeout=600,
+                )
     return {"command": str(binary), "args": [str(allowed_dir)]}
