@@ -6,11 +6,14 @@ import asyncio
 import base64
 import os
 import queue
+import shutil
 import signal
 import struct
 import sys
+import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -330,14 +333,24 @@ async def _host(how: str, tmp_path: Path) -> tuple[Path, int]:
     return Path(folder), int(pid)
 
 
-async def test_connection_folders_of_a_host_that_exits_are_removed_at_exit(tmp_path: Path) -> None:
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A temporary folder with a short path: a kernel's ipc socket path must fit in 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="fs-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_connection_folders_of_a_host_that_exits_are_removed_at_exit(short_tmp_path: Path) -> None:
+    tmp_path = short_tmp_path
     folder, kernel_pid = await _host("exit", tmp_path)
     assert folder.parent == tmp_path / "tmp" and folder.name.startswith("freeact-sub-kernel-")
     assert not folder.exists()
     assert await is_gone(kernel_pid, wait=10)
 
 
-async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(tmp_path: Path) -> None:
+async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(short_tmp_path: Path) -> None:
+    tmp_path = short_tmp_path
     from freeact_sub import _connection_dirs
 
     folder, kernel_pid = await _host("die", tmp_path)
