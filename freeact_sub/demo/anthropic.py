@@ -14,21 +14,19 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .scenario import ModelErrorReply, Reply
-from .server import _pieces
-
-if TYPE_CHECKING:
-    from .server import DemoServer
+from .wire import ScriptedModel, pieces
 
 __all__ = ["anthropic_routes", "to_chat_request"]
 
 
-def anthropic_routes(server: DemoServer) -> list[Any]:
+def anthropic_routes(server: ScriptedModel) -> list[Any]:
     """The Starlette routes that serve `server`'s responder over the Anthropic Messages protocol."""
+    from sse_starlette import EventSourceResponse
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     def error(status: int, message: str) -> Response:
@@ -49,8 +47,7 @@ def anthropic_routes(server: DemoServer) -> list[Any]:
             return error(reply.status, reply.message)
         model = str(body.get("model") or "scripted")
         if body.get("stream"):
-            events = _events(reply, model, body, server.chunk_delay)
-            return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+            return EventSourceResponse(_events(reply, model, body, server.chunk_delay), ping=0, sep="\n")
         return JSONResponse(_message(reply, model, body))
 
     return [Route("/v1/messages", messages, methods=["POST"])]
@@ -118,11 +115,12 @@ def _usage(body: Mapping[str, Any], reply: Reply) -> tuple[int, int]:
     return prompt, max(1, output // 4)
 
 
-def _sse(kind: str, data: dict[str, Any]) -> bytes:
-    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+def _sse(kind: str, data: dict[str, Any]) -> dict[str, str]:
+    """One Messages API event, framed by sse-starlette (`event: <kind>`, `data: <json>`)."""
+    return {"event": kind, "data": json.dumps({"type": kind, **data})}
 
 
-async def _events(reply: Reply, model: str, body: Mapping[str, Any], delay: float) -> AsyncIterator[bytes]:
+async def _events(reply: Reply, model: str, body: Mapping[str, Any], delay: float) -> AsyncIterator[dict[str, str]]:
     input_tokens, output_tokens = _usage(body, reply)
     yield _sse(
         "message_start",
@@ -149,7 +147,7 @@ async def _events(reply: Reply, model: str, body: Mapping[str, Any], delay: floa
             else {"type": "text", "text": ""}
         )
         yield _sse("content_block_start", {"index": index, "content_block": start})
-        for piece in _pieces(text):
+        for piece in pieces(text):
             await asyncio.sleep(delay)
             delta = {"type": f"{kind}_delta", kind: piece}
             yield _sse("content_block_delta", {"index": index, "delta": delta})

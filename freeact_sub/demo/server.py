@@ -1,12 +1,8 @@
 """A scripted model served on a local port over two protocols at once: OpenAI chat completions
-and the Anthropic Messages API (see `anthropic.py`).
+(`openai.py`) and the Anthropic Messages API (`anthropic.py`).
 
-`POST /v1/chat/completions` answers with what `scenario.respond()` decides, streamed as
-server-sent events when the request says `"stream": true` (reasoning as `reasoning_content`
-deltas, then text deltas, then tool-call deltas, then a usage chunk), or as one JSON
-completion otherwise. `GET /v1/models` lists the demo model. `POST /v1/messages` answers the
-same way in the Anthropic protocol, so one server (one port, one thread, one `close()`) serves
-a parent on one protocol and its children on the other. The server runs with uvicorn in a
+Both answer with what `scenario.respond()` decides, so one server (one port, one thread, one
+`close()`) serves a parent on one protocol and its children on the other. The server runs with uvicorn in a
 daemon thread with an event loop of its own, so it works from plain code and from inside a
 running event loop (a notebook cell) alike.
 """
@@ -15,17 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import os
-import re
 import socket
 import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from .scenario import DEMO_MODEL, ModelErrorReply, Reply, respond
+from .anthropic import anthropic_routes
+from .openai import openai_routes
+from .scenario import ModelErrorReply, Reply, respond
+from .wire import Wire
 
 __all__ = ["DemoServer", "start_demo_server"]
 
@@ -42,7 +38,7 @@ class DemoServer:
         port: int = 0,
         *,
         chunk_delay: float = DEFAULT_CHUNK_DELAY,
-        protocol: Literal["openai", "anthropic"] = "openai",
+        protocol: Wire = "openai",
         responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply] = respond,
     ) -> None:
         import uvicorn
@@ -80,7 +76,7 @@ class DemoServer:
         """The base URL for its `protocol`: `http://127.0.0.1:8123/v1` (OpenAI), `http://127.0.0.1:8123` (Anthropic)."""
         return self.base_url_for(self.protocol)
 
-    def base_url_for(self, protocol: Literal["openai", "anthropic"]) -> str:
+    def base_url_for(self, protocol: Wire) -> str:
         """The base URL a pydantic-ai provider of `protocol` needs to reach this server.
 
         `openai`: `http://127.0.0.1:8123/v1` (for `OpenAIProvider`, or a bare model name with `base_url`);
@@ -89,7 +85,7 @@ class DemoServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}" + ("/v1" if protocol == "openai" else "")
 
-    def log(self, protocol: str, body: dict[str, Any]) -> None:
+    def log(self, protocol: Wire, body: dict[str, Any]) -> None:
         """Record one model request's body (called by the protocol handlers)."""
         self.requests.append(body)
         self.requests_by_protocol[protocol].append(body)
@@ -159,7 +155,7 @@ def start_demo_server(
     port: int = 0,
     *,
     chunk_delay: float | None = None,
-    protocol: Literal["openai", "anthropic"] = "openai",
+    protocol: Wire = "openai",
     responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply] = respond,
 ) -> DemoServer:
     """Start the scripted demo model server in a background thread; returns once it listens.
@@ -176,107 +172,5 @@ def start_demo_server(
 
 def _application(server: DemoServer) -> Any:
     from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
-    from starlette.routing import Route
 
-    async def completions(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return _error(400, "the request body is not valid JSON")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(400, "the request needs a list of messages")
-        server.log("openai", body)
-        reply = server.responder(body)
-        if isinstance(reply, ModelErrorReply):
-            return _error(reply.status, reply.message)
-        model = str(body.get("model") or DEMO_MODEL)
-        if body.get("stream"):
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            chunks = _sse(reply, model, body, usage, server.chunk_delay)
-            return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        return JSONResponse(_completion(reply, model, body))
-
-    async def models(request: Request) -> Response:
-        return JSONResponse(
-            {"object": "list", "data": [{"id": DEMO_MODEL, "object": "model", "owned_by": "freeact-sub"}]}
-        )
-
-    from .anthropic import anthropic_routes
-
-    return Starlette(
-        routes=[
-            Route("/v1/chat/completions", completions, methods=["POST"]),
-            Route("/chat/completions", completions, methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
-            *anthropic_routes(server),
-        ]
-    )
-
-
-def _error(status: int, message: str) -> Any:
-    from starlette.responses import JSONResponse
-
-    return JSONResponse(
-        {"error": {"message": message, "type": "invalid_request_error", "code": None}}, status_code=status
-    )
-
-
-def _pieces(text: str) -> Iterator[str]:
-    """Split text into small streamable pieces (a word with its following space)."""
-    yield from (m.group(0) for m in re.finditer(r"\S+\s*|\s+", text))
-
-
-def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
-    prompt = len(json.dumps(body.get("messages", []))) // 4
-    completion = (
-        len(reply.reasoning) + len(reply.text) + sum(len(json.dumps(c.arguments)) for c in reply.tool_calls)
-    ) // 4
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-async def _sse(reply: Reply, model: str, body: dict[str, Any], usage: bool, delay: float) -> AsyncIterator[bytes]:
-    ident, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
-
-    def event(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
-        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-        chunk = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices}
-        chunk.update(extra)
-        return f"data: {json.dumps(chunk)}\n\n".encode()
-
-    yield event({"role": "assistant", "content": ""})
-    for field, text in (("reasoning_content", reply.reasoning), ("content", reply.text)):
-        for piece in _pieces(text):
-            await asyncio.sleep(delay)
-            yield event({field: piece})
-    for index, call in enumerate(reply.tool_calls):
-        await asyncio.sleep(delay)
-        start = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
-        yield event({"tool_calls": [start]})
-        arguments = json.dumps(call.arguments)
-        for offset in range(0, len(arguments), 48):
-            yield event({"tool_calls": [{"index": index, "function": {"arguments": arguments[offset : offset + 48]}}]})
-    yield event({}, "tool_calls" if reply.tool_calls else "stop")
-    if usage:
-        yield event(None, usage=_usage(body, reply))
-    yield b"data: [DONE]\n\n"
-
-
-def _completion(reply: Reply, model: str, body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-    if reply.reasoning:
-        message["reasoning_content"] = reply.reasoning
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-            for c in reply.tool_calls
-        ]
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-        "usage": _usage(body, reply),
-    }
+    return Starlette(routes=[*openai_routes(server), *anthropic_routes(server)])
