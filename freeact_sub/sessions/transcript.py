@@ -140,6 +140,7 @@ class TranscriptWriter:
         self.path = path
         self._saved: list[ModelMessage] = list(saved)
         """The history as the file has it now (the same objects as the agent's history, compared by identity)."""
+        _drop_torn_line(path)
         self._file = path.open("ab")
         self._durable = Durability(self._file)
         self.responses: list[Any] = []
@@ -184,6 +185,33 @@ class TranscriptWriter:
 
     def close(self) -> None:
         self._durable.close()
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut a partial last line (a writer killed mid-line) off the file, so appending starts on a line of its own.
+
+    The partial line cannot be read anyway; left in place, the next record would be glued to it and lost.
+    """
+    try:
+        handle = path.open("r+b")
+    except FileNotFoundError:
+        return
+    with handle:
+        end = handle.seek(0, os.SEEK_END)
+        position = end
+        while position > 0:
+            start = max(0, position - 4096)
+            handle.seek(start)
+            block = handle.read(position - start)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            position = start
+        else:
+            keep = 0
+        if keep < end:
+            handle.truncate(keep)
 
 
 def read_messages(path: Path) -> list[ModelMessage]:

@@ -244,3 +244,31 @@ def test_a_message_is_written_exactly_as_pydantic_ais_list_adapter_writes_it() -
     ]
     for message in messages:
         assert dump_message(message) == bytes(ModelMessagesTypeAdapter.dump_json([message]))[1:-1]
+
+
+def test_a_writer_after_a_torn_last_line_drops_it_so_later_resumes_read_clean(tmp_path: Path) -> None:
+    import warnings
+
+    store = SessionStore.create(tmp_path)
+    log = store.agent("agent-main")
+    history: list[ModelMessage] = [prompt("one"), answer("first")]
+    log.sync(history)
+    store.close()
+    path = store.path / "agent-main.jsonl"
+    with path.open("ab") as handle:
+        handle.write(b'{"parts":[{"content":"half a mess')  # SIGKILL while writing
+
+    store = SessionStore.open(tmp_path, store.session_id)  # the next process resumes
+    with pytest.warns(TranscriptWarning, match="partial last line"):
+        log, saved = store.resume_agent("agent-main")
+    grown = [*saved, prompt("two"), answer("second")]
+    log.sync(grown)
+    store.close()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TranscriptWarning)  # no "skipped line" on any later load
+        messages = read_messages(path)
+    assert [m.kind for m in messages] == ["request", "response", "request", "response"]
+    assert [p.content for m in messages if m.kind == "response" for p in m.parts] == ["first", "second"]
+    prompts = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == ["one", "two"]  # the new prompt is there, once
