@@ -62,6 +62,13 @@ class _Job:
     elapsed: float = 0.0
     turns: int = 0
     """Model rounds it used (set when it ends)."""
+    told: bool = False
+    """Whether the parent's model has been told how it ended (by `task_output`, or `task_stop` said it won't be)."""
+
+    @property
+    def note(self) -> str:
+        """What the parent's model reads, once, when this background child has ended."""
+        return f"[The background subagent {self.agent_id} has ended ({self.status}). Its result:]\n{self.result}"
 
 
 class SubagentRunner:
@@ -193,18 +200,27 @@ class SubagentRunner:
             self._tree.background.emit(event)
 
         try:
-            job.result, _ = await self._drive(child, spec, max_turns, emit, job=job)
+            await self._drive(child, spec, max_turns, emit, job=job)
         except asyncio.CancelledError:
-            job.result = _stopped_result(child.agent_id, record.stopped_by if record else None, job.said)
-            job.status = "cancelled"
             if record is None or record.stopped_by is None:
-                raise  # the parent is stopping: nobody is left to tell
-        finally:
-            job.elapsed = time.monotonic() - job.started_at
-            job.finished.set()
-        self._notes.append(
-            f"[The background subagent {child.agent_id} has ended ({job.status}). Its result:]\n{job.result}"
-        )
+                raise  # the parent is stopping
+
+    def _background_ended(self, job: _Job, outcome: tuple[str, bool] | None, stopped_by: str | None) -> None:
+        """Record a background child's end and queue its note, before it leaves the tree's registry.
+
+        Queued first, dropped after: a consumer that sees the child gone from `subagents()` and
+        starts the next round finds the note there. `outcome` is None when it was cancelled.
+        """
+        job.elapsed = time.monotonic() - job.started_at
+        if outcome is None:
+            job.result = _stopped_result(job.agent_id, stopped_by, job.said)
+        else:
+            job.result = outcome[0]
+        job.finished.set()
+        if outcome is None and stopped_by is None:
+            return  # the parent itself is stopping: nobody is left to tell
+        if not job.told:
+            self._notes.append(job.note)
 
     async def _drive(
         self, child: TreeMember, spec: ChildSpec, max_turns: int, emit: Emit, job: _Job | None = None
@@ -223,6 +239,7 @@ class SubagentRunner:
                 job.status, job.elapsed = "cancelled", time.monotonic() - job.started_at
                 job.finished.set()
             raise
+        outcome: tuple[str, bool] | None = None
         try:
             record.state = "starting"
             emit(
@@ -250,31 +267,24 @@ class SubagentRunner:
                         answer = event.content
                     elif isinstance(event, ApprovalRequest) and event.agent_id == child.agent_id:
                         requests.append(event)
-            if child.last_turn_rejected:
-                status = "rejected"
-                return _rejected_result(child.agent_id, requests), True
-            if child.turn_limit_reached:
-                status = "turn_limit"
-                budget = getattr(child, "budget_reached", None)
-                if budget:
-                    return f"[The subagent {child.agent_id} was stopped: {budget}.]\n{answer}".strip(), True
-                limit = f"{max_turns} turn{'s' if max_turns != 1 else ''}"
-                return f"[The subagent {child.agent_id} reached its limit of {limit}.]\n{answer}".strip(), True
-            status = "done"
-            if not answer.strip():
-                return f"The subagent {child.agent_id} finished, but its final response was empty.", False
-            return answer, False
+            status, outcome = _outcome(child, answer, requests, max_turns)
+            return outcome
         except asyncio.CancelledError:
             status = "cancelled"
             raise
         except Exception as exc:
-            return f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True
+            outcome = (f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True)
+            return outcome
         finally:
+            if job is not None:
+                job.status = status
+                if job.background:
+                    self._background_ended(job, outcome, record.stopped_by)
             tree.unregister(child.agent_id)
             await asyncio.shield(child.stop())
             child.finished(status)
             if job is not None:
-                job.status, job.elapsed = status, time.monotonic() - job.started_at
+                job.elapsed = time.monotonic() - job.started_at
                 job.turns = child.turns_used
                 if not job.background:
                     job.finished.set()
@@ -312,9 +322,9 @@ class SubagentRunner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(job.finished.wait(), timeout)
         if job.finished.is_set():
-            note = f"[The background subagent {agent_id} has ended ({job.status}). Its result:]\n{job.result}"
-            if note in self._notes:
-                self._notes.remove(note)  # the model has it now: no need to tell it again
+            job.told = True
+            if job.note in self._notes:
+                self._notes.remove(job.note)  # the model has it now: no need to tell it again
             return f"The subagent {agent_id} has ended ({job.status}). Its result:\n{job.result}", job.status != "done"
         record = self._tree.agents.get(agent_id)
         state = record.state if record else "ending"
@@ -331,6 +341,7 @@ class SubagentRunner:
             return job, True
         if job.finished.is_set():
             return f"The subagent {agent_id} had already ended ({job.status}).", False
+        job.told = True  # what this answer says is all the model hears of it
         self._tree.cancel(agent_id, by="its parent")
         return f"The subagent {agent_id} is being stopped; you will not be told about it again.", False
 
@@ -360,6 +371,33 @@ class SubagentRunner:
             task.cancel()
         children = list(self.running.values())
         await asyncio.gather(*tasks, *(c.stop() for c in children), return_exceptions=True)
+
+
+def _outcome(
+    child: TreeMember, answer: str, requests: list[ApprovalRequest], max_turns: int
+) -> tuple[SubagentStatus, tuple[str, bool]]:
+    """How a child's turn ended: its status, and the result its parent reads (and whether that is an error)."""
+    if child.last_turn_rejected:
+        return "rejected", (_rejected_result(child.agent_id, requests), True)
+    if child.turn_limit_reached:
+        budget = getattr(child, "budget_reached", None)
+        if budget:
+            why = f"[The subagent {child.agent_id} was stopped: {budget}.]"
+        else:
+            turns = f"{max_turns} turn{'s' if max_turns != 1 else ''}"
+            why = f"[The subagent {child.agent_id} reached its limit of {turns}.]"
+        return "turn_limit", (f"{why}\n{_without_stop_note(answer)}".strip(), True)
+    if not answer.strip():
+        return "done", (f"The subagent {child.agent_id} finished, but its final response was empty.", False)
+    return "done", (answer, False)
+
+
+def _without_stop_note(answer: str) -> str:
+    """The child's last text without the `[Stopped: …]` line its own turn added (the parent's note says it once)."""
+    text = answer.rstrip()
+    if text.endswith("]") and "[Stopped: " in text:
+        text = text[: text.rindex("[Stopped: ")]
+    return text.rstrip()
 
 
 def _stopped_result(child_id: str, by: str | None, said: str) -> str:

@@ -24,7 +24,7 @@ from freeact_sub import (
     ToolOutput,
 )
 from tests.processes import kernel_processes
-from tests.scripting import Block, Call, Router, Script, drive, of
+from tests.scripting import Block, Call, Router, Script, drive, of, tool_results
 
 LIMIT = 120.0
 
@@ -328,3 +328,52 @@ async def test_two_slots_two_parallel_children_that_each_nest_one_waits_the_last
     assert mid2.tool_results(1)["leaf2"].startswith("No subagent started: all 2 subagent slots")
     assert mid1.tool_results(1)["leaf1"] == "leaf1 done"  # it got mid2's slot once mid2 ended
     assert sorted(e.status for e in of(SubagentFinished, events)) == ["done", "done", "done"]
+
+
+async def test_budget_and_turn_limit_results_say_their_reason_once(workdir: Path) -> None:
+    cell = Call("execute_ipython_cell", {"code": "1"})
+    parent = Script([task("calls", max_tool_calls=2), task("turns", max_turns=1)], ["done"])
+    calls = Script([cell], [cell], [cell], ["never"])
+    turns = Script([cell], ["never"])
+    model = Router({"PARENT": parent, "CHILD-calls:": calls, "CHILD-turns:": turns}).model
+    async with Agent(config(model, workdir)) as agent:
+        events = await drive(agent.stream("PARENT go"))
+    results = {e.tool_call_id: e.content for e in of(ToolOutput, events) if e.tool_name == "task"}
+    assert results["task-calls"].count("budget of 2 tool calls") == 1, results["task-calls"]
+    assert results["task-turns"].count("limit of 1 turn") == 1, results["task-turns"]
+    assert "[Stopped:" not in results["task-calls"] + results["task-turns"]
+
+
+async def test_task_stop_says_the_end_once_and_no_note_follows(workdir: Path) -> None:
+    def stop_it(messages: list[ModelMessage]) -> list[Call]:
+        started = tool_results(messages)["task-bg"]
+        child_id = re.search(r"agent-[0-9a-f]+", started).group(0)  # type: ignore[union-attr]
+        return [Call("task_stop", {"agent_id": child_id}, id="stop")]
+
+    parent = Script([task("bg", run_in_background=True)], stop_it, ["stopped it"], ["next turn"])
+    child = Script([Call("execute_ipython_cell", {"code": "import time; time.sleep(60)"}, id="slow")], ["never"])
+    model = Router({"PARENT": parent, "CHILD-bg:": child}).model
+    async with Agent(config(model, workdir)) as agent:
+        events = await drive(agent.stream("PARENT go"))
+        (stopped,) = [e for e in of(ToolOutput, events) if e.tool_call_id == "stop"]
+        assert "you will not be told about it again" in stopped.content
+        async with asyncio.timeout(LIMIT):
+            while agent.subagents():  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        await drive(agent.stream("PARENT again"))
+    assert [n for request in notes_in(parent) for n in request] == []
+
+
+async def test_a_background_childs_end_is_queued_before_it_leaves_the_list(workdir: Path) -> None:
+    # the consumer starts the next turn the moment the child is gone from subagents(): the note is there
+    for round_ in range(4):
+        parent = Script([task("bg", run_in_background=True)], ["started"], ["told?"])
+        child = Script([f"answer {round_}"])
+        model = Router({"PARENT": parent, "CHILD-bg:": child}).model
+        async with Agent(config(model, workdir)) as agent:
+            await drive(agent.stream("PARENT go"))
+            async with asyncio.timeout(LIMIT):
+                while agent.subagents():  # noqa: ASYNC110
+                    await asyncio.sleep(0)
+            await drive(agent.stream("PARENT next"))
+        assert [len(n) for n in notes_in(parent)] == [0, 0, 1], f"round {round_}: {notes_in(parent)}"
