@@ -41,7 +41,7 @@ from .agent_types import tool_allowed as tool_allowed
 from .approvals import ApprovalPolicy, ApprovalRules
 from .cell_images import accepts_images
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
-from .config import AgentConfig
+from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, default_system_prompt
 from .errors import ConfigError, ModelError
 from .events import (
     AgentEvent,
@@ -253,8 +253,16 @@ class Agent:
     @property
     def system_prompt(self) -> str:
         """The system prompt this agent sends: the configured one, its type's role, then a section on its MCP tools."""
+        base = self.settings.system_prompt
+        if base == DEFAULT_SYSTEM_PROMPT:  # the built-in prompt names only the tools this agent has
+            settings = self.settings
+            names = set(self.tool_names) or {
+                name for name in ("execute_ipython_cell", "task")
+                if tool_allowed(name, settings.tools, settings.disallowed_tools)
+            }
+            base = default_system_prompt(runs_code="execute_ipython_cell" in names, starts_subagents="task" in names)
         return compose_system_prompt(
-            self.settings.system_prompt,
+            base,
             self.definition.prompt if self.definition else "",
             mcp_prompt(self.settings, self._mcp, self._code_tools),
         )

@@ -175,6 +175,13 @@ async def test_a_kernel_less_main_agent_starts_no_kernel(workdir: Path, calc_ser
     async with Agent(config) as agent:
         assert agent.kernel is None and kernel_processes() == []
         assert agent.tool_names and all(name.startswith("calc_") for name in agent.tool_names)
+        async for _ in agent.stream("hi"):
+            pass
+    # it is not told to use tools it does not have
+    prompt = system_prompt(script.requests[0])
+    for absent in ("execute_ipython_cell", "reset_kernel", "IPython kernel", "`task`"):
+        assert absent not in prompt, absent
+    assert "calc_" in prompt or "tools" in prompt
 
 
 async def test_a_bad_type_is_reported_before_any_kernel_starts(workdir: Path) -> None:
