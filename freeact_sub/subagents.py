@@ -101,6 +101,34 @@ class SubagentRunner:
         """Notes whose model request failed: told at the next one instead."""
         self._notes[:0] = notes
 
+    def check(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """Why a call of the `task` family cannot work, before anyone is asked to approve it; None if it can.
+
+        Its arguments fit the schema already; this catches what the schema cannot know: an empty
+        prompt, an unknown agent type, `resume` with `fork`, an id that is no child of this agent.
+        """
+        if name in ("task_output", "task_stop"):
+            job = self._own(arguments["agent_id"])
+            return job if isinstance(job, str) else None
+        if name != "task":
+            return None
+        if not str(arguments.get("prompt") or "").strip():
+            return "The `prompt` is empty: no subagent started. Say what the subagent should do."
+        resume, fork = arguments.get("resume"), arguments.get("fork", False)
+        if resume is not None and fork:
+            return "Give either `resume` or `fork`, not both: no subagent started."
+        subagent_type = arguments.get("subagent_type") or GENERAL
+        if subagent_type not in self._tree.types:
+            known = ", ".join(f"`{name}`" for name in self._tree.types)
+            return f"Unknown subagent_type {subagent_type!r}: no subagent started. The agent types are {known}."
+        if resume is not None:
+            if resume in self.running:
+                return f"Cannot resume {resume!r}: it is still running."
+            if resume not in self._ended and self._parent.saved_subagent(resume) is None:
+                why = "it is not a subagent of yours that has finished. `task_list` lists them"
+                return f"Cannot resume {resume!r}: {why}."
+        return None
+
     async def call(self, name: str, arguments: dict[str, Any], tool_call_id: str, emit: Emit) -> tuple[str, bool]:
         """Run a call of the `task` family; returns its result and whether it is an error."""
         if name == "task_output":

@@ -85,6 +85,8 @@ class ToolCallRunner:
         if problem := self.toolbox.check(name, arguments):
             return refuse(problem)
         arguments = self.toolbox.with_defaults(name, arguments)
+        if self.subagents is not None and (problem := self.subagents.check(name, arguments)):
+            return refuse(problem)  # a call that cannot work is answered at once: nobody is asked
         request = await self.ask(name, arguments, call_id, emit)
         if not await request.approved():
             if request.rule is not None:

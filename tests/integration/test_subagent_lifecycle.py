@@ -377,3 +377,27 @@ async def test_a_background_childs_end_is_queued_before_it_leaves_the_list(workd
                     await asyncio.sleep(0)
             await drive(agent.stream("PARENT next"))
         assert [len(n) for n in notes_in(parent)] == [0, 0, 1], f"round {round_}: {notes_in(parent)}"
+
+
+async def test_task_calls_that_cannot_work_are_answered_at_once_and_nobody_is_asked(workdir: Path) -> None:
+    impossible = [
+        Call("task", {"prompt": "  "}, id="empty"),
+        Call("task", {"prompt": "CHILD-x: job", "subagent_type": "nosuch"}, id="type"),
+        Call("task", {"prompt": "CHILD-x: job", "resume": "agent-0000"}, id="resume"),
+        Call("task", {"prompt": "CHILD-x: job", "resume": "agent-0000", "fork": True}, id="both"),
+        Call("task_output", {"agent_id": "agent-0000"}, id="output"),
+        Call("task_stop", {"agent_id": "agent-0000"}, id="stop"),
+    ]
+    parent = Script(impossible, ["done"])
+    model = Router({"PARENT": parent}).model
+    async with Agent(config(model, workdir, auto_approve=False)) as agent:
+        events = await drive(agent.stream("PARENT go"), decide=False)
+    assert of(ApprovalRequest, events) == [], "nobody is asked about a call that cannot work"
+    assert of(SubagentStarted, events) == []
+    results = parent.tool_results(1)
+    assert "`prompt` is empty" in results["empty"]
+    assert "Unknown subagent_type 'nosuch'" in results["type"] and "`general`" in results["type"]
+    assert "Cannot resume 'agent-0000'" in results["resume"]
+    assert "either `resume` or `fork`" in results["both"]
+    assert "no subagent 'agent-0000'" in results["output"] and "no subagent 'agent-0000'" in results["stop"]
+    assert all(e.is_error for e in of(ToolOutput, events))
