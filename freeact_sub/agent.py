@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .agent_types import (
     GENERAL,
     AgentDefinition,
+    check_types,
     compose_system_prompt,
     configure,
     load_agent_types,
@@ -311,9 +312,10 @@ class Agent:
         name = self.config.agent or GENERAL
         if name not in types:
             raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")
-        self.tree.types = types
         self.subagent_type, self.definition = name, types[name]
         self._settings = configure(self.config, types[name], name)
+        check_types(self._settings, types)
+        self.tree.types = types
         self.rules = ApprovalRules(
             [(f"agent type {name}", types[name].approvals), ("approvals", self.config.approvals)]
         )

@@ -16,13 +16,15 @@ file (or table) and the field.
 from __future__ import annotations
 
 import fnmatch
+import os
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .config import AgentConfig, McpServerConfig, servers_by_shape
+from .config import AgentConfig, McpServerConfig, StdioServerConfig, servers_by_shape
 from .errors import ConfigError
 from .tools import ToolSpec, builtin_tool
 
@@ -31,6 +33,7 @@ __all__ = [
     "GENERAL",
     "AgentDefinition",
     "ApprovalRule",
+    "check_types",
     "compose_system_prompt",
     "configure",
     "definition_fields",
@@ -314,6 +317,45 @@ def configure(base: AgentConfig, definition: AgentDefinition, name: str, *, mode
     if definition.mcp_tools is not None:
         update["mcp_tools"] = definition.mcp_tools
     return base.model_copy(update=update) if update else base
+
+
+def check_types(main: AgentConfig, types: Mapping[str, AgentDefinition]) -> None:
+    """Raise a `ConfigError` for any type that could not start, before the main agent starts anything.
+
+    Each type that brings its own model (or endpoint) has it resolved (an unknown provider prefix,
+    a bare model name without `base_url`, a missing `api_key_env` variable); each stdio MCP server
+    of the main agent and of every type must name a command that exists; a type that asks for
+    `mcp_tools: code` must be able to run code. Without this, such a type failed only when the
+    model first picked it.
+    """
+    check_server_commands(main.mcp_servers, "mcp_servers")
+    for name, definition in types.items():
+        settings = configure(main, definition, name)
+        if definition.model is not None or definition.base_url is not None or definition.api_key_env is not None:
+            try:
+                settings.resolve_model()
+            except ConfigError as exc:
+                raise ConfigError(f"agent type {name!r}: {exc}") from None
+        check_server_commands(definition.mcp_servers, f"agent type {name!r}: mcp_servers")
+        if definition.mcp_tools == "code" and not tool_allowed(
+            "execute_ipython_cell", settings.tools, settings.disallowed_tools
+        ):
+            raise ConfigError(
+                f"agent type {name!r}: mcp_tools is 'code', but the type cannot run code (its tools leave out "
+                "execute_ipython_cell), so it could not call its MCP tools; use 'calls' or 'both', or allow "
+                "execute_ipython_cell"
+            )
+
+
+def check_server_commands(servers: Mapping[str, McpServerConfig], field: str) -> None:
+    """A `ConfigError` naming the server whose stdio command is neither on PATH nor an existing file."""
+    for server, spec in servers.items():
+        if not isinstance(spec, StdioServerConfig):
+            continue
+        path = (spec.env or {}).get("PATH") or os.environ.get("PATH")
+        command = Path(spec.cwd or ".", spec.command) if os.sep in spec.command else None
+        if shutil.which(spec.command, path=path) is None and not (command is not None and command.is_file()):
+            raise ConfigError(f"{field}.{server}.command: {spec.command!r} is not found (not on PATH, not a file)")
 
 
 def compose_system_prompt(base: str, role: str, mcp_section: str = "") -> str:

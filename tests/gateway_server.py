@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+
+import freeact_sub
 
 TOKEN_ENV = "FREEACT_SUB_TEST_GATEWAY_TOKEN"
 
@@ -74,10 +77,12 @@ def kernel_gateway(
     runtime = workdir / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
     log = workdir / "gateway.log"
+    _kernel_spec_without_output_limit(workdir / "data")
     env = {
         **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
         "JUPYTER_RUNTIME_DIR": str(runtime),
         "JUPYTER_DATA_DIR": str(workdir / "data"),
+        "JUPYTER_PATH": str(workdir / "data"),  # before the environment's own kernel specs
         "KG_AUTH_TOKEN": token,
     }
     args = [
@@ -96,6 +101,26 @@ def kernel_gateway(
         yield server
     finally:
         _stop(process)
+
+
+def _kernel_spec_without_output_limit(data_dir: Path) -> None:
+    """The gateway's `python3` kernels run ipykernel with no send limit on iopub, as our local kernels do.
+
+    A stock kernel's iopub drops what its subscriber (the gateway) has not read once 1,000
+    messages wait: on a loaded machine the 10,000-line test lost lines inside the gateway, before
+    anything reached our client. The tests are about our client, so the gateway's kernels here
+    keep everything; a gateway deployment chooses its own kernels (README, Kernel Gateway).
+    """
+    launcher = Path(freeact_sub.__file__).parent / "_ipykernel_launcher.py"
+    spec = {
+        "argv": [sys.executable, str(launcher), "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+        "metadata": {"debugger": False},
+    }
+    folder = data_dir / "kernels" / "python3"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
 
 
 def _wait_until_listening(server: GatewayServer, timeout: float = 60.0) -> None:

@@ -197,6 +197,44 @@ async def test_a_bad_type_is_reported_before_any_kernel_starts(workdir: Path) ->
     assert kernel_processes() == []
 
 
+@pytest.mark.parametrize(
+    ("agents", "mcp_servers", "message"),
+    [
+        ({"odd": {"description": "x", "model": "nosuch:model-1"}}, {}, r"agent type 'odd': model 'nosuch:model-1'"),
+        ({"local": {"description": "x", "model": "llama3.2"}}, {}, r"agent type 'local': model 'llama3.2'"),
+        (
+            {"keyed": {"description": "x", "model": "openai:gpt-4.1", "base_url": "http://127.0.0.1:9/v1",
+                       "api_key_env": "FREEACT_SUB_TEST_NO_SUCH_KEY"}},
+            {},
+            r"agent type 'keyed': api_key_env: the environment variable FREEACT_SUB_TEST_NO_SUCH_KEY is not set",
+        ),
+        (
+            {"files": {"description": "x", "mcpServers": {"fs": {"command": "no-such-mcp-server-binary"}}}},
+            {},
+            r"agent type 'files': mcp_servers\.fs\.command: 'no-such-mcp-server-binary' is not found",
+        ),
+        ({}, {"gone": {"command": "/no/such/dir/server"}}, r"mcp_servers\.gone\.command: '/no/such/dir/server'"),
+        (
+            {"talker": {"description": "x", "tools": ["calc_*"], "mcpTools": "code"}},
+            {},
+            r"agent type 'talker': mcp_tools is 'code', but the type cannot run code",
+        ),
+    ],
+    ids=["unknown-prefix", "bare-model-without-base-url", "missing-key-variable", "type-server-command",
+         "server-command", "code-tools-without-kernel"],
+)
+async def test_a_type_or_server_that_could_not_start_is_a_config_error_at_start(
+    workdir: Path, agents: dict[str, Any], mcp_servers: dict[str, Any], message: str
+) -> None:
+    script = Script()
+    config = AgentConfig(model=script.model, working_dir=workdir, save_sessions=False, agents=agents,
+                         mcp_servers=mcp_servers)
+    with pytest.raises(ConfigError, match=message):
+        await Agent(config).start()
+    assert kernel_processes() == [], "reported before any kernel starts"
+    assert script.calls == 0
+
+
 async def test_an_agent_starts_only_the_mcp_servers_its_tool_patterns_can_use(
     workdir: Path, calc_server_config: dict, time_server_config: dict
 ) -> None:
