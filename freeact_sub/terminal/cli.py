@@ -188,7 +188,8 @@ class _Runner:
             self.stopping = True
             await agent.stop()
             print(f"freeact-sub: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+            # a bad type file or field, or a server command that does not exist: found before any kernel starts
+            return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
         try:
             return await self._session(agent, config, console)
         finally:

@@ -115,3 +115,28 @@ def test_a_failing_mcp_server_is_named_and_nothing_is_left_running(workdir: Path
     message = strip_control(done.stderr).strip().splitlines()[-1]
     assert message.startswith("freeact-sub: MCP server 'broken'")
     assert processes_in(workdir) == []  # the kernel that started alongside was shut down
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "says"),
+    [
+        ("bad-type-file", [], "broken.md"),
+        ("none", ["--agent", "nosuch"], "unknown agent type 'nosuch'"),
+        ("missing-server-command", [], "mcp_servers.gone.command"),
+    ],
+)
+def test_a_configuration_error_found_at_start_exits_2_before_any_kernel_starts(
+    workdir: Path, setup: str, args: list[str], says: str
+) -> None:
+    if setup == "bad-type-file":
+        folder = workdir / ".freeact-sub" / "agents"
+        folder.mkdir(parents=True)
+        (folder / "broken.md").write_text("---\ndescription: x\nmaxTurns: lots\n---\n", encoding="utf-8")
+    if setup == "missing-server-command":
+        (workdir / "mcp.json").write_text('{"mcpServers": {"gone": {"command": "no-such-mcp-server-binary"}}}')
+        args = ["--mcp-config", "mcp.json"]
+    done = _run("--demo", "-p", "one cell", "--auto-approve", *args, cwd=workdir)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert processes_in(workdir) == []
