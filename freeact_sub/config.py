@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -331,6 +332,12 @@ class AgentConfig(BaseModel):
             prefix, _, rest = self.model.partition(":")
             return infer_model(f"{_PREFIX_ALIASES[prefix]}{rest}" if rest and prefix in _PREFIX_ALIASES else self.model)
         except Exception as exc:  # pydantic-ai raises UserError for unknown names and missing keys
+            missing = re.search(r"Set the `(\w+)` environment variable", str(exc))
+            if missing:  # say it in a person's words, not the library's (`OpenAIProvider(api_key=...)`)
+                raise ConfigError(
+                    f"model {self.model!r} needs an API key: set the environment variable {missing.group(1)} "
+                    "(or put it in a .env file), or name another variable with api_key_env (--api-key-env NAME)"
+                ) from None
             raise ConfigError(f"model {self.model!r}: {exc}") from None
 
     def _api_key(self) -> str | None:

@@ -175,6 +175,12 @@ class Session:
                 for key in rest.strip():
                     self.desk.press(key)
                 self.desk.press("\r")
+        elif name == "/help" or (name.startswith("/") and "/" not in name[1:] and len(name) > 1):
+            # a path such as /etc/hosts is a prompt; /word is a command, and an unknown one goes nowhere
+            known = "/agents, /stop AGENT-ID, /y, /n [reason], /s, /help"
+            if name != "/help":
+                self.renderer.note(f"Unknown command {name}: nothing was sent to the model.", style="yellow")
+            self.renderer.note(f"Commands: {known}. Ctrl-D or Ctrl-C at an empty prompt exits.", style="dim")
         else:
             return False
         return True

@@ -34,8 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--working-dir", metavar="DIR", help="whose sessions to read (default: here)")
     commands = parser.add_subparsers(dest="command", metavar="{list,show}")
-    commands.add_parser("list", help="list the sessions, the one used last first (the default)")
+    listing = commands.add_parser("list", help="list the sessions, the one used last first (the default)")
     show = commands.add_parser("show", help="print a transcript with the live renderer")
+    for subcommand in (listing, show):  # the flag works after the subcommand too
+        subcommand.add_argument("--working-dir", metavar="DIR", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     show.add_argument("session_id", nargs="?", default="latest", metavar="ID", help="a session id (default: latest)")
     show.add_argument("--agent", metavar="AGENT_ID", help="a subagent's transcript instead of the main agent's")
     return parser

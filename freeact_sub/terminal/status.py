@@ -162,7 +162,8 @@ def usage_report(usage: TreeUsage, main_id: str) -> str:
         cost = format_cost(used.cost) if used.cost is not None else "cost unknown"
         if used.cost is not None and used.unpriced_requests:
             cost += f" (+{used.unpriced_requests} unpriced)"
-        return (f"{name}: {used.requests} model requests, {used.input_tokens:,} input + "
+        requests = f"{used.requests} model request{'s' if used.requests != 1 else ''}"
+        return (f"{name}: {requests}, {used.input_tokens:,} input + "
                 f"{used.output_tokens:,} output tokens, {cost}")
 
     lines = [line("usage", usage.total)]
