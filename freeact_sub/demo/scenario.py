@@ -346,12 +346,7 @@ def _tour_answer(c: _Conversation) -> Reply:
             lines.append(f"- **{label}:** {answer.strip()}")
     steps = ["My kernel drew a 96×96 gradient (its file is shown above)"]
     if "mcptools.demo" in c.system:
-        found = re.search(r"reference values: ([^\n]+)", c.results[1] if len(c.results) > 1 else "")
-        steps.append(
-            f"one cell called the MCP tool `constant` from Python ({found.group(1).strip()})"
-            if found
-            else "the cell that calls MCP tools from Python did not finish"
-        )
+        steps.append(_tools_from_code_outcome(c.results[1] if len(c.results) > 1 else ""))
     return Reply(
         reasoning="Every subagent reported back. I'll summarise their results for the user.",
         text=(
@@ -363,6 +358,21 @@ def _tour_answer(c: _Conversation) -> Reply:
             "connections, the computing ones in a fresh kernel of their own."
         ),
     )
+
+
+def _tools_from_code_outcome(result: str) -> str:
+    """What the cell that called MCP tools from code did, read from its output (not from a line of its code).
+
+    Its printed line starts a line of output; a traceback quotes the code that would have printed
+    it, so only a whole output line counts, and an error is told by its last line.
+    """
+    printed = re.search(r"^reference values: (\w+ = [-\d.]+(?:, \w+ = [-\d.]+)*)$", result, re.MULTILINE)
+    if printed:
+        return f"one cell called the MCP tool `constant` from Python ({printed.group(1)})"
+    error = re.findall(r"^(\w*(?:Error|Rejected|Cancelled|Exception)\b.*)$", result, re.MULTILINE)
+    if error:
+        return f"the cell that calls the MCP tool `constant` from Python stopped with `{error[-1][:160]}`"
+    return "the cell that calls MCP tools from Python did not finish"
 
 
 def _slow(c: _Conversation) -> Reply:

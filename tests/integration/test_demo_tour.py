@@ -85,3 +85,21 @@ async def test_tour_calls_mcp_from_code_runs_three_parallel_subagents_one_on_ant
     assert "rejected" in answer and "π ≈ 3.1" in answer
     assert "(pi = 3.141593, e = 2.718282)" in answer
     assert "**Review (`reviewer`, Anthropic protocol):** The summary has 15 words: short enough" in answer
+
+
+async def test_the_tours_summary_reads_a_rejected_tool_call_from_code_as_an_outcome_not_a_line_of_code(
+    workdir: Path,
+) -> None:
+    final = ""
+    with start_demo_server(chunk_delay=0) as server:
+        async with Agent(demo_config(server, working_dir=workdir, kernel_pool_size=0)) as agent:
+            async for event in agent.stream("Show me the tour"):
+                if isinstance(event, ApprovalRequest) and not event.decided:
+                    if event.source == "code" and event.tool_args == {"name": "pi"}:
+                        event.reject("not now, please")  # the cell goes on and raises ToolRejected
+                    else:
+                        event.approve(True)
+                if isinstance(event, Response) and event.final and event.agent_id == agent.agent_id:
+                    final = event.content
+    assert "stopped with `ToolRejected" in final, final
+    assert '" + ", ".join' not in final and "f\"{name}" not in final
