@@ -240,6 +240,11 @@ class AgentLog:
                 },
             )
 
+    def call_finished(self, result: ModelMessage) -> None:
+        """One call's result, saved as it finishes (before the other calls of its response end)."""
+        if not self.store.closed:
+            self._writer.provisional(result)
+
     def prompt(self, text: str) -> None:
         """The main agent got a user prompt."""
         self.store._used = True

@@ -2,8 +2,10 @@
 
 Each line is one `ModelMessage` exactly as pydantic-ai's `ModelMessagesTypeAdapter` serializes
 it, or a control record `{"kind": "truncate", "keep": N}` saying that the agent's history was
-cut back to its first N messages (a turn rolled back after a failed model request, or a last
-request that grew by a part). Replaying the lines in order gives the history the agent had.
+cut back to its first N messages (a turn rolled back after a failed model request, a last
+request that grew by a part, or provisional lines: the result of each call, written as it
+finishes while other calls of the same response still run). Replaying the lines in order gives
+the history the agent had; after a crash, provisional results stand for the calls that finished.
 
 `TranscriptWriter.sync(history)` appends what changed since the last call, so the agent only
 says *when* to save, never *what*. Each append is written and flushed before `sync` returns (a
@@ -145,6 +147,19 @@ class TranscriptWriter:
         self._durable = Durability(self._file)
         self.responses: list[Any] = []
         """Model responses appended by this writer (for usage totals)."""
+        self._provisional = False
+        """Whether lines were written past the saved history (results of calls still running beside others)."""
+
+    def provisional(self, message: ModelMessage) -> None:
+        """Write a message the history does not hold yet: one tool result while other calls of its response run.
+
+        A crash then leaves it in the file (a call that finished is never told as interrupted);
+        the next `sync` cuts such lines off first and writes the history as it really is.
+        """
+        self._file.write(dump_message(message) + b"\n")
+        self._file.flush()
+        self._durable.request()
+        self._provisional = True
 
     def sync(self, history: Sequence[ModelMessage], *, durable: bool = True) -> bool:
         """Append what `history` has that the file lacks and flush it; fsync too if `durable`.
@@ -164,10 +179,11 @@ class TranscriptWriter:
             # by value for a history loaded or copied elsewhere (a resumed child)
             while common < limit and (history[common] is saved[common] or history[common] == saved[common]):
                 common += 1
-        if common == len(saved) == len(history):
+        if common == len(saved) == len(history) and not self._provisional:
             return False
         lines: list[bytes] = []
-        if common < len(saved):
+        if common < len(saved) or self._provisional:
+            self._provisional = False
             lines.append(json.dumps({"kind": "truncate", "keep": common}, separators=(",", ":")).encode())
         for message in history[common:]:
             lines.append(dump_message(message))
