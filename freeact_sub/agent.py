@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from .sessions import AgentLog, SessionStore
+    from .sessions.index import SavedAgent
 
 __all__ = ["Agent"]
 
@@ -139,8 +140,9 @@ class Agent:
         self._settings: AgentConfig | None = None
         self.session_id: str | None = None
         """The id of the session this agent saves to (set at `start()`), or the one given to resume."""
+        saved_history: list[ModelMessage] = []
         if session is not None:
-            agent_id = self._saved_main_agent(session, agent_id)
+            agent_id, saved_history = self._saved_main_agent(session, agent_id)
         self.agent_id = agent_id or new_agent_id()
         """This agent's id; every event it produces carries it."""
         self.parent_id = parent_id if tree is not None else None
@@ -173,7 +175,8 @@ class Agent:
         """Tool calls made over this agent's life."""
         self.budget_reached: str | None = None
         """Which budget stopped the last turn (its turn then also counts as having reached a limit)."""
-        self._history: list[ModelMessage] = []
+        self._history: list[ModelMessage] = saved_history
+        """The conversation; a resumed agent has its saved one from the start (`start()` reads it again, locked)."""
         self._model: Model | None = None
         self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
@@ -197,8 +200,8 @@ class Agent:
         self._told: list[str] = []
         """Notes on background children told to the model in the current turn."""
 
-    def _saved_main_agent(self, session: str, agent_id: str | None) -> str:
-        """Check that `session` exists; the resumed agent keeps the main agent's id."""
+    def _saved_main_agent(self, session: str, agent_id: str | None) -> tuple[str, list[ModelMessage]]:
+        """Check that `session` exists; the resumed agent keeps the main agent's id. Returns it and its history."""
         from .sessions import open_session
 
         saved = open_session(session, self.settings.working_dir)
@@ -207,7 +210,7 @@ class Agent:
         if agent_id is not None and agent_id != main:
             raise ValueError(f"agent_id: session {saved.session_id} belongs to {main}, not {agent_id}")
         _agent_ids.add(main)
-        return main
+        return main, saved.messages(repaired=True)
 
     def __del__(self) -> None:
         # Dropped while started (never stopped): end its processes rather than leak them, and say so.
@@ -350,6 +353,10 @@ class Agent:
         It may come from an earlier process: `task(resume=…)` continues a child that ran before a restart.
         """
         return self._log.saved_child(agent_id) if self._log is not None else None
+
+    def saved_subagents(self) -> list[SavedAgent]:
+        """The subagents this agent started that its session holds (this process's and earlier ones')."""
+        return self._log.saved_children() if self._log is not None else []
 
     def finished(self, status: str) -> None:
         """Record how this agent ended (done, failed, cancelled, …) in its session; it saves nothing after that."""

@@ -41,6 +41,11 @@ _RESUME_NOTE = (
     "[You are resumed after you had finished: your IPython kernel is new, so the variables, imports and "
     "definitions of your earlier work are gone (files you wrote remain).]"
 )
+_RESUME_INTERRUPTED_NOTE = (
+    "[You are resumed after your work was cut short before you finished (the session ended, or you were "
+    "stopped): a call that was running then may have done part of its work. Your IPython kernel is new, so the "
+    "variables, imports and definitions of your earlier work are gone (files you wrote remain).]"
+)
 _TAIL_CHARS = 1500
 
 
@@ -191,7 +196,8 @@ class SubagentRunner:
             if history is None:
                 why = "it is still running" if live else "it is not a subagent of yours that has finished"
                 return f"Cannot resume {resume!r}: {why}.", True
-            spec = replace(spec, agent_id=resume, history=history, note=_RESUME_NOTE)
+            note = _RESUME_NOTE if _finished(history) else _RESUME_INTERRUPTED_NOTE
+            spec = replace(spec, agent_id=resume, history=history, note=note)
         elif fork:
             history = parent.history[:-1]  # up to this call: the response that makes it has no results yet
             spec = replace(spec, history=history, note=_FORK_NOTE.format(parent=parent.agent_id))
@@ -374,10 +380,18 @@ class SubagentRunner:
         return f"The subagent {agent_id} is being stopped; you will not be told about it again.", False
 
     def _list(self) -> str:
-        """Every child of this agent, foreground and background, running and ended, oldest first."""
-        if not self._children:
+        """Every child of this agent, foreground and background, running and ended, oldest first.
+
+        Children of an earlier process of a resumed session come first, from the session's index.
+        """
+        earlier = [saved for saved in self._parent.saved_subagents() if saved.agent_id not in self._children]
+        if not self._children and not earlier:
             return "You have started no subagents."
-        lines = []
+        lines = [
+            f"{saved.agent_id} type={saved.type} earlier-session state={saved.status} turns={saved.turns} "
+            f"tokens={saved.total_tokens} (can be resumed with `task(resume=...)`)"
+            for saved in earlier
+        ]
         for job in self._children.values():
             record = self._tree.agents.get(job.agent_id)
             state = record.state if record else (job.status or "ending")
@@ -399,6 +413,15 @@ class SubagentRunner:
             task.cancel()
         children = list(self.running.values())
         await asyncio.gather(*tasks, *(c.stop() for c in children), return_exceptions=True)
+
+
+def _finished(history: list[Any]) -> bool:
+    """Whether a saved conversation ends with the agent's final answer (not cut short by a crash or a stop)."""
+    from pydantic_ai.messages import ModelResponse
+
+    if not history or not isinstance(last := history[-1], ModelResponse):
+        return False
+    return not any(part.part_kind == "tool-call" for part in last.parts)
 
 
 def _outcome(

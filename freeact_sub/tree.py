@@ -75,6 +75,10 @@ class TreeMember(Protocol):
         """The saved conversation of a subagent it started (in its session, from an earlier process too), or None."""
         ...
 
+    def saved_subagents(self) -> list[Any]:
+        """What its session says of each subagent it started (`SavedAgent`s, earlier processes' too)."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ChildSpec:

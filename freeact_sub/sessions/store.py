@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import SessionError
-from .index import SessionSummary, read_index
+from .index import SavedAgent, SessionSummary, read_index
 from .transcript import Durability, TranscriptWriter, read_messages, valid_for_model
 
 if TYPE_CHECKING:
@@ -279,6 +279,10 @@ class AgentLog:
         For `task(resume=…)` across process restarts: the child's transcript is in the session.
         """
         return self.store.history(agent_id) if self.has_saved_child(agent_id) else None
+
+    def saved_children(self) -> list[SavedAgent]:
+        """What the session's index says of each subagent this agent started, oldest first."""
+        return [record for record in self.store.summary().agents.values() if record.parent_id == self.agent_id]
 
     def has_saved_child(self, agent_id: str) -> bool:
         """Whether the session holds a subagent `agent_id` that this agent started."""

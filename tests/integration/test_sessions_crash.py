@@ -71,3 +71,42 @@ def test_a_call_that_finished_before_the_crash_keeps_its_result(workdir: Path) -
     assert results["long"] == INTERRUPTED_RESULT  # the cell was running: its result is unknown
     assert "5" in str(results["quick"]) and results["quick"] != INTERRUPTED_RESULT  # it finished: its real result
     assert [m.kind for m in repaired] == ["request", "response", "request"]
+
+
+async def test_a_child_cut_short_by_a_crash_is_resumed_as_interrupted_and_listed(workdir: Path) -> None:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    from freeact_sub import Agent, AgentConfig, ToolOutput
+    from freeact_sub.sessions import SessionStore
+    from tests.scripting import Call, Router, Script, drive, of
+
+    # an earlier process: the main agent started agent-0kid, which was killed in the middle of a cell
+    store = SessionStore.create(workdir)
+    main = store.agent("agent-0main")
+    main.prompt("PARENT go")
+    task_call = ToolCallPart("task", {"prompt": "CHILD-kid: job"}, "task-1")
+    main_history = [ModelRequest(parts=[UserPromptPart("PARENT go")]), ModelResponse(parts=[task_call])]
+    main.sync(main_history)
+    kid = main.child("agent-0kid", tool_call_id="task-1", prompt="CHILD-kid: job")
+    kid.sync([ModelRequest(parts=[UserPromptPart("CHILD-kid: job")]),
+              ModelResponse(parts=[ToolCallPart("execute_ipython_cell", {"code": "work()"}, "cell-1")])])
+    main.sync([*main_history, ModelRequest(parts=[ToolReturnPart("task", "[Interrupted]", "task-1")]),
+               ModelResponse(parts=[TextPart("the kid was cut short")])])
+    session_id = store.session_id
+    store.close()
+
+    parent = Script([Call("task_list", {}, id="list")],
+                    [Call("task", {"prompt": "go on", "resume": "agent-0kid"}, id="again")], ["done"])
+    kid_script = Script(["finished now"])
+    model = Router({"PARENT": parent, "CHILD-kid:": kid_script}).model
+    config = AgentConfig(model=model, working_dir=workdir, auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+    agent = Agent(config, session=session_id)
+    assert [m.kind for m in agent.history] == ["request", "response", "request", "response"]  # before start()
+    async with agent:
+        events = await drive(agent.stream("PARENT more"))
+    listing = parent.tool_results(1)["list"]
+    assert "agent-0kid" in listing and "earlier-session" in listing
+    first_note = [p.content for p in kid_script.requests[0][-1].parts if isinstance(p, UserPromptPart)]
+    assert any("cut short before you finished" in str(note) for note in first_note), first_note
+    assert not any("after you had finished" in str(note) for note in first_note)
+    assert [e.content for e in of(ToolOutput, events) if e.tool_call_id == "again"] == ["finished now"]
