@@ -63,6 +63,8 @@ class ToolCallRunner:
         """Set when the kernel's code may call MCP tools; cells then run through it."""
         self._started: set[str] = set()
         """Ids of the calls that began to run (approved and past their checks)."""
+        self._printed: dict[str, list[str]] = {}
+        """What each running cell has printed so far, by call id (an interrupted cell's result keeps it)."""
 
     async def run(self, call: ToolCallPart, emit: Emit) -> tuple[ToolReturnPart, bool]:
         """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
@@ -142,6 +144,9 @@ class ToolCallRunner:
                 "The user interrupted this call while it was running. What it did before that stays "
                 "done (variables, files, a subagent's work); its output is incomplete."
             )
+            printed = "".join(self._printed.pop(call.tool_call_id, []))
+            if printed.strip():
+                text += "\nWhat it had printed by then:\n" + _shorten(printed, self.config.max_output_chars)
         else:
             text = "The user interrupted the turn before this call ran; it did not run."
         return ToolReturnPart(tool_name=call.tool_name, content=text, tool_call_id=call.tool_call_id)
@@ -168,7 +173,10 @@ class ToolCallRunner:
         return text
 
     async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> Any:
+        printed = self._printed[call_id] = []
+
         def on_output(text: str) -> None:
+            printed.append(text)
             emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
 
         if self.code_tools is not None:
@@ -178,6 +186,7 @@ class ToolCallRunner:
         else:
             assert self.kernel is not None  # only offered with a kernel
             outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
+        self._printed.pop(call_id, None)  # it ended: its whole output is in its result
         emit(
             CodeExecutionOutput(
                 agent_id=self.agent_id,

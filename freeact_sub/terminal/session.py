@@ -134,7 +134,10 @@ class Session:
             if outcome.status == "failed":
                 self.renderer.note(f"The turn failed: {outcome.error}", style="red")
             elif outcome.status == "cancelled":
-                self.renderer.note("Cancelled. The conversation is as it was before this prompt.", style="yellow")
+                self.renderer.note(
+                    "Cancelled. The conversation keeps this prompt and what finished; the model is told that "
+                    "the rest was interrupted (with the output a running cell had printed).", style="yellow",
+                )
             self.console.print()
 
     # -- between turns --------------------------------------------------------------------

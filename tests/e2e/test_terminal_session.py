@@ -276,6 +276,7 @@ def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(d
     term.send("\x03")
     term.expect(r"Cancelling")
     term.expect(rf"{main} +✗ turn cancelled")
+    term.expect(r"Cancelled\. The conversation keeps this prompt and what finished")
     term.expect(r"you ›")
     # a failing model request ends the turn with a message, and the session goes on
     term.send("cause a model error\r")

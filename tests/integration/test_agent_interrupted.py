@@ -144,6 +144,7 @@ async def test_cancel_keeps_the_finished_call_and_marks_the_running_one(shared) 
     results = results_of(last)
     assert results["fast"] == "fast\n"
     assert "interrupted" in results["slow"] and "running" in results["slow"]
+    assert results["slow"].endswith("What it had printed by then:\nstarted\n")  # the partial output reaches the model
     calls = agent.history[-2]
     assert isinstance(calls, ModelResponse) and [p.tool_call_id for p in calls.parts] == ["fast", "slow"]
 
