@@ -1,10 +1,12 @@
-"""Kernels' private connection folders (`/tmp/freeact-sub-kernel-*`): made, removed, swept.
+"""The host's private temporary folders: made, removed, swept.
 
-A folder holds a kernel's connection file (with its HMAC key), its sockets and its log, and a
-file `owner` with the PID of the host process that made it. `Kernel.shutdown()` removes the
-folder; folders still there when the host exits normally are removed at exit; and a host that
-died (a killed notebook kernel) leaves folders that the next host to start a kernel sweeps:
-only those whose owner process is gone, so folders of other live hosts are never touched.
+Two kinds: a kernel's connection folder (`/tmp/freeact-sub-kernel-*`: its connection file with
+its HMAC key, its sockets and its log) and an agent's code-tools socket folder
+(`/tmp/freeact-sub-tools-*`). Each holds a file `owner` with the PID of the host process that
+made it. `Kernel.shutdown()` (or the channel's `close()`) removes the folder; folders still
+there when the host exits normally are removed at exit; and a host that died (a killed notebook
+kernel) leaves folders that the next host to make one sweeps: only those whose owner process is
+gone, so folders of other live hosts are never touched.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["PREFIX", "create", "remove", "sweep"]
+__all__ = ["PREFIX", "TOOLS_PREFIX", "claim", "create", "remove", "sweep", "sweep_owned"]
 
 PREFIX = "freeact-sub-kernel-"
+TOOLS_PREFIX = "freeact-sub-tools-"
+_PREFIXES = (PREFIX, TOOLS_PREFIX)
 OWNER_FILE = "owner"
 _EMPTY_GRACE = 60.0  # seconds an empty folder without an owner is left alone (it may be being made)
 
@@ -27,13 +31,16 @@ _live: set[str] = set()
 _swept = False
 
 
-def create() -> str:
-    """A new private folder for one kernel, marked with this process as its owner."""
+def create(prefix: str = PREFIX) -> str:
+    """A new private folder (mode 0700) for one kernel (or, with `TOOLS_PREFIX`, one code-tools socket).
+
+    It is marked with this process as its owner; the first folder a host makes sweeps those of hosts that died.
+    """
     global _swept
     if not _swept:
         _swept = True
         sweep()
-    path = tempfile.mkdtemp(prefix=PREFIX)
+    path = tempfile.mkdtemp(prefix=prefix)
     Path(path, OWNER_FILE).write_text(str(os.getpid()))
     _live.add(path)
     return path
@@ -46,9 +53,10 @@ def remove(path: str) -> None:
 
 
 def sweep(root: str | None = None) -> list[str]:
-    """Remove the folders whose owner process is gone; returns their paths."""
+    """Remove the folders (of both kinds) whose owner process is gone; returns their paths."""
     removed = []
-    for folder in Path(root or tempfile.gettempdir()).glob(PREFIX + "*"):
+    base = Path(root or tempfile.gettempdir())
+    for folder in (folder for prefix in _PREFIXES for folder in sorted(base.glob(prefix + "*"))):
         try:
             owner = int((folder / OWNER_FILE).read_text())
         except (OSError, ValueError):
@@ -60,6 +68,26 @@ def sweep(root: str | None = None) -> list[str]:
                     folder.rmdir()
                     removed.append(str(folder))
             continue
+        if not _alive(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    return removed
+
+
+def claim(folder: Path) -> None:
+    """Mark a folder made elsewhere (an agent's generated `mcptools` package) as this process's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / OWNER_FILE).write_text(str(os.getpid()))
+
+
+def sweep_owned(parent: Path) -> list[str]:
+    """Remove the claimed folders in `parent` whose owner process is gone (a host that died); returns them."""
+    removed = []
+    for folder in sorted(parent.glob("*")):
+        try:
+            owner = int((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not claimed: not ours to judge
         if not _alive(owner):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))

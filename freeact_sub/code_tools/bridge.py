@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import _connection_dirs
 from ..events import AgentEvent, ApprovalRequest, ToolOutput
 from ..tools import Toolbox, ToolSpec
 from .channel import Channel
@@ -124,8 +125,13 @@ class CodeTools:
         return self._channel
 
     async def start(self) -> None:
-        """Write the modules and start listening."""
+        """Write the modules and start listening.
+
+        The folder is claimed by this process; those of agents whose host died are removed first.
+        """
+        await asyncio.to_thread(_connection_dirs.sweep_owned, self.root.parent)
         self.modules = await asyncio.to_thread(write_package, self.root, self.tools)
+        _connection_dirs.claim(self.root)
         await self._channel.open()
 
     async def close(self) -> None:

@@ -19,11 +19,11 @@ import hmac
 import json
 import os
 import secrets
-import shutil
 import struct
-import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from .. import _connection_dirs
 
 __all__ = ["Channel", "Handler"]
 
@@ -41,7 +41,7 @@ class Channel:
         self._handler = handler
         self.secret = secrets.token_urlsafe(32)
         """What a connection must present first; given only to this channel's kernel."""
-        self._folder = tempfile.mkdtemp(prefix="freeact-sub-tools-")
+        self._folder = _connection_dirs.create(_connection_dirs.TOOLS_PREFIX)  # swept if this host dies
         self.path = os.path.join(self._folder, "tools.sock")
         """The socket's path (inside a private folder, mode 0700)."""
         self.refused = 0
@@ -88,7 +88,7 @@ class Channel:
         if server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2.0)
-        shutil.rmtree(self._folder, ignore_errors=True)
+        _connection_dirs.remove(self._folder)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -432,3 +433,22 @@ async def test_an_agent_type_picks_which_tools_its_code_gets_and_how(tmp_path: P
     offered = {t.name for t in children["CHILD-caller:"].infos[0].function_tools}
     assert "calc_echo" in offered  # its MCP tools are offered as calls instead
     assert caller != agent.agent_id
+
+
+async def test_the_generated_package_of_an_agent_whose_host_died_is_removed_by_the_next_host(
+    tmp_path: Path, calc_server_config: dict
+) -> None:
+    dead = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await dead.wait()
+    packages = tmp_path / ".freeact-sub" / "mcptools"
+    orphan, foreign = packages / "agent-dead", packages / "agent-unclaimed"
+    for folder in (orphan, foreign):
+        (folder / "mcptools").mkdir(parents=True)
+    (orphan / "owner").write_text(str(dead.pid))  # its host was killed before it could clean up
+    config = AgentConfig(model=Script(["hi"]).model, working_dir=tmp_path, mcp_servers={"calc": calc_server_config},
+                         mcp_tools="code", save_sessions=False, enable_subagents=False)
+    async with Agent(config) as agent:
+        own = packages / agent.agent_id
+        assert (own / "owner").read_text() == str(os.getpid())
+        assert not orphan.exists() and foreign.exists()  # an unclaimed folder is not ours to judge
+    assert not own.exists()

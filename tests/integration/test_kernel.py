@@ -558,3 +558,19 @@ async def test_a_kernel_that_cannot_start_raises_kernel_error(tmp_path: Path) ->
         await kernel.start()
     assert not kernel.started
     assert kernel._connection_dir is None  # the private folder is not left behind
+
+
+async def test_a_dead_hosts_code_tools_socket_folder_is_swept_too(tmp_path: Path) -> None:
+    from freeact_sub import _connection_dirs
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    dead = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await dead.wait()
+    for prefix, owner in (("freeact-sub-tools-dead", dead.pid), ("freeact-sub-tools-live", os.getpid())):
+        folder = root / prefix
+        folder.mkdir()
+        (folder / "owner").write_text(str(owner))
+        (folder / "tools.sock").write_text("")
+    assert _connection_dirs.sweep(str(root)) == [str(root / "freeact-sub-tools-dead")]
+    assert (root / "freeact-sub-tools-live").exists()
