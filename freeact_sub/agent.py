@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from .agent_types import (
     load_agent_types,
     server_may_offer,
     task_tool,
+    unmatched_patterns,
 )
 from .agent_types import tool_allowed as tool_allowed
 from .approvals import ApprovalPolicy, ApprovalRules
@@ -58,7 +60,7 @@ from .kernels import KernelBackend
 from .mcp import McpConnections
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
-from .tools import Toolbox, ToolSpec, builtin_tool
+from .tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
 from .tree import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from .usage import TreeUsage
 
@@ -440,6 +442,25 @@ class Agent:
             raise
         self._calls.code_tools = self._code_tools
         self._started = True
+        try:
+            self._warn_unmatched_patterns([t.qualified_name for t in mcp.tools])
+        except BaseException:  # warnings turned into errors: nothing it started may outlive it
+            await self.stop()
+            raise
+
+    def _warn_unmatched_patterns(self, mcp_tool_names: list[str]) -> None:
+        """Warn of `tools` / `disallowed_tools` patterns that match no tool (silently they would change nothing)."""
+        settings = self.settings
+        names = [*BUILTIN_TOOL_NAMES, *mcp_tool_names]
+        for field, patterns in (("tools", settings.tools or []), ("disallowed_tools", settings.disallowed_tools)):
+            for pattern in unmatched_patterns(patterns, names):
+                where = f"agent type {self.subagent_type!r}" if self.subagent_type != GENERAL else "config"
+                warnings.warn(
+                    f"{where}: {field} pattern {pattern!r} matches no tool of {self.agent_id} "
+                    f"(its tools: {', '.join(names)})",
+                    UserWarning,
+                    stacklevel=2,
+                )
 
     async def _acquire_kernel(self, runs_code: bool) -> KernelBackend | None:
         """This agent's kernel; none for an agent that may not run code (no kernel process is started)."""

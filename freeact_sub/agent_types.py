@@ -42,6 +42,7 @@ __all__ = [
     "parse_agent_markdown",
     "task_tool",
     "tool_allowed",
+    "unmatched_patterns",
     "user_agents_dir",
 ]
 
@@ -134,6 +135,12 @@ def tool_allowed(name: str, tools: Iterable[str] | None, disallowed: Iterable[st
     if tools is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in tools):
         return False
     return not any(fnmatch.fnmatchcase(name, pattern) for pattern in disallowed)
+
+
+def unmatched_patterns(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
+    """The tool patterns that match none of `names` (a typo such as `demo_wordcount`, or a server not configured)."""
+    known = list(names)
+    return [pattern for pattern in patterns if not any(fnmatch.fnmatchcase(name, pattern) for name in known)]
 
 
 def server_may_offer(server: str, tools: Iterable[str] | None, disallowed: Iterable[str] = ()) -> bool:

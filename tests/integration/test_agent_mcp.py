@@ -174,7 +174,9 @@ async def test_a_server_that_crashes_mid_session_becomes_an_error_result(tmp_pat
 
 async def test_a_server_that_does_not_start_names_the_server_and_leaves_nothing_running(tmp_path: Path) -> None:
     script = Script()
-    agent = Agent(config(script, tmp_path, {"calc": CALC, "ghost": {"command": str(tmp_path / "no-such-binary")}}))
+    # its command exists (a missing one is a ConfigError before anything starts), but it is no MCP server
+    ghost = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no-such-binary: cannot serve')"]}
+    agent = Agent(config(script, tmp_path, {"calc": CALC, "ghost": ghost}))
     with pytest.raises(McpServerError) as info:
         await agent.start()
     assert info.value.server == "ghost"

@@ -275,3 +275,17 @@ async def test_an_agent_starts_only_the_mcp_servers_its_tool_patterns_can_use(
         async for _ in agent.stream("go"):
             pass
     assert seen == [{"calc"}], "while the child ran, only calc servers were running (its own and its parent's)"
+
+
+async def test_a_tool_pattern_that_matches_no_tool_is_warned_about_at_start(
+    workdir: Path, calc_server_config: dict
+) -> None:
+    config = AgentConfig(model=Script().model, working_dir=workdir, save_sessions=False, enable_subagents=False,
+                         mcp_servers={"calc": calc_server_config}, tools=["execute_ipython_cell", "calc_ad"],
+                         disallowed_tools=["calc_ech*", "calcecho"])
+    with pytest.warns(UserWarning) as caught:
+        async with Agent(config):
+            pass
+    said = [str(w.message) for w in caught if "matches no tool" in str(w.message)]
+    assert len(said) == 2 and "tools pattern 'calc_ad'" in said[0] and "disallowed_tools pattern 'calcecho'" in said[1]
+    assert "calc_add" in said[0]  # the tools it does have, to spot the typo
