@@ -27,6 +27,7 @@ import contextlib
 import secrets
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .agent_types import (
@@ -173,6 +174,8 @@ class Agent:
         """Budget (a subagent's): input plus output tokens over its life; checked before each model request."""
         self.max_tool_calls: int | None = None
         """Budget (a subagent's): tool calls over its life; checked before each model request."""
+        self.max_cost: float | None = None
+        """Budget (a subagent's): USD over its life; checked before each model request."""
         self.tool_calls_used = 0
         """Tool calls made over this agent's life."""
         self.budget_reached: str | None = None
@@ -298,6 +301,14 @@ class Agent:
         if not self.is_subagent:
             self._take_type()  # a bad type file or field is a ConfigError before any kernel starts
         self._model = self.settings.resolve_model()
+        if not self.is_subagent and self.config.max_cost is not None:
+            from .usage import model_is_priced
+
+            if not model_is_priced(self._model):
+                raise ConfigError(
+                    f"max_cost: a cost budget needs a model whose price is known; the price of "
+                    f"{getattr(self._model, 'model_name', self.settings.model)!r} is not (use max_tokens instead)"
+                )
         if not self.is_subagent:
             self._open_session()
         try:
@@ -662,7 +673,7 @@ class Agent:
                 note = f"[Stopped: the limit of {limit} turn{'s' if limit != 1 else ''} was reached.]"
                 emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n{note}".strip(), final=True))
                 return
-            if budget := self._budget_reached():
+            if budget := self.used_up_budget():
                 self.turn_limit_reached = True
                 self.budget_reached = budget
                 emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n[Stopped: {budget}.]".strip(),
@@ -700,7 +711,7 @@ class Agent:
                 emit(Response(agent_id=self.agent_id, content=message, final=True))
                 return
 
-    def _budget_reached(self) -> str | None:
+    def used_up_budget(self) -> str | None:
         """Which budget this agent has used up, said the way its parent reads it; None while within them."""
         if self.max_tokens is not None:
             used = self.tree.usage.of(self.agent_id).total_tokens
@@ -708,6 +719,14 @@ class Agent:
                 return f"its budget of {self.max_tokens} tokens was used up ({used} tokens)"
         if self.max_tool_calls is not None and self.tool_calls_used >= self.max_tool_calls:
             return f"its budget of {self.max_tool_calls} tool calls was used up"
+        if self.max_cost is not None:
+            cost = self.tree.usage.of(self.agent_id).cost or 0
+            if cost >= Decimal(str(self.max_cost)):
+                return f"its budget of ${self.max_cost:g} was used up (${cost:.4f})"
+        if (tree_budget := self.tree.config.max_cost) is not None:
+            cost = self.tree.usage.snapshot().total.cost or 0
+            if cost >= Decimal(str(tree_budget)):
+                return f"the session's budget of ${tree_budget:g} was used up (${cost:.4f} for all agents)"
         return None
 
     def _tell_background_results(self) -> None:
@@ -824,7 +843,7 @@ def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     if spec.history is not None:
         child._history = list(spec.history)
     child._first_note = spec.note
-    child.max_tokens, child.max_tool_calls = spec.max_tokens, spec.max_tool_calls
+    child.max_tokens, child.max_tool_calls, child.max_cost = spec.max_tokens, spec.max_tool_calls, spec.max_cost
     parent = tree.agents[spec.parent_id].agent
     child.subagent_type, child.definition = spec.subagent_type, spec.definition
     parent_rules = parent.rules if isinstance(parent, Agent) else ApprovalRules()

@@ -91,6 +91,8 @@ class AgentDefinition(BaseModel):
     """MCP servers of its own (`mcpServers` shape), added to the inherited ones (same name: replaced)."""
     max_turns: int | None = Field(default=None, ge=1, validation_alias=_alias("max_turns", "maxTurns"))
     """Its default turn limit; a `task` call's `max_turns` wins when given."""
+    max_cost: float | None = Field(default=None, gt=0, validation_alias=_alias("max_cost", "maxCost"))
+    """Its default cost budget in USD (its model's price must be known); a `task` call's `max_cost` wins."""
     mcp_tools: Literal["calls", "code", "both"] | None = Field(
         default=None, validation_alias=_alias("mcp_tools", "mcpTools")
     )

@@ -188,6 +188,9 @@ class AgentConfig(BaseModel):
     """How many subagents may run at once."""
     enable_subagents: bool = True
     """Offer the `task` tool (and `task_output`, `task_stop`, `task_list`)."""
+    max_cost: float | None = Field(default=None, gt=0)
+    """A budget in USD for the whole tree (the main agent and every subagent): once their model requests
+    have cost this much, each agent stops before its next request. The models' prices must be known."""
     max_depth: int = Field(default=1, ge=1)
     """How deep agents may nest: 1 lets only the main agent start subagents, 2 lets its children start
     their own, and so on. `max_subagents` bounds the children of the whole tree at once, at any depth."""
@@ -461,6 +464,7 @@ _ENV_FIELDS: dict[str, str] = {
     "KERNEL_POOL_SIZE": "kernel_pool_size",
     "MCP_POOL_SIZE": "mcp_pool_size",
     "MAX_DEPTH": "max_depth",
+    "MAX_COST": "max_cost",
     "AUTO_APPROVE": "auto_approve",
     "SYSTEM_PROMPT": "system_prompt",
     "KERNEL_GATEWAY": "kernel_gateway",

@@ -146,7 +146,7 @@ class SubagentRunner:
             tool_call_id, arguments["prompt"], arguments.get("max_turns"), emit,
             background=arguments.get("run_in_background", False), resume=arguments.get("resume"),
             fork=arguments.get("fork", False), max_tokens=arguments.get("max_tokens"),
-            max_tool_calls=arguments.get("max_tool_calls"),
+            max_tool_calls=arguments.get("max_tool_calls"), max_cost=arguments.get("max_cost"),
             subagent_type=arguments.get("subagent_type") or GENERAL,
             description=" ".join(str(arguments.get("description") or "").split()),
         )
@@ -155,6 +155,7 @@ class SubagentRunner:
         self, tool_call_id: str, prompt: str, max_turns: int | None, emit: Emit, *, background: bool = False,
         resume: str | None = None, fork: bool = False, max_tokens: int | None = None,
         max_tool_calls: int | None = None, subagent_type: str = GENERAL, description: str = "",
+        max_cost: float | None = None,
     ) -> tuple[str, bool]:
         """Run one child to its end (or start it in the background); returns the `task` call's result and
         whether it is an error.
@@ -183,9 +184,12 @@ class SubagentRunner:
             config = config.model_copy(update={"model": config.resolve_model()})
         except ConfigError as exc:
             return f"The agent type {subagent_type!r} cannot start: {exc}", True
+        max_cost = max_cost if max_cost is not None else definition.max_cost
+        if (unpriced := _unpriced(config.model, max_cost, tree.config.max_cost)) is not None:
+            return unpriced, True
         spec = ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
                          subagent_type=subagent_type, definition=definition, description=description,
-                         max_tokens=max_tokens, max_tool_calls=max_tool_calls)
+                         max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_cost=max_cost)
         if resume is not None and fork:
             return "Give either `resume` or `fork`, not both.", True
         if resume is not None:
@@ -413,6 +417,22 @@ class SubagentRunner:
             task.cancel()
         children = list(self.running.values())
         await asyncio.gather(*tasks, *(c.stop() for c in children), return_exceptions=True)
+
+
+def _unpriced(model: Any, own_budget: float | None, tree_budget: float | None) -> str | None:
+    """Why a child on `model` cannot start under a cost budget (its price is unknown), or None."""
+    if own_budget is None and tree_budget is None:
+        return None
+    from .usage import model_is_priced
+
+    if model_is_priced(model):
+        return None
+    name = getattr(model, "model_name", str(model))
+    whose = "this call's (or its type's) `max_cost`" if own_budget is not None else "the session's cost budget"
+    return (
+        f"No subagent started: {whose} cannot be held, because the price of the model {name!r} is unknown "
+        "(a local or scripted model, or one the price table lacks). Use `max_tokens` instead."
+    )
 
 
 def _finished(history: list[Any]) -> bool:

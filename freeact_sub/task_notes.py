@@ -33,6 +33,9 @@ def task_call_notes(arguments: Mapping[str, Any]) -> list[str]:
         notes.append(f"at most {tokens}")
     if calls := _count(arguments.get("max_tool_calls"), "tool call", "tool calls"):
         notes.append(f"at most {calls}")
+    cost = arguments.get("max_cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0:
+        notes.append(f"at most ${cost:g}")
     if arguments.get("run_in_background") is True:
         notes.append("in the background")
     resumed = arguments.get("resume")

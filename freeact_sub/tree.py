@@ -104,6 +104,8 @@ class ChildSpec:
     """Budget: input plus output tokens over the child's life."""
     max_tool_calls: int | None = None
     """Budget: tool calls over the child's life."""
+    max_cost: float | None = None
+    """Budget: USD over the child's life (its model's price is known)."""
 
 
 AgentFactory = Callable[["AgentTree", ChildSpec], TreeMember]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse
 
-__all__ = ["TreeUsage", "Usage", "UsageLedger", "price_of"]
+__all__ = ["TreeUsage", "Usage", "UsageLedger", "model_is_priced", "price_of"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,3 +133,20 @@ def price_of(response: ModelResponse) -> Decimal | None:
     except Exception:  # a table entry that cannot price this usage: tokens only
         return None
     return calculation.total_price
+
+
+def model_is_priced(model: Any) -> bool:
+    """Whether `genai-prices` knows the price of a pydantic-ai `Model` (so a cost budget can be held)."""
+    import genai_prices
+    from pydantic_ai.usage import RequestUsage
+
+    name = getattr(model, "model_name", None)
+    url, provider = getattr(model, "base_url", None), getattr(model, "system", None)
+    if not name or not (url or provider):
+        return False
+    where = {"provider_api_url": url} if url else {"provider_id": provider}
+    try:
+        genai_prices.calc_price(RequestUsage(input_tokens=1, output_tokens=1), name, **where)
+    except Exception:  # unknown model or provider, or an entry that cannot price tokens
+        return False
+    return True

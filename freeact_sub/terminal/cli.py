@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-depth", type=int, metavar="N", help="how deep subagents may nest (1: only the main agent starts them)"
     )
     parser.add_argument(
+        "--max-cost", type=float, metavar="USD", help="a budget for the session: all agents stop once they cost this"
+    )
+    parser.add_argument(
         "--mcp-tools",
         choices=("calls", "code", "both"),
         help="offer MCP tools as tool calls, as Python functions in the kernel, or both (the default)",
@@ -280,6 +283,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "max_subagents": args.max_subagents,
         "max_turns": args.max_turns,
         "max_depth": args.max_depth,
+        "max_cost": args.max_cost,
         "mcp_tools": args.mcp_tools,
         "working_dir": working_dir,
         "auto_approve": args.auto_approve,

@@ -401,3 +401,13 @@ async def test_task_calls_that_cannot_work_are_answered_at_once_and_nobody_is_as
     assert "either `resume` or `fork`" in results["both"]
     assert "no subagent 'agent-0000'" in results["output"] and "no subagent 'agent-0000'" in results["stop"]
     assert all(e.is_error for e in of(ToolOutput, events))
+
+
+async def test_a_cost_budget_on_a_model_without_a_known_price_is_refused_with_a_reason(workdir: Path) -> None:
+    parent = Script([task("cheap", max_cost=0.01)], ["done"])
+    model = Router({"PARENT": parent}).model
+    async with Agent(config(model, workdir)) as agent:
+        events = await drive(agent.stream("PARENT go"))
+    assert of(SubagentStarted, events) == []
+    refused = parent.tool_results(1)["task-cheap"]
+    assert "`max_cost`" in refused and "price of the model" in refused and "max_tokens" in refused
