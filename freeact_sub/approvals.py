@@ -6,8 +6,9 @@ it), `allow` runs the call, `ask` (the default) leaves it to standing decisions 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +27,23 @@ class ApprovalPolicy:
         self._agents: set[str] = set()
         self._everything = approve_everything
         self._listeners: list[Callable[[], None]] = []
+        self._asking: dict[str, int] = {}
+        """Questions each agent waits on now (a person has not answered yet)."""
+
+    @contextlib.contextmanager
+    def asking(self, agent_id: str) -> Iterator[None]:
+        """While the block runs, `agent_id` waits for a person's answer (shown as `waiting for approval`)."""
+        self._asking[agent_id] = self._asking.get(agent_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._asking.pop(agent_id) - 1
+            if left:
+                self._asking[agent_id] = left
+
+    def waits(self, agent_id: str) -> bool:
+        """Whether `agent_id` waits for a person to answer one of its questions."""
+        return agent_id in self._asking
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call `listener()` after every change of a standing decision; returns a function that unsubscribes.

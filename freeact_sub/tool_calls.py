@@ -129,7 +129,11 @@ class ToolCallRunner:
             request.approve(True)
         emit(request)
         try:
-            await request.approved()
+            if request.decided:
+                await request.approved()
+            else:
+                with self.approvals.asking(self.agent_id):
+                    await request.approved()
         except BaseException:
             request.reject()  # the turn ended while the request was pending: nobody should wait on it any more
             raise

@@ -147,7 +147,7 @@ class SubagentInfo:
     description: str
     prompt: str
     state: str
-    """`waiting` for a slot, `starting`, `running`."""
+    """`waiting` for a slot, `starting`, `running`, or `waiting for approval` (a person has a question of it)."""
     background: bool
     turns: int
     """Model rounds so far."""
@@ -277,7 +277,8 @@ class AgentTree:
             used = self.usage.of(record.agent_id)
             infos.append(SubagentInfo(
                 agent_id=record.agent_id, parent_id=record.parent_id, subagent_type=record.subagent_type,
-                description=record.description, prompt=record.prompt, state=record.state,
+                description=record.description, prompt=record.prompt,
+                state="waiting for approval" if self.approvals.waits(record.agent_id) else record.state,
                 background=record.background, turns=record.agent.turns_used, elapsed=now - record.started_at,
                 input_tokens=used.input_tokens, output_tokens=used.output_tokens, cost=used.cost,
             ))

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from rich.console import RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -52,12 +52,16 @@ class SubagentBoard:
     def __init__(self, palette: Palette) -> None:
         self._palette = palette
         self._rows: dict[str, _Row] = {}
+        self._others_tokens = 0
+        """Tokens of agents without a row (the main agent) this turn: they count in the total."""
+        self._others_cost: Decimal | None = None
 
     def __contains__(self, agent_id: object) -> bool:
         return agent_id in self._rows
 
     def clear(self) -> None:
         self._rows.clear()
+        self._others_tokens, self._others_cost = 0, None
 
     def started(
         self, agent_id: str, max_turns: int, *, subagent_type: str = "general", model: str = "",
@@ -101,7 +105,10 @@ class SubagentBoard:
     def usage(self, agent_id: str, tokens: int, cost: Decimal | None) -> None:
         """Add one model response's tokens (and cost, if known) to a subagent's row."""
         row = self._rows.get(agent_id)
-        if row is None:
+        if row is None:  # the main agent: no row, but its tokens count in the total
+            self._others_tokens += tokens
+            if cost is not None:
+                self._others_cost = (self._others_cost or Decimal(0)) + cost
             return
         row.tokens += tokens
         if cost is not None:
@@ -115,18 +122,10 @@ class SubagentBoard:
         """The status table, or None when the turn has no subagents."""
         if not self._rows:
             return None
-        table = Table(box=None, show_header=True, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
-        table.add_column("subagent")
-        table.add_column("type")
-        table.add_column("model")
-        table.add_column("state")
-        table.add_column("elapsed", justify="right")
-        table.add_column("turns", justify="right")
-        table.add_column("tokens", justify="right")
-        table.add_column("cost", justify="right")
         now = time.monotonic()
         ordered = self._in_tree_order()
         rows = [row for row, _ in ordered]
+        cells: list[list[RenderableType]] = []
         for row, level in ordered:
             name = Text(row.agent_id, style=f"bold {self._palette.colour(row.agent_id)}")
             if level:
@@ -134,7 +133,7 @@ class SubagentBoard:
             elapsed = row.elapsed if row.elapsed is not None else now - row.started
             style = _FINISHED_STYLE.get(row.state, "red") if row.finished else ""
             state = Text(row.state.replace("_", " "), style=style)
-            table.add_row(
+            cells.append([
                 name,
                 row.subagent_type,
                 Text(row.model, style="dim"),
@@ -143,11 +142,53 @@ class SubagentBoard:
                 f"{row.turns}/{row.max_turns}",
                 f"{row.tokens:,}",
                 format_cost(row.cost),
-            )
-        costs = [row.cost for row in rows if row.cost is not None]
-        table.add_row(Text("total", style="dim"), "", "", "", "", "", f"{sum(row.tokens for row in rows):,}",
-                      format_cost(sum(costs, Decimal(0)) if costs else None), style="dim")
-        return table
+            ])
+        # the total is the turn's, the main agent's requests (most of the tokens) included
+        costs = [cost for cost in (*(row.cost for row in rows), self._others_cost) if cost is not None]
+        tokens = sum(row.tokens for row in rows) + self._others_tokens
+        total: list[RenderableType] = [Text("total", style="dim"), "", "", "", "", "", f"{tokens:,}",
+                                       format_cost(sum(costs, Decimal(0)) if costs else None)]
+        return _SubagentTable(("subagent", "type", "model", "state", "elapsed", "turns", "tokens", "cost"),
+                              [*cells, total], last_row_style="dim")
+
+
+_NUMBERS = ("elapsed", "turns", "tokens", "cost")
+_IDS = ("subagent", "parent")
+
+
+class _SubagentTable:
+    """A subagent table fitted to the terminal when it is drawn: ids and numbers are never cut or wrapped;
+    in a narrow terminal the words (type, model, state) are cut with an ellipsis instead."""
+
+    def __init__(self, columns: tuple[str, ...], rows: list[list[RenderableType]], last_row_style: str = "") -> None:
+        self.columns, self.rows, self.last_row_style = columns, rows, last_row_style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = [max([len(name), *(_width(row[i]) for row in self.rows)]) for i, name in enumerate(self.columns)]
+        flexible = [i for i, name in enumerate(self.columns) if name not in (*_NUMBERS, *_IDS)]
+        fixed = sum(w for i, w in enumerate(widths) if i not in flexible) + 2 * (len(widths) - 1)
+        room = max(options.max_width - fixed, 3 * len(flexible))
+        limits = dict.fromkeys(flexible, 0)
+        for _ in range(room):  # share the room out one cell at a time, to the columns that still want it
+            wanting = [i for i in flexible if limits[i] < widths[i]]
+            if not wanting:
+                break
+            limits[min(wanting, key=lambda i: limits[i])] += 1
+        table = Table(box=None, show_header=True, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
+        for index, name in enumerate(self.columns):
+            if name in _NUMBERS:
+                table.add_column(name, justify="right", no_wrap=True, min_width=widths[index])
+            elif name in _IDS:
+                table.add_column(name, no_wrap=True, min_width=widths[index])
+            else:
+                table.add_column(name, no_wrap=True, overflow="ellipsis", max_width=max(limits[index], 1))
+        for number, row in enumerate(self.rows):
+            table.add_row(*row, style=self.last_row_style if number == len(self.rows) - 1 else "")
+        yield table
+
+
+def _width(cell: RenderableType) -> int:
+    return Text(cell).cell_len if isinstance(cell, str) else cell.cell_len if isinstance(cell, Text) else 0
 
 
 def format_cost(cost: Decimal | None) -> str:
@@ -177,17 +218,16 @@ def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType
     """`/agents`: every live subagent of the tree with its id, parent, type, state, turns, elapsed, tokens, cost."""
     if not agents:
         return Text("No subagents are running.", style="dim")
-    table = Table(box=None, show_header=True, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
-    for column in ("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost"):
-        table.add_column(column, justify="right" if column in ("turns", "elapsed", "tokens", "cost") else "left")
     parents = {info.agent_id: info.parent_id for info in agents}
+    cells: list[list[RenderableType]] = []
     for info in agents:
-        state = info.state + (" (background)" if info.background else "")
+        shown = "waiting for a slot" if info.state == "waiting" else info.state
+        state = shown + (" (background)" if info.background else "")
         depth, parent = 0, info.parent_id
         while parent in parents and depth < len(parents):  # a subagent's subagent is indented under it
             depth, parent = depth + 1, parents[parent]
         name = Text.assemble("  " * depth, palette.label(info.agent_id))
-        table.add_row(name, palette.label(info.parent_id), info.subagent_type, state,
+        cells.append([name, palette.label(info.parent_id), info.subagent_type, state,
                       str(info.turns), f"{info.elapsed:.0f} s", f"{info.input_tokens + info.output_tokens:,}",
-                      format_cost(info.cost))
-    return table
+                      format_cost(info.cost)])
+    return _SubagentTable(("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost"), cells)

@@ -411,3 +411,21 @@ async def test_a_cost_budget_on_a_model_without_a_known_price_is_refused_with_a_
     assert of(SubagentStarted, events) == []
     refused = parent.tool_results(1)["task-cheap"]
     assert "`max_cost`" in refused and "price of the model" in refused and "max_tokens" in refused
+
+
+async def test_a_subagent_with_a_question_open_is_listed_as_waiting_for_approval(workdir: Path) -> None:
+    parent = Script([task("bg", run_in_background=True)], ["started"])
+    child = Script([Call("execute_ipython_cell", {"code": "print(1)"}, id="ask")], ["done"])
+    model = Router({"PARENT": parent, "CHILD-bg:": child}).model
+    async with Agent(config(model, workdir, auto_approve=False)) as agent:
+        await drive(agent.stream("PARENT go"))
+        events = agent.background_events()
+        async with asyncio.timeout(LIMIT):
+            while not isinstance(event := await anext(events), ApprovalRequest) or event.decided:
+                pass
+        (info,) = agent.subagents()
+        assert info.state == "waiting for approval" and info.background
+        event.approve(True)
+        async with asyncio.timeout(LIMIT):
+            while agent.subagents() and agent.subagents()[0].state == "waiting for approval":  # noqa: ASYNC110
+                await asyncio.sleep(0.01)

@@ -51,3 +51,24 @@ def test_an_unknown_slash_command_is_not_sent_to_the_model_and_the_commands_are_
     assert session.command("/help") is True and "/stop AGENT-ID" in out.getvalue()
     assert session.command("/etc/hosts has what in it?") is False  # a path is a prompt
     assert session.command("what is 2+2?") is False
+
+
+def test_the_live_tables_total_counts_the_main_agent_and_narrow_terminals_keep_ids_whole() -> None:
+    from decimal import Decimal
+
+    from freeact_sub.terminal.palette import Palette
+    from freeact_sub.terminal.status import SubagentBoard
+
+    board = SubagentBoard(Palette())
+    board.started("agent-c5f1", 4, model="a-model-with-a-rather-long-name")
+    board.set_state("agent-c5f1", "waiting for approval")
+    board.usage("agent-main", 1000, Decimal("0.01"))  # the main agent has no row
+    board.usage("agent-c5f1", 200, Decimal("0.002"))
+    out = io.StringIO()
+    Console(file=out, width=70).print(board.render())
+    lines = out.getvalue().splitlines()
+    assert "agent-c5f1" in out.getvalue()  # never cut to agent-c5…
+    total = next(line for line in lines if line.startswith("total"))
+    assert "1,200" in total and "$0.0120" in total
+    assert len(lines) == 3, lines  # header, one row, total: the state is cut, not wrapped over lines
+    assert "…" in lines[1] and "1,200" in lines[2]
