@@ -130,15 +130,21 @@ class Session:
                 continue
             if self.command(prompt.strip()):
                 continue
-            outcome = await self.run_turn(prompt)
-            if outcome.status == "failed":
-                self.renderer.note(f"The turn failed: {outcome.error}", style="red")
-            elif outcome.status == "cancelled":
-                self.renderer.note(
-                    "Cancelled. The conversation keeps this prompt and what finished; the model is told that "
-                    "the rest was interrupted (with the output a running cell had printed).", style="yellow",
-                )
-            self.console.print()
+            self.after_turn(await self.run_turn(prompt))
+
+    def after_turn(self, outcome: TurnOutcome) -> None:
+        """Say how the turn ended, and ask again the questions of background subagents that it left open."""
+        if outcome.status == "failed":
+            self.renderer.note(f"The turn failed: {outcome.error}", style="red")
+        elif outcome.status == "cancelled":
+            self.renderer.note(
+                "Cancelled. The conversation keeps this prompt and what finished; the model is told that "
+                "the rest was interrupted (with the output a running cell had printed).", style="yellow",
+            )
+        for request in self.desk.pending:  # a background subagent's question the turn left open: ask again here
+            self.renderer.show_request(request)
+            self._tell_how_to_answer(request)
+        self.console.print()
 
     # -- between turns --------------------------------------------------------------------
 
@@ -148,10 +154,14 @@ class Session:
             self.renderer.handle(event)
             if isinstance(event, ApprovalRequest) and not event.decided:
                 self.desk.submit(event)
-                self.renderer.note(
-                    f"{event.agent_id} waits for your answer: /y approves, /n [reason] rejects, /s stops it "
-                    f"({self.desk.waiting} waiting)", style="yellow",
-                )
+                self._tell_how_to_answer(event)
+
+    def _tell_how_to_answer(self, request: ApprovalRequest) -> None:
+        """Between turns a question is answered at the prompt: say how."""
+        self.renderer.note(
+            f"{request.agent_id} waits for your answer: /y approves, /n [reason] rejects, /s stops it "
+            f"({self.desk.waiting} waiting)", style="yellow",
+        )
 
     def command(self, line: str) -> bool:
         """Run a slash command typed at the prompt; False if the line is a prompt for the model."""

@@ -72,3 +72,20 @@ def test_the_live_tables_total_counts_the_main_agent_and_narrow_terminals_keep_i
     assert "1,200" in total and "$0.0120" in total
     assert len(lines) == 3, lines  # header, one row, total: the state is cut, not wrapped over lines
     assert "…" in lines[1] and "1,200" in lines[2]
+
+
+async def test_a_background_question_left_open_by_a_turn_is_asked_again_above_the_prompt(tmp_path: Path) -> None:
+    from freeact_sub import ApprovalRequest
+    from freeact_sub.terminal.session import TurnOutcome
+
+    out = io.StringIO()
+    session = Session(Agent(AgentConfig(model="test", working_dir=tmp_path)), Console(file=out, width=160),
+                      ask_keys=False)
+    question = ApprovalRequest(agent_id="agent-bg01", tool_name="execute_ipython_cell",
+                               tool_args={"code": "print('from the background')"}, tool_call_id="c1")
+    session.desk.submit(question)  # it came in during the turn, and nobody answered it
+    shown_during_the_turn = out.getvalue().count("from the background")
+    session.after_turn(TurnOutcome("done", "the answer", None))
+    after = out.getvalue()
+    assert after.count("from the background") == shown_during_the_turn + 1  # shown again, with its code
+    assert "agent-bg01 waits for your answer: /y approves" in after
