@@ -463,8 +463,10 @@ class Agent:
         """Warn of `tools` / `disallowed_tools` patterns that match no tool (silently they would change nothing)."""
         settings = self.settings
         names = [*BUILTIN_TOOL_NAMES, *mcp_tool_names]
+        allowed, denied = settings.tools, settings.disallowed_tools
+        unstarted = [server for server in settings.mcp_servers if not server_may_offer(server, allowed, denied)]
         for field, patterns in (("tools", settings.tools or []), ("disallowed_tools", settings.disallowed_tools)):
-            for pattern in unmatched_patterns(patterns, names):
+            for pattern in unmatched_patterns(patterns, names, unstarted):
                 where = f"agent type {self.subagent_type!r}" if self.subagent_type != GENERAL else "config"
                 warnings.warn(
                     f"{where}: {field} pattern {pattern!r} matches no tool of {self.agent_id} "

@@ -139,10 +139,20 @@ def tool_allowed(name: str, tools: Iterable[str] | None, disallowed: Iterable[st
     return not any(fnmatch.fnmatchcase(name, pattern) for pattern in disallowed)
 
 
-def unmatched_patterns(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
-    """The tool patterns that match none of `names` (a typo such as `demo_wordcount`, or a server not configured)."""
-    known = list(names)
-    return [pattern for pattern in patterns if not any(fnmatch.fnmatchcase(name, pattern) for name in known)]
+def unmatched_patterns(patterns: Iterable[str], names: Iterable[str], servers: Iterable[str] = ()) -> list[str]:
+    """The tool patterns that match none of `names` (a typo such as `demo_wordcount`, or a server not configured).
+
+    A pattern that may name tools of one of `servers` (configured, but not started because the
+    patterns rule it out) is not reported: its tools are unknown, not missing.
+    """
+    from .mcp import qualified_tool_name
+
+    known, prefixes = list(names), [qualified_tool_name(server, "") for server in servers]
+    return [
+        pattern for pattern in patterns
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in known)
+        and not any(_may_start_with(pattern, prefix) for prefix in prefixes)
+    ]
 
 
 def server_may_offer(server: str, tools: Iterable[str] | None, disallowed: Iterable[str] = ()) -> bool:
