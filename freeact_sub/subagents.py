@@ -271,11 +271,15 @@ class SubagentRunner:
         announced = False
         try:
             await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
-        except BaseException:
-            tree.unregister(child.agent_id)
+        except BaseException:  # stopped while it waited for a slot
             if job is not None:
-                job.status, job.elapsed = "cancelled", time.monotonic() - job.started_at
-                job.finished.set()
+                job.status = "cancelled"
+                if job.background:
+                    self._background_ended(job, None, record.stopped_by)  # queued before it leaves the list
+                else:
+                    job.elapsed = time.monotonic() - job.started_at
+                    job.finished.set()
+            tree.unregister(child.agent_id)
             raise
         outcome: tuple[str, bool] | None = None
         try:

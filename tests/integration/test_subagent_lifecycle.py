@@ -429,3 +429,23 @@ async def test_a_subagent_with_a_question_open_is_listed_as_waiting_for_approval
         async with asyncio.timeout(LIMIT):
             while agent.subagents() and agent.subagents()[0].state == "waiting for approval":  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
+
+
+async def test_a_background_child_stopped_while_it_waits_for_a_slot_is_told_to_its_parent(workdir: Path) -> None:
+    release = asyncio.Event()
+    parent = Script([task("first", run_in_background=True), task("queued", run_in_background=True)], ["started"],
+                    ["told?"])
+    first = Script([Block(release), "first done"])
+    model = Router({"PARENT": parent, "CHILD-first:": first, "CHILD-queued:": Script(["never"])}).model
+    async with Agent(config(model, workdir, max_subagents=1)) as agent:
+        await drive(agent.stream("PARENT go"))
+        (queued,) = [i for i in agent.subagents() if i.prompt.startswith("CHILD-queued")]
+        assert queued.state == "waiting"
+        assert agent.cancel_subagent(queued.agent_id)
+        async with asyncio.timeout(LIMIT):
+            while any(i.agent_id == queued.agent_id for i in agent.subagents()):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        await drive(agent.stream("PARENT next"))
+        release.set()
+    (note,) = notes_in(parent)[2]
+    assert queued.agent_id in note and "(cancelled)" in note and "The user stopped" in note
