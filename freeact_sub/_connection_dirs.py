@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -62,10 +63,15 @@ def sweep(root: str | None = None) -> list[str]:
         except (OSError, ValueError):
             # No owner recorded (yet). An empty folder that has stayed so for a minute is what a
             # removal leaves when a dying kernel's socket file appeared during it and was then
-            # unlinked by the kernel itself: nothing in it to protect.
+            # unlinked by the kernel itself: nothing in it to protect. A code-tools folder of an
+            # older version (no owner file) is dead when nobody listens on its socket any more.
             with contextlib.suppress(OSError):
-                if time.time() - folder.stat().st_mtime > _EMPTY_GRACE and not any(folder.iterdir()):
+                old = time.time() - folder.stat().st_mtime > _EMPTY_GRACE
+                if old and not any(folder.iterdir()):
                     folder.rmdir()
+                    removed.append(str(folder))
+                elif old and folder.name.startswith(TOOLS_PREFIX) and _nobody_listens(folder / "tools.sock"):
+                    shutil.rmtree(folder, ignore_errors=True)
                     removed.append(str(folder))
             continue
         if not _alive(owner):
@@ -92,6 +98,21 @@ def sweep_owned(parent: Path) -> list[str]:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))
     return removed
+
+
+def _nobody_listens(path: Path) -> bool:
+    """Whether the Unix socket at `path` is a leftover: connecting is refused (its server process is gone)."""
+    if not path.is_socket():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            return False
+    return False
 
 
 def _alive(pid: int) -> bool:

@@ -574,3 +574,30 @@ async def test_a_dead_hosts_code_tools_socket_folder_is_swept_too(tmp_path: Path
         (folder / "tools.sock").write_text("")
     assert _connection_dirs.sweep(str(root)) == [str(root / "freeact-sub-tools-dead")]
     assert (root / "freeact-sub-tools-live").exists()
+
+
+async def test_an_older_versions_code_tools_folder_is_swept_once_nobody_listens_on_its_socket(
+    short_tmp_path: Path,
+) -> None:
+    import socket
+
+    from freeact_sub import _connection_dirs
+
+    root = short_tmp_path / "t"  # a socket's path must fit in 107 bytes
+    root.mkdir()
+    dead, live = root / "freeact-sub-tools-dead", root / "freeact-sub-tools-live"
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        for folder in (dead, live):  # no owner file: written by an older version
+            folder.mkdir()
+        closed = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        closed.bind(str(dead / "tools.sock"))
+        closed.close()  # its server is gone: the socket file stays, connecting is refused
+        listening.bind(str(live / "tools.sock"))
+        listening.listen(1)
+        for folder in (dead, live):
+            os.utime(folder, (time.time() - 120, time.time() - 120))
+        assert _connection_dirs.sweep(str(root)) == [str(dead)]
+        assert live.exists()
+    finally:
+        listening.close()
