@@ -754,17 +754,15 @@ class Agent:
 
         assert self._calls is not None
         runner = self._calls
-        tasks = [asyncio.ensure_future(runner.run(call, emit)) for call in calls]
+        on_result = None
         if self._log is not None and len(calls) > 1:
             log = self._log
 
-            def save_when_done(task: asyncio.Future[tuple[ToolReturnPart, bool]]) -> None:
-                # a call that finished is saved now: a crash while the others run must not call it interrupted
-                if not task.cancelled() and task.exception() is None:
-                    log.call_finished(ModelRequest(parts=[task.result()[0]]))
+            def on_result(part: ToolReturnPart) -> None:
+                # saved before its event is out: a crash while the others run must not call it interrupted
+                log.call_finished(ModelRequest(parts=[part]))
 
-            for task in tasks:
-                task.add_done_callback(save_when_done)
+        tasks = [asyncio.ensure_future(runner.run(call, emit, on_result)) for call in calls]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:

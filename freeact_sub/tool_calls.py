@@ -66,19 +66,33 @@ class ToolCallRunner:
         self._printed: dict[str, list[str]] = {}
         """What each running cell has printed so far, by call id (an interrupted cell's result keeps it)."""
 
-    async def run(self, call: ToolCallPart, emit: Emit) -> tuple[ToolReturnPart, bool]:
-        """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected."""
+    async def run(
+        self, call: ToolCallPart, emit: Emit, on_result: Callable[[ToolReturnPart], None] | None = None
+    ) -> tuple[ToolReturnPart, bool]:
+        """Validate, ask for approval and run one call; returns its tool-return part and whether it was rejected.
+
+        `on_result` gets the result before the event that reports it is emitted, so whoever sees
+        that event (and ends the process, say) knows the result was handed on.
+        """
+        part, rejected, reported = await self._run(call, emit)
+        if on_result is not None:
+            on_result(part)
+        if reported is not None:
+            emit(reported)
+        return part, rejected
+
+    async def _run(self, call: ToolCallPart, emit: Emit) -> tuple[ToolReturnPart, bool, AgentEvent | None]:
         from pydantic_ai.messages import ToolReturnPart
 
         name, call_id = call.tool_name, call.tool_call_id
 
-        def result(content: Any, rejected: bool = False) -> tuple[ToolReturnPart, bool]:
-            return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected
+        def result(content: Any, rejected: bool = False) -> tuple[ToolReturnPart, bool, AgentEvent | None]:
+            return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected, None
 
-        def refuse(message: str) -> tuple[ToolReturnPart, bool]:
-            emit(ToolOutput(agent_id=self.agent_id, content=message, tool_name=name, tool_call_id=call_id,
-                            is_error=True))
-            return result(message)
+        def refuse(message: str) -> tuple[ToolReturnPart, bool, AgentEvent | None]:
+            part, _, _ = result(message)
+            return part, False, ToolOutput(agent_id=self.agent_id, content=message, tool_name=name,
+                                           tool_call_id=call_id, is_error=True)
 
         try:
             arguments = parse_arguments(call.args)
@@ -97,7 +111,9 @@ class ToolCallRunner:
                 return result("The user rejected this call; it did not run.", rejected=True)
             return result(rejection_with_reason(request.reason))
         self._started.add(call_id)
-        return result(await self._execute(name, arguments, call_id, emit))
+        content, reported = await self._execute(name, arguments, call_id, emit)
+        part, _, _ = result(content)
+        return part, False, reported
 
     async def ask(
         self,
@@ -155,9 +171,13 @@ class ToolCallRunner:
             text = "The user interrupted the turn before this call ran; it did not run."
         return ToolReturnPart(tool_name=call.tool_name, content=text, tool_call_id=call.tool_call_id)
 
-    async def _execute(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> Any:
+    async def _execute(
+        self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit
+    ) -> tuple[Any, AgentEvent]:
+        """Run an approved call; returns its result and the event that reports it (emitted by `run`)."""
         if name == "execute_ipython_cell":
             return await self._execute_cell(arguments["code"], call_id, emit)
+        is_error = False
         if name == "reset_kernel":
             assert self.kernel is not None  # only offered with a kernel
             await self.kernel.reset()
@@ -165,18 +185,12 @@ class ToolCallRunner:
         elif name in ("task", "task_output", "task_stop", "task_list"):
             assert self.subagents is not None
             text, is_error = await self.subagents.call(name, arguments, call_id, emit)
-            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
-                            is_error=is_error))
-            return text
         else:
             text, is_error = await self.mcp.call(name, arguments, timeout=self.config.execution_timeout)
-            emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
-                            is_error=is_error))
-            return text
-        emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id))
-        return text
+        return text, ToolOutput(agent_id=self.agent_id, content=text, tool_name=name, tool_call_id=call_id,
+                                is_error=is_error)
 
-    async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> Any:
+    async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> tuple[Any, AgentEvent]:
         printed = self._printed[call_id] = []
 
         def on_output(text: str) -> None:
@@ -191,21 +205,20 @@ class ToolCallRunner:
             assert self.kernel is not None  # only offered with a kernel
             outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
         self._printed.pop(call_id, None)  # it ended: its whole output is in its result
-        emit(
-            CodeExecutionOutput(
-                agent_id=self.agent_id,
-                text=outcome.text,
-                images=tuple(outcome.images),
-                tool_call_id=call_id,
-                status=outcome.status,
-            )
+        reported = CodeExecutionOutput(
+            agent_id=self.agent_id,
+            text=outcome.text,
+            images=tuple(outcome.images),
+            tool_call_id=call_id,
+            status=outcome.status,
         )
         text = _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
         if not outcome.images or not self.model_sees_images or self.config.max_images_to_model == 0:
-            return text
-        return with_images(
+            return text, reported
+        images = with_images(
             text, outcome.images, max_images=self.config.max_images_to_model, max_bytes=self.config.max_image_bytes
         )
+        return images, reported
 
 
 def rule_refusal(name: str, rule: str) -> str:

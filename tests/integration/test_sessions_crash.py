@@ -110,3 +110,28 @@ async def test_a_child_cut_short_by_a_crash_is_resumed_as_interrupted_and_listed
     assert any("cut short before you finished" in str(note) for note in first_note), first_note
     assert not any("after you had finished" in str(note) for note in first_note)
     assert [e.content for e in of(ToolOutput, events) if e.tool_call_id == "again"] == ["finished now"]
+
+
+async def test_a_finished_calls_result_is_saved_before_its_event_is_out(workdir: Path) -> None:
+    """Whoever sees a call's result event may end the process at once: the result must be on disk by then."""
+    from freeact_sub import Agent, AgentConfig, ToolOutput
+    from tests.scripting import Call, Script
+
+    script = Script([
+        Call("calc_add", {"a": 2, "b": 3}, id="quick"),
+        Call("execute_ipython_cell", {"code": "import time\ntime.sleep(60)"}, id="long"),
+    ], ["never"])
+    config = AgentConfig(model=script.model, working_dir=workdir, auto_approve=True, enable_subagents=False,
+                         mcp_servers={"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}},
+                         mcp_pool_size=0)
+    seen_on_disk: object = None
+    async with Agent(config) as agent:
+        async for event in agent.stream("add and wait"):
+            if isinstance(event, ToolOutput) and event.tool_call_id == "quick":
+                assert agent.session_id is not None
+                # read right away, without giving the event loop a turn
+                repaired = open_session(agent.session_id, workdir).messages(repaired=True)
+                seen_on_disk = {p.tool_call_id: p.content for m in repaired for p in m.parts
+                                if p.part_kind == "tool-return"}.get("quick")
+                break
+    assert seen_on_disk is not None and "5" in str(seen_on_disk) and seen_on_disk != INTERRUPTED_RESULT
