@@ -30,6 +30,7 @@ from typing import Any
 _PRELOADED = (
     "ipykernel.kernelapp",
     "freeact_sub._ipykernel_launcher",
+    "freeact_sub.sandbox.enforce",
     "ipykernel.ipkernel",
     "ipykernel.zmqshell",
     "ipykernel.debugger",
@@ -64,6 +65,10 @@ def _become_kernel(request: dict[str, Any]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        if request.get("sandbox") is not None:
+            from freeact_sub.sandbox.enforce import apply
+
+            apply(request["sandbox"])  # before any of the kernel's code, while this process has one thread
         # ipykernel reads JPY_PARENT_PID when it is imported, which was in the zygote before any
         # request: name the zygote explicitly so the kernel's parent poller ends it when the zygote goes.
         argv = [*request["argv"], f"--IPKernelApp.parent_handle={os.getppid()}"]

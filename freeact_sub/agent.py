@@ -59,6 +59,8 @@ from .events import (
 )
 from .kernels import KernelBackend
 from .mcp import McpConnections
+from .sandbox import BUILT_IN_PROFILES, SandboxProfile
+from .sandbox import effective as effective_sandbox
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
 from .tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
@@ -318,6 +320,11 @@ class Agent:
             raise
 
     @property
+    def sandbox(self) -> SandboxProfile:
+        """The sandbox profile this agent's kernel runs under (`off` until a main agent has started)."""
+        return self.settings.sandbox or BUILT_IN_PROFILES["off"]
+
+    @property
     def settings(self) -> AgentConfig:
         """What this agent runs with: `config` with its agent type applied (model, tools, MCP servers, turns)."""
         return self._settings or self.config
@@ -329,7 +336,10 @@ class Agent:
         if name not in types:
             raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")
         self.subagent_type, self.definition = name, types[name]
-        self._settings = configure(self.config, types[name], name)
+        gateway = self.config.kernel_gateway is not None
+        base = self.config.model_copy(update={"sandbox": effective_sandbox(self.config.sandbox, gateway=gateway)})
+        self._settings = configure(base, types[name], name)
+        self.tree.sandbox = self.sandbox
         check_types(self._settings, types)
         self.tree.types = types
         self.rules = ApprovalRules(
@@ -477,7 +487,7 @@ class Agent:
 
     async def _acquire_kernel(self, runs_code: bool) -> KernelBackend | None:
         """This agent's kernel; none for an agent that may not run code (no kernel process is started)."""
-        return await self.tree.acquire_kernel(self.agent_id) if runs_code else None
+        return await self.tree.acquire_kernel(self.agent_id, self.sandbox) if runs_code else None
 
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""

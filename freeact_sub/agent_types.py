@@ -26,6 +26,8 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .config import AgentConfig, McpServerConfig, StdioServerConfig, servers_by_shape
 from .errors import ConfigError
+from .sandbox import BUILT_IN_PROFILES, DEFAULT_PROFILE, check_enforceable, meet
+from .sandbox.profiles import SandboxProfile, profile_from
 from .tools import ToolSpec, builtin_tool
 
 __all__ = [
@@ -97,6 +99,8 @@ class AgentDefinition(BaseModel):
         default=None, validation_alias=_alias("mcp_tools", "mcpTools")
     )
     """How its MCP tools are offered: tool calls, Python functions in its kernel, or both; unset: the parent's."""
+    sandbox: SandboxProfile | None = None
+    """Its sandbox profile (a name or a table, as `AgentConfig.sandbox`); it can only narrow its parent's."""
     approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
     """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
 
@@ -107,6 +111,11 @@ class AgentDefinition(BaseModel):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_profile(cls, value: Any) -> Any:
+        return None if value is None else profile_from(value)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -335,6 +344,15 @@ def configure(base: AgentConfig, definition: AgentDefinition, name: str, *, mode
         update["max_turns"] = definition.max_turns
     if definition.mcp_tools is not None:
         update["mcp_tools"] = definition.mcp_tools
+    if definition.sandbox is not None:
+        parent = base.sandbox or BUILT_IN_PROFILES[DEFAULT_PROFILE]
+        profile = meet(parent, definition.sandbox, base.working_dir)
+        if profile is not parent:
+            try:
+                check_enforceable(profile, gateway=base.kernel_gateway is not None)
+            except ConfigError as exc:
+                raise ConfigError(f"agent type {name!r}: {exc}") from None
+        update["sandbox"] = profile
     return base.model_copy(update=update) if update else base
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails
 
 from .errors import ConfigError
+from .sandbox.profiles import SandboxProfile, profile_from
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -224,6 +225,14 @@ class AgentConfig(BaseModel):
     MCP tools are then offered as tool calls only: code tools need the kernel on this machine.
     """
 
+    sandbox: SandboxProfile | None = None
+    """What the kernels of the tree may read, write and reach, enforced by the operating system.
+
+    A built-in profile by name (`"workspace"`, `"offline"`, `"read-only"`, `"off"`), or a table
+    `{"read_deny": [...], "write": [...], "network": false}`. None: `workspace` where the platform
+    can enforce it, else `off` with a warning. An agent type's own `sandbox` can only narrow it.
+    """
+
     agent: str | None = None
     """Run this agent as the named agent type (its prompt, model, tools, rules); None: `general`."""
     agents: dict[str, Any] = Field(default_factory=dict)
@@ -242,6 +251,11 @@ class AgentConfig(BaseModel):
     (`execute_ipython_cell`, `reset_kernel`, `task`, `<server>_<tool>`.)"""
     disallowed_tools: list[str] = Field(default_factory=list)
     """Names or glob patterns of tools not offered. Without `execute_ipython_cell` the agent gets no kernel."""
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_profile(cls, value: Any) -> Any:
+        return None if value is None else profile_from(value)
 
     @field_validator("kernel_gateway", mode="before")
     @classmethod
@@ -470,6 +484,7 @@ _ENV_FIELDS: dict[str, str] = {
     "KERNEL_GATEWAY": "kernel_gateway",
     "MCP_TOOLS": "mcp_tools",
     "SAVE_SESSIONS": "save_sessions",
+    "SANDBOX": "sandbox",
 }
 
 

@@ -155,6 +155,7 @@ class Kernel:
         images_dir: str | Path | None = None,
         label: str = "kernel",
         launcher: KernelZygote | None = None,
+        sandbox: Mapping[str, Any] | None = None,
     ) -> None:
         self.working_dir = Path(working_dir or Path.cwd())
         self.images_dir = Path(images_dir) if images_dir else self.working_dir / ".freeact-sub" / "images"
@@ -171,6 +172,8 @@ class Kernel:
         self.restarts = 0
         """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
         self._startup_code: list[str] = []
+        self._sandbox = dict(sandbox) if sandbox is not None else None
+        """The sandbox plan (`freeact_sub.sandbox.enforce`) the kernel process is confined to; None: none."""
 
     async def __aenter__(self) -> Kernel:
         await self.start()
@@ -209,6 +212,8 @@ class Kernel:
         provisioner = ForkedProvisioner(kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager)
         provisioner.zygote = self._launcher
         provisioner.log_path = self._log_path
+        if self._sandbox is not None:
+            provisioner.sandbox_plan = self._confined_to(self._connection_dir)
         manager.provisioner = provisioner
         self._manager = manager
         try:
@@ -221,6 +226,19 @@ class Kernel:
             if isinstance(exc, Exception):
                 raise KernelError(f"the IPython kernel did not start: {exc}{details}") from exc
             raise
+
+    def _confined_to(self, own_folder: str) -> dict[str, Any]:
+        """The sandbox plan with the kernel's own folder (sockets, temp files) writable; temp files go there."""
+        assert self._sandbox is not None
+        temp = os.path.join(own_folder, "tmp")
+        os.makedirs(temp, exist_ok=True)
+        for name in ("TMPDIR", "TEMP", "TMP"):
+            self._env[name] = temp
+        # a private IPython folder: the user's ~/.ipython (startup files, history) is not writable in a sandbox
+        self._env["IPYTHONDIR"] = os.path.join(own_folder, "ipython")
+        self._env.setdefault("MPLCONFIGDIR", os.path.join(temp, "matplotlib"))
+        self._env.setdefault("XDG_CACHE_HOME", os.path.join(temp, "cache"))
+        return {**self._sandbox, "write": [*self._sandbox["write"], own_folder], "scratch": own_folder}
 
     @property
     def _log_path(self) -> str:

@@ -137,8 +137,13 @@ class KernelZygote:
                     future.set_exception(error)
             self._pending.clear()
 
-    async def fork(self, argv: list[str], env: dict[str, str], cwd: str, log: str) -> ForkedProcess:
-        """A new kernel process running `ipykernel` with `argv` (e.g. `["-f", connection_file]`)."""
+    async def fork(
+        self, argv: list[str], env: dict[str, str], cwd: str, log: str, sandbox: dict[str, Any] | None = None
+    ) -> ForkedProcess:
+        """A new kernel process running `ipykernel` with `argv` (e.g. `["-f", connection_file]`).
+
+        With `sandbox` (a plan), the process confines itself to it before ipykernel starts.
+        """
         if not self.running:
             raise ConnectionError("the kernel zygote is not running")
         assert self._process is not None and self._process.stdin is not None
@@ -147,7 +152,7 @@ class KernelZygote:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         env = {**env, "JPY_PARENT_PID": str(self._process.pid)}  # the kernel exits if the zygote goes
-        request = {"id": request_id, "argv": argv, "env": env, "cwd": cwd, "log": log}
+        request = {"id": request_id, "argv": argv, "env": env, "cwd": cwd, "log": log, "sandbox": sandbox}
         self._process.stdin.write((json.dumps(request) + "\n").encode())
         await self._process.stdin.drain()
         return ForkedProcess(await asyncio.wait_for(future, _START_TIMEOUT), self)
@@ -179,15 +184,21 @@ class ForkedProvisioner(LocalProvisioner):
 
     zygote: KernelZygote | None = None
     log_path: str = os.devnull
+    sandbox_plan: dict[str, Any] | None = None
+    """Where set, the kernel confines itself to this sandbox plan before it starts."""
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
         zygote = self.zygote
         if zygote is None or not zygote.running:
+            if self.sandbox_plan is not None:
+                from .sandbox import wrapped_command
+
+                cmd = wrapped_command(self.sandbox_plan, cmd)
             return await super().launch_kernel(cmd, **kwargs)
         argv = _kernel_arguments(cmd)
         env = dict(kwargs.get("env") or os.environ)
         cwd = str(kwargs.get("cwd") or os.getcwd())
-        process = await zygote.fork(argv, env, cwd, self.log_path)
+        process = await zygote.fork(argv, env, cwd, self.log_path, self.sandbox_plan)
         # ForkedProcess stands in for the Popen that jupyter_client expects here.
         self.process = process  # type: ignore[assignment]
         self.pid = self.pgid = process.pid

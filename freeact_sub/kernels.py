@@ -7,7 +7,8 @@ tree's zygote when there is one).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .cell_run import OutputCallback
 from .kernel import ExecutionResult, Kernel
@@ -70,8 +71,14 @@ def uses_local_kernels(config: AgentConfig) -> bool:
     return config.kernel_gateway is None
 
 
-def new_kernel(config: AgentConfig, *, label: str, launcher: KernelZygote | None = None) -> KernelBackend:
-    """A kernel (not started) for an agent with `config`: on the configured gateway, or local."""
+def new_kernel(
+    config: AgentConfig, *, label: str, launcher: KernelZygote | None = None, sandbox: Mapping[str, Any] | None = None
+) -> KernelBackend:
+    """A kernel (not started) for an agent with `config`: on the configured gateway, or local.
+
+    `sandbox` is the plan (`SandboxProfile.plan`) a local kernel is confined to; a gateway kernel
+    never gets one (the effective profile of a gateway tree is `off`).
+    """
     if config.kernel_gateway is not None:
         from .kernel_gateway import GatewayKernel  # imports httpx and websockets only when needed
 
@@ -88,4 +95,5 @@ def new_kernel(config: AgentConfig, *, label: str, launcher: KernelZygote | None
         images_dir=config.resolved_images_dir,
         label=label,
         launcher=launcher,
+        sandbox=sandbox,
     )

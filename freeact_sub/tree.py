@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
 from .kernels import KernelBackend, new_kernel, uses_local_kernels
 from .mcp_pool import McpPool
+from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .usage import UsageLedger
 
 if TYPE_CHECKING:
@@ -215,6 +218,9 @@ class AgentTree:
         """Where background subagents' events go (into the running turn, or to `Agent.background_events()`)."""
         self._factory = factory
         self._warming: asyncio.Task[None] | None = None
+        self.sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
+        """The main agent's sandbox profile; the pool's kernels are confined to it (set when the main agent starts)."""
+        self._plans: dict[tuple[SandboxProfile, Path, str], dict[str, Any]] = {}
         self._renew()
 
     def _renew(self) -> None:
@@ -318,19 +324,36 @@ class AgentTree:
 
     # -- kernels -----------------------------------------------------------------------------
 
-    def new_kernel(self, label: str, *, launcher: KernelZygote | None = None) -> KernelBackend:
-        """A kernel (not started) with the tree's settings: local, or on the configured kernel gateway."""
-        return new_kernel(self.config, label=label, launcher=launcher)
+    def new_kernel(
+        self, label: str, sandbox: SandboxProfile, *, launcher: KernelZygote | None = None
+    ) -> KernelBackend:
+        """A kernel (not started) with the tree's settings, confined to `sandbox`: local, or on the kernel gateway."""
+        return new_kernel(self.config, label=label, launcher=launcher, sandbox=self.sandbox_plan(sandbox))
+
+    def sandbox_plan(self, profile: SandboxProfile) -> dict[str, Any] | None:
+        """`profile` for the tree's working folder as absolute paths (looked up once per tree); None for `off`."""
+        if not profile.enforced or not uses_local_kernels(self.config):
+            return None
+        home = self.config.kernel_env.get("HOME") or os.environ.get("HOME", "")
+        key = (profile, self.config.working_dir, home)
+        if key not in self._plans:
+            self._plans[key] = profile.plan(self.config.working_dir, homes=[home])
+        return self._plans[key]
 
     def _pooled_kernel(self) -> KernelBackend:
-        return self.new_kernel("pooled", launcher=self.zygote)
+        return self.new_kernel("pooled", self.sandbox, launcher=self.zygote)
 
-    async def acquire_kernel(self, agent_id: str) -> KernelBackend:
-        """A started kernel for `agent_id`: launched for the main agent, from the pool for a child."""
-        if self.is_child(agent_id):
+    async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile) -> KernelBackend:
+        """A started kernel for `agent_id` confined to `sandbox`.
+
+        Launched for the main agent; for a child, from the pool when it runs under the main
+        agent's profile, else forked for it.
+        """
+        if self.is_child(agent_id) and sandbox == self.sandbox:
             kernel = await self.pool.acquire()
         else:
-            kernel = self.new_kernel(agent_id)
+            launcher = self.zygote if self.is_child(agent_id) and self.zygote.running else None
+            kernel = self.new_kernel(agent_id, sandbox, launcher=launcher)
             await kernel.start()
         kernel.label = agent_id
         return kernel
