@@ -37,6 +37,7 @@ from .agent_types import (
     compose_system_prompt,
     configure,
     load_agent_types,
+    sandbox_for,
     server_may_offer,
     task_tool,
     unmatched_patterns,
@@ -177,6 +178,7 @@ class Agent:
         self.max_tool_calls: int | None = None
         """Budget (a subagent's): tool calls over its life; checked before each model request."""
         self.max_cost: float | None = None
+        self._sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
         """Budget (a subagent's): USD over its life; checked before each model request."""
         self.tool_calls_used = 0
         """Tool calls made over this agent's life."""
@@ -322,7 +324,7 @@ class Agent:
     @property
     def sandbox(self) -> SandboxProfile:
         """The sandbox profile this agent's kernel runs under (`off` until a main agent has started)."""
-        return self.settings.sandbox or BUILT_IN_PROFILES["off"]
+        return self._sandbox
 
     @property
     def settings(self) -> AgentConfig:
@@ -337,10 +339,11 @@ class Agent:
             raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")
         self.subagent_type, self.definition = name, types[name]
         gateway = self.config.kernel_gateway is not None
-        base = self.config.model_copy(update={"sandbox": effective_sandbox(self.config.sandbox, gateway=gateway)})
-        self._settings = configure(base, types[name], name)
-        self.tree.sandbox = self.sandbox
-        check_types(self._settings, types)
+        self._sandbox = sandbox_for(effective_sandbox(self.config.sandbox, gateway=gateway), types[name], name,
+                                    self.config)
+        self._settings = configure(self.config, types[name], name)
+        self.tree.sandbox = self._sandbox
+        check_types(self._settings, types, self._sandbox)
         self.tree.types = types
         self.rules = ApprovalRules(
             [(f"agent type {name}", types[name].approvals), ("approvals", self.config.approvals)]
@@ -449,6 +452,7 @@ class Agent:
             mcp=mcp,
             subagents=self._subagents,
             rules=self.rules,
+            sandbox=self._sandbox,
             model_sees_images=accepts_images(self._model),
         )
         try:
@@ -854,6 +858,7 @@ def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
         child._history = list(spec.history)
     child._first_note = spec.note
     child.max_tokens, child.max_tool_calls, child.max_cost = spec.max_tokens, spec.max_tool_calls, spec.max_cost
+    child._sandbox = spec.sandbox
     parent = tree.agents[spec.parent_id].agent
     child.subagent_type, child.definition = spec.subagent_type, spec.definition
     parent_rules = parent.rules if isinstance(parent, Agent) else ApprovalRules()

@@ -26,7 +26,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .config import AgentConfig, McpServerConfig, StdioServerConfig, servers_by_shape
 from .errors import ConfigError
-from .sandbox import BUILT_IN_PROFILES, DEFAULT_PROFILE, check_enforceable, meet
+from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile, profile_from
 from .tools import ToolSpec, builtin_tool
 
@@ -344,19 +344,29 @@ def configure(base: AgentConfig, definition: AgentDefinition, name: str, *, mode
         update["max_turns"] = definition.max_turns
     if definition.mcp_tools is not None:
         update["mcp_tools"] = definition.mcp_tools
-    if definition.sandbox is not None:
-        parent = base.sandbox or BUILT_IN_PROFILES[DEFAULT_PROFILE]
-        profile = meet(parent, definition.sandbox, base.working_dir)
-        if profile is not parent:
-            try:
-                check_enforceable(profile, gateway=base.kernel_gateway is not None)
-            except ConfigError as exc:
-                raise ConfigError(f"agent type {name!r}: {exc}") from None
-        update["sandbox"] = profile
     return base.model_copy(update=update) if update else base
 
 
-def check_types(main: AgentConfig, types: Mapping[str, AgentDefinition]) -> None:
+def sandbox_for(parent: SandboxProfile, definition: AgentDefinition, name: str, base: AgentConfig) -> SandboxProfile:
+    """The sandbox profile an agent of type `name` runs under, started by an agent running under `parent`.
+
+    The type's own profile narrows the parent's (`meet`); a ConfigError if the result is a
+    sandbox this platform cannot enforce.
+    """
+    if definition.sandbox is None:
+        return parent
+    profile = meet(parent, definition.sandbox, base.working_dir)
+    if profile is not parent:
+        try:
+            check_enforceable(profile, gateway=base.kernel_gateway is not None)
+        except ConfigError as exc:
+            raise ConfigError(f"agent type {name!r}: {exc}") from None
+    return profile
+
+
+def check_types(
+    main: AgentConfig, types: Mapping[str, AgentDefinition], sandbox: SandboxProfile | None = None
+) -> None:
     """Raise a `ConfigError` for any type that could not start, before the main agent starts anything.
 
     Each type that brings its own model (or endpoint) has it resolved (an unknown provider prefix,
@@ -374,6 +384,8 @@ def check_types(main: AgentConfig, types: Mapping[str, AgentDefinition]) -> None
             except ConfigError as exc:
                 raise ConfigError(f"agent type {name!r}: {exc}") from None
         check_server_commands(definition.mcp_servers, f"agent type {name!r}: mcp_servers")
+        if sandbox is not None:
+            sandbox_for(sandbox, definition, name, main)  # a profile this platform cannot enforce
         if definition.mcp_tools == "code" and not tool_allowed(
             "execute_ipython_cell", settings.tools, settings.disallowed_tools
         ):

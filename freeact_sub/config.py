@@ -93,6 +93,13 @@ class StdioServerConfig(BaseModel):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] | None = None
     cwd: str | None = None
+    sandbox: SandboxProfile | None = None
+    """Confine the server process to a sandbox profile (a name or a table); None: it runs with the user's rights."""
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_profile(cls, value: Any) -> Any:
+        return None if value is None else profile_from(value)
 
 
 class HttpServerConfig(BaseModel):

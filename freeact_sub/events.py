@@ -283,6 +283,8 @@ class SubagentStarted(AgentEvent):
     """The `task` call's short title for the job (3-5 words); empty if the model gave none."""
     model: str = ""
     """The name of the model the child talks to, as sent to its provider."""
+    sandbox: str = ""
+    """The sandbox profile the child's kernel runs under (`workspace`, `read-only`, `off`, …)."""
 
 
 @dataclass(frozen=True, kw_only=True)

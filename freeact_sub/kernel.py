@@ -234,8 +234,8 @@ class Kernel:
         os.makedirs(temp, exist_ok=True)
         for name in ("TMPDIR", "TEMP", "TMP"):
             self._env[name] = temp
-        # a private IPython folder: the user's ~/.ipython (startup files, history) is not writable in a sandbox
-        self._env["IPYTHONDIR"] = os.path.join(own_folder, "ipython")
+        # a private IPython folder (unless kernel_env names one): ~/.ipython is not writable in a sandbox
+        self._env.setdefault("IPYTHONDIR", os.path.join(own_folder, "ipython"))
         self._env.setdefault("MPLCONFIGDIR", os.path.join(temp, "matplotlib"))
         self._env.setdefault("XDG_CACHE_HOME", os.path.join(temp, "cache"))
         return {**self._sandbox, "write": [*self._sandbox["write"], own_folder], "scratch": own_folder}

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .config import HttpServerConfig, McpServerConfig, StdioServerConfig
 from .errors import McpServerError
+from .sandbox import confined_command
 
 if TYPE_CHECKING:
     from .mcp_pool import McpPool
@@ -145,12 +146,12 @@ class _Connection:
             from mcp import StdioServerParameters, stdio_client
 
             self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8")
-            params = StdioServerParameters(
-                command=spec.command,
-                args=spec.args,
-                env=spec.env,
-                cwd=spec.cwd or str(self.default_cwd),
-            )
+            cwd = spec.cwd or str(self.default_cwd)
+            command, args = spec.command, spec.args
+            if spec.sandbox is not None and spec.sandbox.enforced:
+                home = (spec.env or {}).get("HOME", "")
+                command, *args = confined_command(spec.sandbox, [command, *args], Path(cwd), homes=[home])
+            params = StdioServerParameters(command=command, args=args, env=spec.env, cwd=cwd)
             return stdio_client(params, errlog=self.stderr)
         assert isinstance(spec, HttpServerConfig)
         from mcp.shared._httpx_utils import create_mcp_http_client

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .agent_types import GENERAL, configure
+from .agent_types import GENERAL, configure, sandbox_for
 from .errors import ConfigError
 from .events import AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, SubagentStatus
 from .tree import AgentTree, ChildSpec, TreeMember
@@ -182,6 +182,7 @@ class SubagentRunner:
         try:
             config = configure(parent.settings, definition, subagent_type, model=parent.model)
             config = config.model_copy(update={"model": config.resolve_model()})
+            sandbox = sandbox_for(parent.sandbox, definition, subagent_type, config)
         except ConfigError as exc:
             return f"The agent type {subagent_type!r} cannot start: {exc}", True
         max_cost = max_cost if max_cost is not None else definition.max_cost
@@ -189,7 +190,7 @@ class SubagentRunner:
             return unpriced, True
         spec = ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
                          subagent_type=subagent_type, definition=definition, description=description,
-                         max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_cost=max_cost)
+                         max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_cost=max_cost, sandbox=sandbox)
         if resume is not None and fork:
             return "Give either `resume` or `fork`, not both.", True
         if resume is not None:
@@ -294,6 +295,7 @@ class SubagentRunner:
                     subagent_type=spec.subagent_type,
                     description=spec.description,
                     model=getattr(spec.config.model, "model_name", str(spec.config.model)),
+                    sandbox=spec.sandbox.name,
                 )
             )
             announced = True

@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     from .config import AgentConfig
     from .kernels import KernelBackend
     from .mcp import McpConnections
+    from .sandbox import SandboxProfile
     from .subagents import SubagentRunner
     from .tools import Toolbox
 
-__all__ = ["Emit", "ToolCallRunner", "rejection_with_reason", "rule_refusal"]
+__all__ = ["Emit", "ToolCallRunner", "rejection_with_reason", "rule_refusal", "sandbox_note"]
 
 Emit = Callable[[AgentEvent], None]
 
@@ -47,6 +48,7 @@ class ToolCallRunner:
         subagents: SubagentRunner | None,
         rules: ApprovalRules | None = None,
         model_sees_images: bool = False,
+        sandbox: SandboxProfile | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.model_sees_images = model_sees_images
@@ -58,6 +60,8 @@ class ToolCallRunner:
         self.mcp = mcp
         self.subagents = subagents
         self.rules = rules
+        self.sandbox = sandbox
+        """The sandbox profile the kernel runs under (a refusal in a cell's output is explained with it)."""
         """Allow / ask / deny rules by tool pattern, applied before anyone is asked."""
         self.code_tools: CodeTools | None = None
         """Set when the kernel's code may call MCP tools; cells then run through it."""
@@ -213,12 +217,30 @@ class ToolCallRunner:
             status=outcome.status,
         )
         text = _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
+        if (note := sandbox_note(outcome.text, self.sandbox)) is not None:
+            text += "\n" + note
         if not outcome.images or not self.model_sees_images or self.config.max_images_to_model == 0:
             return text, reported
         images = with_images(
             text, outcome.images, max_images=self.config.max_images_to_model, max_bytes=self.config.max_image_bytes
         )
         return images, reported
+
+
+_REFUSALS = ("Permission denied", "[Errno 13]", "[Errno 1] Operation not permitted", "Network is unreachable",
+             "[Errno 101]", "Read-only file system")
+
+
+def sandbox_note(output: str, profile: SandboxProfile | None) -> str | None:
+    """The line added to a cell's result whose output shows a refusal, when a sandbox may have made it."""
+    if profile is None or not profile.enforced or not any(refusal in output for refusal in _REFUSALS):
+        return None
+    return (
+        f"[sandbox] This kernel runs under the sandbox profile {profile.describe()}; it cannot read secrets "
+        "(such as ~/.ssh and .env files) or write elsewhere"
+        + ("" if profile.network else ", and it has no network")
+        + ". If the error above is such a refusal, do not work around it: ask the user."
+    )
 
 
 def rule_refusal(name: str, rule: str) -> str:

@@ -53,6 +53,11 @@ class TreeMember(Protocol):
         ...
 
     @property
+    def sandbox(self) -> SandboxProfile:
+        """The sandbox profile the agent's kernel runs under."""
+        ...
+
+    @property
     def model(self) -> Any:
         """The resolved pydantic-ai `Model` (after `start()`)."""
         ...
@@ -109,6 +114,8 @@ class ChildSpec:
     """Budget: tool calls over the child's life."""
     max_cost: float | None = None
     """Budget: USD over the child's life (its model's price is known)."""
+    sandbox: SandboxProfile = field(default_factory=lambda: BUILT_IN_PROFILES["off"])
+    """The sandbox profile the child's kernel runs under (its parent's, narrowed by its type)."""
 
 
 AgentFactory = Callable[["AgentTree", ChildSpec], TreeMember]
@@ -337,6 +344,8 @@ class AgentTree:
         home = self.config.kernel_env.get("HOME") or os.environ.get("HOME", "")
         key = (profile, self.config.working_dir, home)
         if key not in self._plans:
+            for kept in ("agents", "sessions"):  # a folder that exists can be covered; else a kernel could make it
+                (self.config.working_dir / ".freeact-sub" / kept).mkdir(parents=True, exist_ok=True)
             self._plans[key] = profile.plan(self.config.working_dir, homes=[home])
         return self._plans[key]
 

@@ -88,6 +88,9 @@ _RULES = """
 .freeact-id { font-family: var(--jp-code-font-family, monospace); font-weight: bold; }
 .freeact-role, .freeact-meta { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-meta { font-size: 90%; }
+.freeact-sandbox { font-size: 90%; padding: 0 5px; border-radius: 8px;
+  border: 1px solid var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
+.freeact-sandbox-off { border-color: var(--jp-warn-color0, #f57c00); color: var(--jp-warn-color0, #f57c00); }
 .freeact-state { padding: 1px 6px; border-radius: 8px; font-size: 90%;
   color: var(--jp-ui-inverse-font-color1, #fff); background: var(--jp-layout-color4, #757575); }
 .freeact-state-running { background: var(--jp-brand-color1, #2196f3); }

@@ -84,6 +84,9 @@ class AgentPanel(widgets.VBox):
         self.description = ""
         """The `task` call's short title for its job."""
         self.model = ""
+        self.sandbox = ""
+        """The sandbox profile's name; empty until known."""
+        self.sandbox_note = ""
         """The model's name as sent."""
 
         self._header = widgets.HTML()
@@ -137,6 +140,11 @@ class AgentPanel(widgets.VBox):
     def elapsed(self) -> float:
         return self._elapsed if self._elapsed is not None else time.monotonic() - self._started
 
+    def set_sandbox(self, profile: str, note: str = "") -> None:
+        """Show the sandbox profile the agent's kernel runs under (with why, when it is `off` unasked)."""
+        self.sandbox, self.sandbox_note = profile, note
+        self.refresh()
+
     def set_kind(self, subagent_type: str, description: str, model: str) -> None:
         """Show the agent's type, its job's title and its model in the header."""
         self.subagent_type, self.description, self.model = subagent_type, description, model
@@ -162,6 +170,11 @@ class AgentPanel(widgets.VBox):
                 kind += f'<span class="freeact-description">{_html.escape(self.description)}</span> '
             if self.model:
                 kind += f'<span class="freeact-model">{_html.escape(self.model)}</span> '
+        if self.sandbox:
+            off = " freeact-sandbox-off" if self.sandbox == "off" else ""
+            tip = f' title="{_html.escape(self.sandbox_note)}"' if self.sandbox_note else ""
+            note = f" ({_html.escape(self.sandbox_note)})" if self.sandbox_note else ""
+            kind += f'<span class="freeact-sandbox{off}"{tip}>sandbox: {_html.escape(self.sandbox)}{note}</span> '
         value = (
             f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
             f'<span class="freeact-role">{role}</span> {kind}'

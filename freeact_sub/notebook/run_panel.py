@@ -109,6 +109,8 @@ class RunPanel(widgets.VBox):
             case SubagentStarted(subagent_id=child_id, tool_call_id=call_id, max_turns=max_turns):
                 panel = self._new_panel(child_id, max_turns=max_turns)
                 panel.set_kind(event.subagent_type, event.description, event.model)
+                if event.sandbox:
+                    panel.set_sandbox(event.sandbox)
                 self.panels[child_id] = panel
                 self._panel(event.agent_id).attach_subagent(call_id, panel)
             case SubagentFinished(subagent_id=child_id, status=status, elapsed=elapsed, turns_used=turns):

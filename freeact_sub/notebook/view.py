@@ -193,6 +193,7 @@ class AgentView:
             if not self.agent.started:
                 panel.set_status("starting the agent")
                 await self.agent.start()
+            panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note)
             panel.set_status("running")
             stream = self.agent.stream(prompt, max_turns=max_turns)
             try:

@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
@@ -26,6 +28,7 @@ __all__ = [
     "ENFORCE_SCRIPT",
     "SandboxProfile",
     "check_enforceable",
+    "confined_command",
     "effective",
     "meet",
     "platform_problem",
@@ -86,6 +89,14 @@ def _problem(gateway: bool) -> str | None:
     if gateway:
         return "kernels on a gateway run where the gateway puts them; isolate them there"
     return platform_problem()
+
+
+def confined_command(
+    profile: SandboxProfile, command: list[str], working_dir: Path, homes: Iterable[str] = ()
+) -> list[str]:
+    """`command` confined to `profile` in `working_dir` (a stdio MCP server); ConfigError if it cannot be."""
+    check_enforceable(profile)
+    return wrapped_command(profile.plan(working_dir, homes), command)
 
 
 def wrapped_command(plan: dict[str, Any], command: list[str]) -> list[str]:

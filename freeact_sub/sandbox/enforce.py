@@ -8,6 +8,8 @@ ipykernel starts) and as a script in front of a launched kernel or an MCP server
 It applies the plan, then `exec`s the command. A plan is a dict:
     {"deny": [paths], "write": [folders], "network": bool, "scratch": folder}
 
+(`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
+
 How each part is enforced, in this order, while the process is still single-threaded:
 1. A user namespace and a mount namespace of its own (plus a network namespace without
    interfaces when `network` is false: every connection then fails with ENETUNREACH).
@@ -28,6 +30,7 @@ import errno
 import json
 import os
 import sys
+import tempfile
 from typing import Any
 
 __all__ = ["SandboxUnavailable", "apply", "landlock_abi"]
@@ -135,6 +138,8 @@ def _cover(paths: list[str], scratch: str) -> None:
             if not os.path.exists(blank):
                 os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
             _mount(blank, path, None, _MS_BIND)
+    if os.path.exists(blank):
+        os.unlink(blank)  # the covers keep it; nothing else needs it
 
 
 def _restrict_writes(write: list[str], abi: int) -> None:
@@ -190,6 +195,8 @@ def apply(plan: dict[str, Any]) -> None:
     if deny or not network:
         _enter_namespaces(network)
         _cover(deny, plan["scratch"])
+    if plan.get("remove_scratch"):
+        os.rmdir(plan["scratch"])
     _restrict_writes(list(plan.get("write", ())), abi)
     _drop_capabilities()
 
@@ -199,6 +206,9 @@ def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
         sys.exit("usage: enforce.py PLAN_JSON -- COMMAND [ARGS...]")
     plan = json.loads(argv[0])
+    if not plan.get("scratch"):
+        plan["scratch"] = tempfile.mkdtemp(prefix="freeact-sub-sandbox-")
+        plan["remove_scratch"] = True
     try:
         apply(plan)
     except OSError as exc:

@@ -32,10 +32,12 @@ DEFAULT_SECRETS: tuple[str, ...] = (
     "~/.config/freeact-sub",
     "**/.env",
     "**/.env.local",
-    ".freeact-sub/config.json",
+    ".freeact-sub/agents",
+    ".freeact-sub/sessions",
 )
-"""Paths no sandboxed kernel may read: keys and credentials, and the files this project keeps
-settings in (which may hold them). `~` is the user's home; `**/NAME` is every NAME in the
+"""Paths no sandboxed kernel may read (nor change): keys and credentials, this project's user
+settings, and the project's agent types and saved sessions (a kernel that could write a type
+file could give a later agent more rights). `~` is the user's home; `**/NAME` is every NAME in the
 working folder and below; a relative path is relative to the working folder."""
 
 _SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "dist", "build"})

@@ -57,6 +57,7 @@ def banner(
     mcp_tools = [name for name in agent.tool_names if name not in BUILTIN_TOOL_NAMES]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
+    grid.add_row("sandbox", sandbox_text(agent))
     if agent.session_id is not None:
         grid.add_row("session", Text.assemble(agent.session_id, (" · saved as it goes; freeact-sub --resume", "dim")))
     if config.auto_approve or agent.approvals.everything:
@@ -87,6 +88,16 @@ def banner(
                 ),
             )
     return Panel(grid, title=f"freeact-sub {__version__}", title_align="left", border_style="dim", expand=False)
+
+
+def sandbox_text(agent: Agent) -> Text:
+    """The main agent's sandbox profile; `off` in bold (and why, when nobody asked for it)."""
+    profile = agent.sandbox
+    if profile.enforced:
+        return Text(profile.describe())
+    if profile.note:
+        return Text.assemble(("off", "bold yellow"), (f" — {profile.note}", "yellow"))
+    return Text.assemble(("off", "bold red"), (": kernels run with your full rights (--sandbox off)", "red"))
 
 
 def agent_types_table(agent: Agent) -> RenderableType:

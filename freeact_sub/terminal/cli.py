@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         "or the config's agents table)",
     )
     parser.add_argument(
+        "--sandbox",
+        metavar="PROFILE",
+        help="what the agents' code may touch: workspace (default: no secrets, writes only in the working dir), "
+        "offline (no network either), read-only, or off (also FREEACT_SUB_SANDBOX)",
+    )
+    parser.add_argument(
         "--auto-approve",
         action="store_true",
         default=None,
@@ -284,6 +290,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "max_turns": args.max_turns,
         "max_depth": args.max_depth,
         "max_cost": args.max_cost,
+        "sandbox": args.sandbox,
         "mcp_tools": args.mcp_tools,
         "working_dir": working_dir,
         "auto_approve": args.auto_approve,

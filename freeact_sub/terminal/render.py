@@ -115,6 +115,8 @@ class Renderer:
                 self._children[call_id] = child
                 first_line = event.description or (prompt.strip().splitlines()[0] if prompt.strip() else "")
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
+                if event.sandbox:
+                    body.append(f"  [sandbox: {event.sandbox}]", style="dim")
                 self._row(agent, Text("+", style="bold"), body)
             case SubagentFinished(subagent_id=child, status=status, turns_used=turns, elapsed=elapsed):
                 self.board.finished(child, status, turns, elapsed)

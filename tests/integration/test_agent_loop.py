@@ -209,9 +209,10 @@ async def test_all_calls_of_one_response_are_put_up_for_approval_together(shared
     assert script.tool_results(1) == {"p1": "one\n", "p2": "two\n"}
 
 
-async def test_cells_of_one_response_are_serialized_on_the_kernel(shared, tmp_path: Path) -> None:
+async def test_cells_of_one_response_are_serialized_on_the_kernel(shared) -> None:
     agent, script = shared
-    log = tmp_path / "log"
+    log = agent.config.working_dir / "serialized.log"  # where the kernel's sandbox lets it write
+    log.unlink(missing_ok=True)
 
     def cell(name: str) -> str:
         return (

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import pytest_asyncio
 
@@ -30,9 +28,10 @@ def _reject_with(reason: str | None, only: str | None = None):
     return decide
 
 
-async def test_a_reason_goes_to_the_model_and_the_turn_goes_on(shared, tmp_path: Path) -> None:
+async def test_a_reason_goes_to_the_model_and_the_turn_goes_on(shared) -> None:
     agent, script = shared
-    marker = tmp_path / "ran"
+    marker = agent.config.working_dir / "ran"  # where the kernel's sandbox lets it write
+    marker.unlink(missing_ok=True)
     script.reset(
         [Call("execute_ipython_cell", {"code": f"import os; os.system('touch {marker}')"}, id="bad")],
         [Call("execute_ipython_cell", {"code": f"import pathlib; pathlib.Path({str(marker)!r}).touch()"}, id="good")],
