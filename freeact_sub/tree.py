@@ -345,7 +345,8 @@ class AgentTree:
         key = (profile, self.config.working_dir, home)
         if key not in self._plans:
             for kept in ("agents", "sessions"):  # a folder that exists can be covered; else a kernel could make it
-                (self.config.working_dir / ".freeact-sub" / kept).mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(OSError):  # (where it cannot be made, no kernel can make it either)
+                    (self.config.working_dir / ".freeact-sub" / kept).mkdir(parents=True, exist_ok=True)
             self._plans[key] = profile.plan(self.config.working_dir, homes=[home])
         return self._plans[key]
 
