@@ -11,6 +11,9 @@
 (2) Fan-out: 10 children, each running a 1 s cell, `max_subagents=5`. Target: wall time <= 2.6 s.
 (3) A kernel-less agent type (no `execute_ipython_cell`, so no kernel process at all), kernel pool
     off: its spawn latency against a `general` child's with the pool off (same run).
+(5) `--only mcp-fan-out`: 30 children x 0.5 s cell, `max_subagents=10`, with one stdio MCP server
+    configured that no child calls, and without (alternated, same run); each as a ratio to the
+    1.5 s floor. Target: <= 1.3 x with the server.
 """
 
 from __future__ import annotations
@@ -152,6 +155,36 @@ async def fan_out() -> float:
             async for _ in agent.stream("fan out"):
                 pass
             return time.perf_counter() - began
+
+
+async def mcp_fan_out(children: int, bound: int, cell: float, with_mcp: bool) -> float:
+    """Wall time of `children` foreground children of a `cell`-second cell under `bound`, with one stdio MCP
+    server configured (none of the children calls it) or none."""
+    with tempfile.TemporaryDirectory() as work:
+        script = SpawnScript(children=children, child_code=f"import time; time.sleep({cell})")
+        servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if with_mcp else {}
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, max_subagents=bound,
+                             auto_approve=True, mcp_servers=servers)
+        async with Agent(config) as agent:
+            await wait_for_pool(agent)
+            began = time.perf_counter()
+            async for _ in agent.stream("fan out"):
+                pass
+            return time.perf_counter() - began
+
+
+async def mcp_fan_outs(children: int = 30, bound: int = 10, cell: float = 0.5, runs: int = 3) -> None:
+    floor = -(-children // bound) * cell
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(runs):  # alternated, so both see the same machine load
+        for with_mcp in (False, True):
+            walls[with_mcp].append(await mcp_fan_out(children, bound, cell, with_mcp))
+    for with_mcp in (False, True):
+        wall = statistics.median(walls[with_mcp])
+        what = "one stdio MCP server configured, not called" if with_mcp else "no MCP server"
+        print(f"fan-out: {children} children x {cell} s cell, max_subagents={bound}, {what}: "
+              f"{wall:.2f} s (median of {runs}: {', '.join(f'{w:.2f}' for w in walls[with_mcp])}), "
+              f"{wall / floor:.2f} x the {floor:.1f} s floor")
 
 
 def kernel_pids() -> set[int]:
@@ -301,6 +334,8 @@ async def main(spawns: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spawns", type=int, default=7)
-    parser.add_argument("--only", choices=["lifecycle"], help="run only (3) background children and (4) memory")
+    parser.add_argument("--only", choices=["lifecycle", "mcp-fan-out"],
+                        help="run only (3) background children and (4) memory, or (5) the MCP fan-out")
     options = parser.parse_args()
-    asyncio.run(lifecycle() if options.only == "lifecycle" else main(options.spawns))
+    work = {"lifecycle": lifecycle, "mcp-fan-out": mcp_fan_outs}.get(options.only or "")
+    asyncio.run(work() if work is not None else main(options.spawns))

@@ -404,7 +404,10 @@ class Agent:
             for name, spec in settings.mcp_servers.items()
             if server_may_offer(name, settings.tools, settings.disallowed_tools)
         }
-        mcp = McpConnections(servers, cwd=settings.working_dir, pool=self.tree.mcp_pool_for(self.agent_id))
+        mcp = McpConnections(
+            servers, cwd=settings.working_dir, pool=self.tree.mcp_pool_for(self.agent_id),
+            listings=self.tree.mcp_listings,
+        )
         self._mcp = mcp
 
         runs_code = tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools)

@@ -27,7 +27,7 @@ from .errors import McpServerError
 from .sandbox import confined_command
 
 if TYPE_CHECKING:
-    from .mcp_pool import McpPool
+    from .mcp_pool import McpPool, ToolListings
 
 __all__ = ["McpConnections", "McpResult", "McpTool"]
 
@@ -179,41 +179,58 @@ async def _http_transport(url: str, client: Any) -> Any:
 
 
 class McpConnections:
-    """The MCP sessions of one agent: opened together, closed together.
+    """The MCP sessions of one agent: opened together (or each on first use), closed together.
 
-    With a `pool`, `open()` takes a pre-opened connection per server where the pool has one,
-    and opens the others itself; either way the connections are this agent's alone.
+    With `listings` that already know a server's tools (another agent of the tree listed the
+    same server configuration), the agent opens no connection to it at start: the model is
+    offered the known tools, and the connection is opened when the agent first calls one of
+    them, taken from `pool` where it has one ready. A server whose tools are not known yet is
+    opened at start, and its listing is remembered in `listings`. Either way every connection is
+    this agent's alone.
     """
 
     def __init__(
-        self, servers: Mapping[str, McpServerConfig], *, cwd: str | Path | None = None, pool: McpPool | None = None
+        self,
+        servers: Mapping[str, McpServerConfig],
+        *,
+        cwd: str | Path | None = None,
+        pool: McpPool | None = None,
+        listings: ToolListings | None = None,
     ) -> None:
         self._servers = dict(servers)
         self._cwd = Path(cwd or Path.cwd())
         self._pool = pool
+        self._listings = listings
         self._connections: dict[str, _Connection] = {}
-        self._by_tool: dict[str, tuple[_Connection, McpTool]] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._by_tool: dict[str, McpTool] = {}
 
     @property
     def tools(self) -> list[McpTool]:
         """All tools of all servers, in configuration order."""
-        return [tool for _, tool in self._by_tool.values()]
+        return list(self._by_tool.values())
+
+    @property
+    def opened(self) -> list[str]:
+        """The servers this agent has a connection to (opened, or opening), in the order they were opened."""
+        return list(self._connections)
 
     async def open(self) -> None:
-        """Connect to every server at once; if one fails, close all and raise `McpServerError` naming it."""
+        """Connect to every server whose tools are not known yet, at once; if one fails, close all and raise
+        `McpServerError` naming it. The others are opened on first use."""
+        known = {name: self._listings.get(name, spec, self._cwd) if self._listings else None
+                 for name, spec in self._servers.items()}
+        now = {name: spec for name, spec in self._servers.items() if known[name] is None}
         try:
             if self._pool is not None:
-                taken = await asyncio.gather(*(self._pool.take(n, s, self._cwd) for n, s in self._servers.items()))
+                taken = await asyncio.gather(*(self._pool.take(n, s, self._cwd) for n, s in now.items()))
             else:
-                taken = [None] * len(self._servers)
+                taken = [None] * len(now)
         except BaseException:
             await asyncio.shield(self.close())
             raise
-        for (name, spec), pooled in zip(self._servers.items(), taken, strict=True):
-            connection = pooled or _Connection(name, spec, self._cwd)
-            if connection.task is None:
-                connection.task = asyncio.create_task(connection.run(), name=f"mcp:{name}")
-            self._connections[name] = connection
+        for (name, spec), pooled in zip(now.items(), taken, strict=True):
+            self._connections[name] = self._started(pooled or _Connection(name, spec, self._cwd))
         try:
             await asyncio.gather(*(c.ready for c in self._connections.values()))
         except BaseException as exc:
@@ -226,9 +243,34 @@ class McpConnections:
             if details:
                 message += f"\nserver stderr:\n{details}"
             raise McpServerError(failed.name, message) from exc
-        for connection in self._connections.values():
-            for tool in connection.tools:
-                self._by_tool[tool.qualified_name] = (connection, tool)
+        for name, spec in self._servers.items():
+            connection = self._connections.get(name)
+            tools = connection.tools if connection is not None else known[name] or []
+            if connection is not None and self._listings is not None:
+                self._listings.remember(name, spec, self._cwd, connection.tools)
+            for tool in tools:
+                self._by_tool[tool.qualified_name] = tool
+
+    @staticmethod
+    def _started(connection: _Connection) -> _Connection:
+        if connection.task is None:
+            connection.task = asyncio.create_task(connection.run(), name=f"mcp:{connection.name}")
+        return connection
+
+    async def _connection(self, server: str) -> _Connection:
+        """The agent's connection to `server`, opened now if this is its first use (waits until it is ready)."""
+        lock = self._opening.setdefault(server, asyncio.Lock())
+        async with lock:
+            connection = self._connections.get(server)
+            if connection is None:
+                spec = self._servers[server]
+                pooled = await self._pool.take(server, spec, self._cwd) if self._pool is not None else None
+                connection = self._connections[server] = self._started(pooled or _Connection(server, spec, self._cwd))
+                if self._pool is not None:
+                    self._pool.fill({server: spec}, self._cwd)  # one was taken: the next agent finds one ready
+        with contextlib.suppress(Exception):
+            await asyncio.shield(connection.ready)
+        return connection
 
     def has_tool(self, qualified_name: str) -> bool:
         return qualified_name in self._by_tool
@@ -243,10 +285,19 @@ class McpConnections:
     async def call_result(
         self, qualified_name: str, arguments: dict[str, Any], *, timeout: float | None = None
     ) -> McpResult:
-        """Call a tool: its text, structured result and whether it is an error. Never raises for server faults."""
-        connection, tool = self._by_tool[qualified_name]
+        """Call a tool: its text, structured result and whether it is an error. Never raises for server faults.
+
+        The first call to a server opens this agent's connection to it.
+        """
+        tool = self._by_tool[qualified_name]
+        connection = await self._connection(tool.server)
         session = connection.session
         if session is None:
+            if connection.failure is not None and not connection.tools:
+                failure = _describe_failure(connection.spec, connection.failure)
+                message = f"MCP server {connection.name!r} could not start: {failure}"
+                tail = connection.stderr_tail()
+                return McpResult(message + (f"\nserver stderr:\n{tail}" if tail else ""), is_error=True)
             reason = f": {connection.failure}" if connection.failure else ""
             return McpResult(f"MCP server {connection.name!r} is not running{reason}", is_error=True)
         try:

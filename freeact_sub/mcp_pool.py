@@ -21,15 +21,33 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .config import McpServerConfig
-from .mcp import _Connection, close_connections
+from .mcp import McpTool, _Connection, close_connections
 
-__all__ = ["McpPool"]
+__all__ = ["McpPool", "ToolListings"]
 
 _PING_TIMEOUT = 5.0
 
 
 def _key(name: str, spec: McpServerConfig, cwd: Path) -> str:
     return f"{name}\0{type(spec).__name__}\0{spec.model_dump_json()}\0{cwd}"
+
+
+class ToolListings:
+    """The tools each server configuration listed, remembered for the agents of one tree.
+
+    An agent that finds its server's tools here offers them to its model without opening a
+    connection; it opens one when it first calls a tool.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, list[McpTool]] = {}
+
+    def get(self, name: str, spec: McpServerConfig, cwd: str | Path) -> list[McpTool] | None:
+        """The tools the server listed when it was last opened; None if it was never opened."""
+        return self._tools.get(_key(name, spec, Path(cwd)))
+
+    def remember(self, name: str, spec: McpServerConfig, cwd: str | Path, tools: list[McpTool]) -> None:
+        self._tools[_key(name, spec, Path(cwd))] = list(tools)
 
 
 class McpPool:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
 from .kernels import KernelBackend, new_kernel, uses_local_kernels
-from .mcp_pool import McpPool
+from .mcp_pool import McpPool, ToolListings
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .usage import UsageLedger
 
@@ -225,6 +225,8 @@ class AgentTree:
         """Where background subagents' events go (into the running turn, or to `Agent.background_events()`)."""
         self._factory = factory
         self._warming: asyncio.Task[None] | None = None
+        self.mcp_listings = ToolListings()
+        """The tools each MCP server configuration listed when an agent of the tree first opened it."""
         self.sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
         """The main agent's sandbox profile; the pool's kernels are confined to it (set when the main agent starts)."""
         self._plans: dict[tuple[SandboxProfile, Path, str], dict[str, Any]] = {}
