@@ -483,7 +483,10 @@ SERVER_WRAPPER = (
 )
 
 
-async def test_kernel_and_mcp_servers_of_a_child_start_together(workdir: Path, calc_server_config: dict) -> None:
+async def test_kernel_and_mcp_servers_of_an_agent_start_together(workdir: Path, calc_server_config: dict) -> None:
+    """An agent that opens its servers at start (the first of its tree to use them: here the main agent)
+    starts them beside its kernel. A subagent opens its connection later, at its first call
+    (`test_mcp_lazy.py`)."""
     marks = workdir / "marks"
     marks.mkdir()
     startup = workdir / "ipython" / "profile_default" / "startup"
@@ -497,25 +500,19 @@ async def test_kernel_and_mcp_servers_of_a_child_start_together(workdir: Path, c
         "args": [str(wrapper), *calc_server_config["args"]],
         "env": {**env, "PATH": os.environ["PATH"]},
     }
-    parent = Script([task("pair")], ["done"])
-    pair = Script([Call("calc_server_pid", {}), cell(PRINT_PID)], ["paired"])
-    model = routed(parent, {"pair": pair})
+    script = Script([Call("calc_server_pid", {}), cell(PRINT_PID)], ["paired"])
     cfg = config(
-        model.model,
+        script.model,
         workdir,
         mcp_servers={"calc": server},
         kernel_env={**env, "IPYTHONDIR": str(workdir / "ipython")},
-        kernel_pool_size=0,  # a pooled kernel would be started before, not with, the child's MCP server
     )
     async with Agent(cfg) as agent:
-        watch = await drive(agent, PARENT)
-
-    run = children_of(watch, agent.agent_id)[child("pair")]
-    assert run.finished.status == "done" and run.result.content == "paired"
-    assert len(watch.pids[run.started.subagent_id]) == 2  # the child's own kernel and server ran
+        events = [event async for event in agent.stream("pair up")]
+    assert [e.content for e in events if isinstance(e, Response) and e.final] == ["paired"]
     met = {path.stem: json.loads(path.read_text())["met"] for path in marks.glob("*.json")}  # "kernel-<pid>": …
-    assert sorted(name.split("-")[0] for name in met) == ["kernel", "kernel", "server", "server"]
-    assert all(met.values()), f"a kernel or server started without its partner (one after the other): {met}"
+    assert sorted(name.split("-")[0] for name in met) == ["kernel", "server"]
+    assert all(met.values()), f"the kernel or the server started without its partner (one after the other): {met}"
 
 
 # -- parallelism and its bound -------------------------------------------------------------------
