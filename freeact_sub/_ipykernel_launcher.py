@@ -25,8 +25,31 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
     # (`mcp.py`, `events.py`, …) would shadow the packages the model's code imports.
     del sys.path[0]
 
-import zmq  # after the sys.path fix above
-from ipykernel.kernelapp import IPKernelApp
+SANDBOX_PLAN_VARIABLE = "FREEACT_SUB_SANDBOX_PLAN"  # the same name as in kernel_launcher.py
+"""A launched kernel confines itself to the sandbox plan (JSON) in this variable before ipykernel starts."""
+
+
+def _confine(plan: str) -> None:
+    """Apply a sandbox plan with `sandbox/enforce.py`, loaded by path (this file does not import the package)."""
+    import importlib.util
+    import json
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox", "enforce.py")
+    spec = importlib.util.spec_from_file_location("_freeact_sub_enforce", path)
+    assert spec is not None and spec.loader is not None
+    enforce = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(enforce)
+    try:
+        enforce.apply(json.loads(plan))
+    except OSError as exc:
+        sys.exit(f"freeact-sub sandbox: {exc}")
+
+
+if __name__ == "__main__" and (_plan := os.environ.pop(SANDBOX_PLAN_VARIABLE, None)):
+    _confine(_plan)  # before ipykernel is imported: the process still has a single thread
+
+import zmq  # noqa: E402 - after the sys.path fix and the sandbox above
+from ipykernel.kernelapp import IPKernelApp  # noqa: E402
 
 __all__ = ["KernelApp", "main"]
 

@@ -27,6 +27,8 @@ KERNEL_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ipy
 """The script a launched kernel runs (by path, so the kernel does not import `freeact_sub`)."""
 
 _START_TIMEOUT = 60.0
+SANDBOX_PLAN_VARIABLE = "FREEACT_SUB_SANDBOX_PLAN"
+"""`_ipykernel_launcher.py` (which cannot import this package) reads the sandbox plan from this variable."""
 
 
 class ForkedProcess:
@@ -190,7 +192,11 @@ class ForkedProvisioner(LocalProvisioner):
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
         zygote = self.zygote
         if zygote is None or not zygote.running:
-            if self.sandbox_plan is not None:
+            if self.sandbox_plan is not None and KERNEL_LAUNCHER in cmd:
+                # our launcher confines itself before ipykernel starts (no second interpreter start)
+                env = dict(kwargs.get("env") or os.environ)
+                kwargs["env"] = {**env, SANDBOX_PLAN_VARIABLE: json.dumps(self.sandbox_plan)}
+            elif self.sandbox_plan is not None:
                 from .sandbox import wrapped_command
 
                 cmd = wrapped_command(self.sandbox_plan, cmd)
