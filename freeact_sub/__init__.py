@@ -16,6 +16,7 @@ from .events import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    HookError,
     ModelUsage,
     Response,
     ResponseChunk,
@@ -27,6 +28,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
+from .hooks import HookSpec
 from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
@@ -47,6 +49,8 @@ __all__ = [
     "CodeExecutionOutputChunk",
     "ConfigError",
     "FreeactError",
+    "HookError",
+    "HookSpec",
     "KernelError",
     "KernelGatewayConfig",
     "McpServerError",

@@ -58,6 +58,7 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
+from .hooks import Hooks
 from .kernels import KernelBackend
 from .mcp import McpConnections
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
@@ -179,6 +180,8 @@ class Agent:
         """Budget (a subagent's): tool calls over its life; checked before each model request."""
         self.max_cost: float | None = None
         self._sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
+        self._hooks: Hooks | None = None
+        self._prompt_notes: list[str] = []
         """Budget (a subagent's): USD over its life; checked before each model request."""
         self.tool_calls_used = 0
         """Tool calls made over this agent's life."""
@@ -327,6 +330,24 @@ class Agent:
         return self._sandbox
 
     @property
+    def hooks(self) -> Hooks:
+        """The hooks that apply to this agent: the config's, plus its agent type's own."""
+        if self._hooks is None:
+            own = self.definition.hooks if self.definition is not None else {}
+            self._hooks = self.tree.hooks.plus(own, self.subagent_type) if own else self.tree.hooks
+        return self._hooks
+
+    def hook_context(self) -> dict[str, Any]:
+        """The fields of every hook payload about this agent."""
+        return {
+            "agent_id": self.agent_id,
+            "parent_id": self.parent_id,
+            "subagent_type": self.subagent_type,
+            "session_id": getattr(self.tree.root, "session_id", None),
+            "cwd": str(self.settings.working_dir),
+        }
+
+    @property
     def settings(self) -> AgentConfig:
         """What this agent runs with: `config` with its agent type applied (model, tools, MCP servers, turns)."""
         return self._settings or self.config
@@ -343,6 +364,8 @@ class Agent:
                                     self.config)
         self._settings = configure(self.config, types[name], name)
         self.tree.sandbox = self._sandbox
+        self.tree.hooks = Hooks(self.config.hooks, cwd=str(self.config.working_dir))
+        self._hooks = None
         check_types(self._settings, types, self._sandbox)
         self.tree.types = types
         self.rules = ApprovalRules(
@@ -456,6 +479,8 @@ class Agent:
             subagents=self._subagents,
             rules=self.rules,
             sandbox=self._sandbox,
+            hooks=self.hooks,
+            hook_context=self.hook_context,
             model_sees_images=accepts_images(self._model),
         )
         try:
@@ -619,8 +644,14 @@ class Agent:
         self._told = []
         if self._log is not None and not self.is_subagent:
             self._log.prompt(prompt)
+        hooks = self.hooks
+        if not self.is_subagent and hooks.wants("UserPromptSubmit"):
+            answers = await hooks.ask("UserPromptSubmit", self.hook_context(), {"prompt": prompt}, emit)
+            self._prompt_notes = [f"[hook {a.hook}] {a.note}" for a in answers if a.note]
         try:
             await self._run_turn(prompt, limit, emit)
+            if hooks.wants("Stop"):
+                await hooks.ask("Stop", self.hook_context(), {"final_answer": self._final_answer()}, emit)
         except asyncio.CancelledError:
             started = len(self._history) != len(before) or (before and self._history[-1] is not before[-1])
             if started:  # the prompt is in: keep it and what completed, and say where the turn stopped
@@ -668,7 +699,8 @@ class Agent:
         self.turn_limit_reached = False
         self.last_turn_rejected = False
         self.budget_reached = None
-        user: list[Any] = [UserPromptPart(prompt)]
+        user: list[Any] = [UserPromptPart(prompt), *(UserPromptPart(note) for note in self._prompt_notes)]
+        self._prompt_notes = []
         if self._resume_note:
             from .sessions import RESUME_NOTE
 
@@ -729,6 +761,13 @@ class Agent:
                 self.last_turn_rejected = True
                 emit(Response(agent_id=self.agent_id, content=message, final=True))
                 return
+
+    def _final_answer(self) -> str:
+        """The text of the last model response of the turn (what a final `Response` carried)."""
+        for message in reversed(self._history):
+            if message.kind == "response":
+                return "".join(getattr(part, "content", "") for part in message.parts if part.part_kind == "text")
+        return ""
 
     def used_up_budget(self) -> str | None:
         """Which budget this agent has used up, said the way its parent reads it; None while within them."""

@@ -26,6 +26,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .config import AgentConfig, McpServerConfig, StdioServerConfig, servers_by_shape
 from .errors import ConfigError
+from .hooks import HookSpec, hook_table
 from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile, profile_from
 from .tools import ToolSpec, builtin_tool
@@ -99,6 +100,8 @@ class AgentDefinition(BaseModel):
         default=None, validation_alias=_alias("mcp_tools", "mcpTools")
     )
     """How its MCP tools are offered: tool calls, Python functions in its kernel, or both; unset: the parent's."""
+    hooks: dict[str, list[HookSpec]] = Field(default_factory=dict)
+    """Hooks of its own (as `AgentConfig.hooks`), for agents of this type only; added to the config's."""
     sandbox: SandboxProfile | None = None
     """Its sandbox profile (a name or a table, as `AgentConfig.sandbox`); it can only narrow its parent's."""
     approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
@@ -116,6 +119,11 @@ class AgentDefinition(BaseModel):
     @classmethod
     def _sandbox_profile(cls, value: Any) -> Any:
         return None if value is None else profile_from(value)
+
+    @field_validator("hooks", mode="before")
+    @classmethod
+    def _hook_table(cls, value: Any) -> Any:
+        return hook_table(value)
 
     @field_validator("model", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails
 
 from .errors import ConfigError
+from .hooks import HookSpec, hook_table
 from .sandbox.profiles import SandboxProfile, profile_from
 
 if TYPE_CHECKING:
@@ -232,6 +233,9 @@ class AgentConfig(BaseModel):
     MCP tools are then offered as tool calls only: code tools need the kernel on this machine.
     """
 
+    hooks: dict[str, list[HookSpec]] = Field(default_factory=dict)
+    """Hooks by event name (`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `SubagentStart`, `SubagentStop`,
+    `Stop`): callables, `HookSpec`s, or tables `{"matcher": "execute_*", "agents": [...], "command": "..."}`."""
     sandbox: SandboxProfile | None = None
     """What the kernels of the tree may read, write and reach, enforced by the operating system.
 
@@ -263,6 +267,11 @@ class AgentConfig(BaseModel):
     @classmethod
     def _sandbox_profile(cls, value: Any) -> Any:
         return None if value is None else profile_from(value)
+
+    @field_validator("hooks", mode="before")
+    @classmethod
+    def _hook_table(cls, value: Any) -> Any:
+        return hook_table(value)
 
     @field_validator("kernel_gateway", mode="before")
     @classmethod

@@ -40,6 +40,7 @@ __all__ = [
     "CallSource",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
+    "HookError",
     "ModelUsage",
     "Response",
     "ResponseChunk",
@@ -163,6 +164,8 @@ class ApprovalRequest(AgentEvent):
     """`"model"` for a tool call of the model; `"code"` for an MCP tool called from a cell's code."""
     cell_call_id: str | None = None
     """For a call from code: the `tool_call_id` of the `execute_ipython_cell` call whose cell made it."""
+    hook: str | None = None
+    """The `PreToolUse` hook that decided this request (allow / deny) or rewrote its arguments; None if none did."""
     rule: str | None = None
     """The approval rule that decided this request without asking anyone, e.g. `'files_write_*': deny
     (agent type reviewer)`; None when a person or a standing decision decides. An `allow` rule's
@@ -310,3 +313,21 @@ class TurnCancelled(AgentEvent):
     """
 
     reason: str = "cancelled"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookError(AgentEvent):
+    """A hook failed (raised, exited non-zero, answered no JSON object, or timed out); nothing it said counts.
+
+    The moment went on as if the hook did not exist: a tool call it was asked about goes to the
+    rules and the person as usual. `agent_id` is the agent whose moment it was.
+    """
+
+    hook_event_name: str
+    """`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `SubagentStart`, `SubagentStop` or `Stop`."""
+    hook: str
+    """The hook's label: its command, or the callable's name."""
+    message: str
+    """What went wrong."""
+    tool_call_id: str | None = None
+    """For the tool moments: the call it was asked about."""

@@ -299,6 +299,9 @@ class SubagentRunner:
                 )
             )
             announced = True
+            if child.hooks.wants("SubagentStart"):
+                fields = _subagent_fields(spec, child.agent_id)
+                await child.hooks.ask("SubagentStart", child.hook_context(), fields, emit)
             await child.start()
             tree.refill(spec.config)
             record.state = "running"
@@ -346,6 +349,14 @@ class SubagentRunner:
                         usage=tree.usage.of(child.agent_id),
                     )
                 )
+                if child.hooks.wants("SubagentStop"):
+                    used = tree.usage.of(child.agent_id)
+                    usage = {"input_tokens": used.input_tokens, "output_tokens": used.output_tokens,
+                             "cost": float(used.cost) if used.cost is not None else None}
+                    fields = {**_subagent_fields(spec, child.agent_id), "status": status,
+                              "turns_used": child.turns_used, "usage": usage}
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(child.hooks.ask("SubagentStop", child.hook_context(), fields, emit))
             tree.bound.release()
 
     # -- task_output, task_stop, task_list ------------------------------------------------------
@@ -499,3 +510,10 @@ def _rejected_result(child_id: str, requests: list[ApprovalRequest]) -> str:
         f"The user rejected the subagent {child_id}'s call to {calls}. The call did not run, and the "
         f"subagent stopped without finishing its task."
     )
+
+
+def _subagent_fields(spec: ChildSpec, child_id: str) -> dict[str, Any]:
+    """What the `SubagentStart` and `SubagentStop` hooks are told about a child besides its context."""
+    model = spec.config.model
+    return {"subagent_id": child_id, "model": getattr(model, "model_name", str(model)), "prompt": spec.prompt,
+            "description": spec.description, "parent_tool_use_id": spec.tool_call_id}

@@ -10,10 +10,20 @@ an event tagged with the agent's id.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .cell_images import with_images
-from .events import AgentEvent, ApprovalRequest, CallSource, CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
+from .events import (
+    AgentEvent,
+    ApprovalRequest,
+    CallSource,
+    CodeExecutionOutput,
+    CodeExecutionOutputChunk,
+    HookError,
+    ToolOutput,
+)
+from .hooks import HookAnswer, Hooks, pre_tool_verdict
 from .tools import parse_arguments
 
 if TYPE_CHECKING:
@@ -49,6 +59,8 @@ class ToolCallRunner:
         rules: ApprovalRules | None = None,
         model_sees_images: bool = False,
         sandbox: SandboxProfile | None = None,
+        hooks: Hooks | None = None,
+        hook_context: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.model_sees_images = model_sees_images
@@ -60,9 +72,13 @@ class ToolCallRunner:
         self.mcp = mcp
         self.subagents = subagents
         self.rules = rules
+        """Allow / ask / deny rules by tool pattern, applied before anyone is asked."""
         self.sandbox = sandbox
         """The sandbox profile the kernel runs under (a refusal in a cell's output is explained with it)."""
-        """Allow / ask / deny rules by tool pattern, applied before anyone is asked."""
+        self.hooks = hooks
+        """The agent's hooks: `PreToolUse` before rules and approval, `PostToolUse` on each result."""
+        self._hook_context = hook_context or (lambda: {"agent_id": agent_id})
+        """Who asks (agent id, parent, type, session, folder): the common fields of every hook's payload."""
         self.code_tools: CodeTools | None = None
         """Set when the kernel's code may call MCP tools; cells then run through it."""
         self._started: set[str] = set()
@@ -109,15 +125,39 @@ class ToolCallRunner:
             return refuse(problem)  # a call that cannot work is answered at once: nobody is asked
         request = await self.ask(name, arguments, call_id, emit)
         if not await request.approved():
+            if request.hook is not None and request.rule is None and request.reason is not None:
+                return result(hook_refusal(name, request.hook, request.reason))
             if request.rule is not None:
                 return result(rule_refusal(name, request.rule))
             if request.reason is None:
                 return result("The user rejected this call; it did not run.", rejected=True)
             return result(rejection_with_reason(request.reason))
+        arguments = request.tool_args  # as a hook may have rewritten them
         self._started.add(call_id)
         content, reported = await self._execute(name, arguments, call_id, emit)
+        if self.hooks is not None and self.hooks.wants("PostToolUse"):
+            content = await self._after(name, arguments, call_id, content, emit)
         part, _, _ = result(content)
         return part, False, reported
+
+    async def _hook(
+        self, moment: str, fields: dict[str, Any], emit: Emit, *, tool_name: str, call_id: str
+    ) -> list[HookAnswer]:
+        assert self.hooks is not None
+        return await self.hooks.ask(moment, self._hook_context(), fields, emit, tool_name=tool_name, call_id=call_id)
+
+    async def _after(self, name: str, arguments: dict[str, Any], call_id: str, content: Any, emit: Emit) -> Any:
+        """`PostToolUse`: the hooks see the result; their notes are added to what the model gets."""
+        text = content if isinstance(content, str) else str(getattr(content, "text", content))
+        answers = await self._hook("PostToolUse", {"tool_name": name, "tool_input": arguments,
+                                                    "tool_response": text, "tool_use_id": call_id},
+                                   emit, tool_name=name, call_id=call_id)
+        notes = [f"[hook {a.hook}] {a.note}" for a in answers if a.note]
+        if not notes:
+            return content
+        if isinstance(content, str):
+            return content + "\n" + "\n".join(notes)
+        return [*content, *notes] if isinstance(content, list) else content
 
     async def ask(
         self,
@@ -134,18 +174,35 @@ class ToolCallRunner:
         A `deny` rule rejects it and an `allow` rule approves it at once (nobody is asked); with
         no rule (or `ask`) a standing decision approves it, else the consumer decides.
         """
+        verdict = None
+        if self.hooks is not None and self.hooks.wants("PreToolUse"):
+            verdict = await self._before(name, arguments, call_id, emit)
+            if verdict is not None and verdict.tool_input is not None:
+                arguments = verdict.tool_input
+        # A hook's deny wins; a deny rule still wins over a hook's allow; a hook's allow over an allow rule.
+        hook_says = verdict.decision if verdict is not None else None
         match = self.rules.match(name) if self.rules is not None else None
-        ruled = match is not None and match.rule != "ask"
-        auto = (ruled and match is not None and match.rule == "allow") or (
-            not ruled and self.approvals.is_approved(self.agent_id)
+        if hook_says == "deny" or (match is not None and match.rule == "deny"):
+            decision: bool | None = False
+        elif hook_says == "allow" or (match is not None and match.rule == "allow"):
+            decision = True
+        else:
+            decision = True if self.approvals.is_approved(self.agent_id) else None
+        by_rule = match is not None and match.rule != "ask" and hook_says != "deny" and not (
+            hook_says == "allow" and match.rule == "allow"
         )
+        by_hook = verdict is not None and (hook_says in ("allow", "deny") or verdict.tool_input is not None)
         request = ApprovalRequest(
-            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id, auto_approved=auto,
-            source=source, cell_call_id=cell_call_id, rule=str(match) if ruled else None,
+            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id,
+            auto_approved=decision is True, source=source, cell_call_id=cell_call_id,
+            rule=str(match) if by_rule else None, hook=verdict.hook if by_hook and verdict is not None else None,
         )
-        if ruled and match is not None and match.rule == "deny":
+        if decision is False and hook_says == "deny":
+            assert verdict is not None
+            request.approve(False, verdict.reason or "a hook refused it")
+        elif decision is False:
             request.approve(False, f"an approval rule refuses it ({match})")
-        elif auto:
+        elif decision is True:
             request.approve(True)
         emit(request)
         try:
@@ -158,6 +215,20 @@ class ToolCallRunner:
             request.reject()  # the turn ended while the request was pending: nobody should wait on it any more
             raise
         return request
+
+    async def _before(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> HookAnswer | None:
+        """`PreToolUse`: what the hooks decided about a call; a rewrite that does not fit the tool is dropped."""
+        answers = await self._hook("PreToolUse", {"tool_name": name, "tool_input": arguments, "tool_use_id": call_id},
+                                   emit, tool_name=name, call_id=call_id)
+        verdict = pre_tool_verdict(answers)
+        if verdict is not None and verdict.tool_input is not None:
+            rewritten = self.toolbox.with_defaults(name, verdict.tool_input)
+            if problem := self.toolbox.check(name, rewritten):
+                emit(HookError(agent_id=self.agent_id, hook_event_name="PreToolUse", hook=verdict.hook,
+                               message=f"its tool_input does not fit {name!r}: {problem}", tool_call_id=call_id))
+                return replace(verdict, tool_input=None)
+            return replace(verdict, tool_input=rewritten)
+        return verdict
 
     def interrupted(self, call: ToolCallPart) -> ToolReturnPart:
         """The result of a call that the user's interruption (a cancelled turn) left unfinished."""
@@ -240,6 +311,14 @@ def sandbox_note(output: str, profile: SandboxProfile | None) -> str | None:
         "(such as ~/.ssh and .env files) or write elsewhere"
         + ("" if profile.network else ", and it has no network")
         + ". If the error above is such a refusal, do not work around it: ask the user."
+    )
+
+
+def hook_refusal(name: str, hook: str, reason: str) -> str:
+    """The tool result of a call a `PreToolUse` hook refused: nobody was asked, the turn goes on."""
+    return (
+        f"A hook ({hook}) refused this call to `{name}`, so it did not run. Its reason: \"{reason}\". "
+        "Do the job another way or say that you cannot."
     )
 
 

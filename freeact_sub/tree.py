@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .hooks import Hooks
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
 from .kernels import KernelBackend, new_kernel, uses_local_kernels
@@ -55,6 +56,15 @@ class TreeMember(Protocol):
     @property
     def sandbox(self) -> SandboxProfile:
         """The sandbox profile the agent's kernel runs under."""
+        ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """The hooks that apply to this agent (the config's and its type's)."""
+        ...
+
+    def hook_context(self) -> dict[str, Any]:
+        """The fields every hook payload about this agent has (`agent_id`, `parent_id`, `subagent_type`, …)."""
         ...
 
     @property
@@ -225,6 +235,8 @@ class AgentTree:
         """Where background subagents' events go (into the running turn, or to `Agent.background_events()`)."""
         self._factory = factory
         self._warming: asyncio.Task[None] | None = None
+        self.hooks = Hooks()
+        """The config's hooks (set when the main agent starts); each agent adds its type's own."""
         self.mcp_listings = ToolListings()
         """The tools each MCP server configuration listed when an agent of the tree first opened it."""
         self.sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]

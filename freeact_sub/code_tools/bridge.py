@@ -222,6 +222,7 @@ class CodeTools:
             because = f": {decided.reason}" if decided.reason else ""
             message = f"the call to {tool.server}.{tool.name} was not approved{because}; it did not run"
             return _failure("rejected", message)
+        arguments = decided.tool_args  # as a PreToolUse hook may have rewritten them
         result = await self.mcp.call_result(qualified, arguments, timeout=self._call_timeout)
         cell.emit(
             ToolOutput(

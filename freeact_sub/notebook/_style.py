@@ -112,6 +112,7 @@ _RULES = """
   border-color: var(--jp-warn-color0, #f57c00); }
 .freeact-decision-waiting { color: var(--jp-warn-color0, #f57c00); border-color: var(--jp-warn-color1, #ff9800); }
 .freeact-reason, .freeact-rule { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; }
+.freeact-hook-error { color: var(--jp-warn-color0, #f57c00); font-size: 90%; margin: 2px 0; }
 pre.freeact-code, pre.freeact-pre, div.freeact-static pre.freeact-code, div.freeact-static pre.freeact-pre {
   margin: 2px 0; padding: 4px 6px; white-space: pre-wrap; word-break: break-word;
   background: var(--jp-cell-editor-background, #f5f5f5); color: var(--jp-content-font-color1, rgba(0,0,0,.87));

@@ -15,6 +15,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    HookError,
     ModelUsage,
     Response,
     ResponseChunk,
@@ -262,6 +263,13 @@ class AgentPanel(widgets.VBox):
             case ToolOutput(tool_call_id=call_id):
                 call = self.calls.get(call_id) or self._add_refused_call(event)
                 call.set_result(event)
+            case HookError():
+                note = widgets.HTML(
+                    f'<div class="freeact-hook-error">⚠ hook <code>{_html.escape(event.hook)}</code> failed at '
+                    f"{_html.escape(event.hook_event_name)}: {_html.escape(event.message)} (left out: the step "
+                    "went on as without it)</div>"
+                )
+                self._append(note)
             case TurnCancelled():
                 self.finish("cancelled")
         self.refresh()

@@ -179,6 +179,10 @@ class CallView(widgets.VBox):
         reason = f' <span class="freeact-reason">{_html.escape(self.reason)}</span>' if self.reason else ""
         if self.request is not None and self.request.rule:
             reason += f' <span class="freeact-rule">by rule {_html.escape(self.request.rule)}</span>'
+        elif self.request is not None and self.request.hook:
+            did = "arguments rewritten by" if self.request.decision is None or (
+                self.request.decision and not self.request.auto_approved) else "by"
+            reason += f' <span class="freeact-rule freeact-hook">{did} hook {_html.escape(self.request.hook)}</span>'
         self._title.value = (
             f'<span class="freeact-call-title">{_html.escape(self.tool_name)}</span> '
             f'<span class="freeact-decision freeact-decision-{css}" data-decision="{self.decision}">'

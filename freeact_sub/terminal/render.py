@@ -23,6 +23,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    HookError,
     ModelUsage,
     Response,
     ResponseChunk,
@@ -96,11 +97,21 @@ class Renderer:
                 if content.strip() and (self.show_final or not (is_main and final)):
                     self._row(agent, Text("›", style=self.palette.colour(agent)), Markdown(content))
             case ApprovalRequest() as request:
+                by = f" by rule {request.rule}" if request.rule else f" by hook {request.hook}" if request.hook else ""
+                if request.hook and request.decision is None:
+                    self._row(agent, Text("↻", style="yellow"),
+                              Text(f"hook {request.hook} rewrote the arguments of {request.tool_name}", style="dim"))
                 if request.auto_approved:
-                    rule = f" by rule {request.rule}" if request.rule else ""
-                    self.show_request(request, note=f"auto-approved{rule}")
+                    self.show_request(request, note=f"auto-approved{by}")
+                elif request.decision is False:  # refused before anyone was asked
+                    self._row(agent, Text("✗", style="red"),
+                              Text(f"{request.tool_name} refused{by}: {request.reason or ''}".rstrip(": ")))
                 else:
                     self.board.set_state(agent, "waiting for approval")
+            case HookError() as failure:
+                self._row(agent, Text("⚠", style="yellow"), Text(
+                    f"hook {failure.hook} failed at {failure.hook_event_name}: {failure.message} "
+                    "(it was left out: the step went on as without it)", style="yellow"))
             case CodeExecutionOutputChunk(text=text, tool_call_id=call_id):
                 self._output(agent, call_id, text)
             case CodeExecutionOutput() as output:
