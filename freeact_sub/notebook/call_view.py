@@ -183,6 +183,8 @@ class CallView(widgets.VBox):
             did = "arguments rewritten by" if self.request.decision is None or (
                 self.request.decision and not self.request.auto_approved) else "by"
             reason += f' <span class="freeact-rule freeact-hook">{did} hook {_html.escape(self.request.hook)}</span>'
+            if self.request.decision is False and self.request.reason and not self.reason:
+                reason += f' <span class="freeact-reason">{_html.escape(self.request.reason)}</span>'
         self._title.value = (
             f'<span class="freeact-call-title">{_html.escape(self.tool_name)}</span> '
             f'<span class="freeact-decision freeact-decision-{css}" data-decision="{self.decision}">'
