@@ -7,9 +7,9 @@ The public API: `Agent` and `AgentConfig`, the events `Agent.stream()` yields, t
 from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
-from .agent_types import AgentDefinition
 from .approvals import ApprovalPolicy
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
+from .definitions import AgentDefinition
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,

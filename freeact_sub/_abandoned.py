@@ -13,17 +13,25 @@ import contextlib
 import os
 import signal
 import warnings
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .agent import Agent
+__all__ = ["Droppable", "release"]
 
-__all__ = ["release"]
+
+class Droppable(Protocol):
+    """What `release` needs of an agent: its id, `stop()`, and the processes to kill when no loop is left."""
+
+    agent_id: str
+
+    def stop(self) -> Awaitable[None]: ...
+
+    def own_processes(self) -> list[int]: ...
 
 _stopping: set[asyncio.Task[None]] = set()
 
 
-def release(agent: Agent, loop: asyncio.AbstractEventLoop | None) -> None:
+def release(agent: Droppable, loop: asyncio.AbstractEventLoop | None) -> None:
     """Stop `agent`, which the garbage collector is about to free while it is started."""
     warnings.warn(
         f"{agent.agent_id} was dropped while started: its kernel, subagents and MCP servers are stopped now. "
@@ -34,15 +42,16 @@ def release(agent: Agent, loop: asyncio.AbstractEventLoop | None) -> None:
     if loop is not None and not loop.is_closed() and loop.is_running():
         loop.call_soon_threadsafe(_stop_on_loop, agent, loop)
         return
-    kernel = agent._kernel
-    zygote = agent.tree.zygote if not agent.is_subagent else None
-    for pid in (kernel.pid if kernel else None, zygote.pid if zygote else None):
-        if pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+    for pid in agent.own_processes():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
-def _stop_on_loop(agent: Agent, loop: asyncio.AbstractEventLoop) -> None:
-    task = loop.create_task(agent.stop(), name=f"stop-dropped:{agent.agent_id}")
+def _stop_on_loop(agent: Droppable, loop: asyncio.AbstractEventLoop) -> None:
+    task = loop.create_task(_stopped(agent), name=f"stop-dropped:{agent.agent_id}")
     _stopping.add(task)
     task.add_done_callback(_stopping.discard)
+
+
+async def _stopped(agent: Droppable) -> None:
+    await agent.stop()

@@ -31,22 +31,18 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .agent_types import (
-    GENERAL,
-    AgentDefinition,
     check_types,
     compose_system_prompt,
     configure,
     load_agent_types,
     sandbox_for,
-    server_may_offer,
     task_tool,
-    unmatched_patterns,
 )
-from .agent_types import tool_allowed as tool_allowed
 from .approvals import ApprovalPolicy, ApprovalRules
 from .cell_images import accepts_images
 from .code_tools import CodeTools, mcp_prompt, open_code_tools
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, default_system_prompt
+from .definitions import GENERAL, AgentDefinition
 from .errors import ConfigError, ModelError
 from .events import (
     AgentEvent,
@@ -65,6 +61,7 @@ from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .sandbox import effective as effective_sandbox
 from .subagents import SubagentRunner
 from .tool_calls import Emit, ToolCallRunner
+from .tool_names import server_may_offer, tool_allowed, unmatched_patterns
 from .tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
 from .tree import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from .usage import TreeUsage
@@ -260,6 +257,13 @@ class Agent:
     def kernel(self) -> KernelBackend | None:
         """This agent's kernel while it runs."""
         return self._kernel
+
+    def own_processes(self) -> list[int]:
+        """PIDs of the processes this agent started and owns: its kernel, and a main agent's kernel zygote."""
+        owned = [self._kernel.pid if self._kernel is not None else None]
+        if not self.is_subagent:
+            owned.append(self.tree.zygote.pid)
+        return [pid for pid in owned if pid is not None]
 
     @property
     def tool_names(self) -> list[str]:

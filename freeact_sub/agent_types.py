@@ -15,20 +15,21 @@ file (or table) and the field.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from .config import AgentConfig, McpServerConfig, StdioServerConfig, servers_by_shape
+from .config import AgentConfig
+from .definitions import GENERAL, AgentDefinition, ApprovalRule, definition_fields
 from .errors import ConfigError
-from .hooks import HookSpec, hook_table
+from .mcp_config import McpServerConfig, StdioServerConfig
 from .sandbox import check_enforceable, meet
-from .sandbox.profiles import SandboxProfile, profile_from
+from .sandbox.profiles import SandboxProfile
+from .tool_names import tool_allowed, unmatched_patterns
 from .tools import ToolSpec, builtin_tool
 
 __all__ = [
@@ -49,162 +50,12 @@ __all__ = [
     "user_agents_dir",
 ]
 
-GENERAL = "general"
-
-ApprovalRule = Literal["allow", "ask", "deny"]
-
-
-def _alias(name: str, camel: str) -> Any:
-    return AliasChoices(name, camel)
-
-
-class AgentDefinition(BaseModel):
-    """A kind of agent the main agent can start with `task(subagent_type=...)`, or run as itself.
-
-    Unset fields are inherited from the parent (for a main agent: from its `AgentConfig`).
-    """
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True, populate_by_name=True)
-
-    description: str
-    """When to use this type; the model reads it in the `task` tool's description."""
-    prompt: str = ""
-    """The type's role. Appended to the code-action system prompt (which it needs to act through the kernel)."""
-    model: Any = None
-    """A pydantic-ai model string (`anthropic:claude-haiku-4-5`, …) or `Model`; unset: the parent's model."""
-    model_settings: dict[str, Any] | None = Field(
-        default=None, validation_alias=_alias("model_settings", "modelSettings")
-    )
-    """pydantic-ai `ModelSettings`; unset: the parent's (when the model is inherited too)."""
-    base_url: str | None = Field(default=None, validation_alias=_alias("base_url", "baseUrl"))
-    """Points the provider the model's prefix names at another endpoint (a bare model name: OpenAI-compatible)."""
-    api_key_env: str | None = Field(default=None, validation_alias=_alias("api_key_env", "apiKeyEnv"))
-    """The environment variable that holds the API key for this type's model."""
-    tools: list[str] | None = None
-    """Tools it may use: names or glob patterns (`execute_ipython_cell`, `reset_kernel`, `<server>_<tool>`).
-
-    Unset: all its parent has, minus `task`. A Claude Code style `"Read, Grep"` string works too."""
-    disallowed_tools: list[str] = Field(
-        default_factory=list, validation_alias=_alias("disallowed_tools", "disallowedTools")
-    )
-    """Names or glob patterns of tools to remove. Without `execute_ipython_cell` the agent gets no kernel at all."""
-    mcp_servers: dict[str, McpServerConfig] = Field(
-        default_factory=dict, validation_alias=_alias("mcp_servers", "mcpServers")
-    )
-    """MCP servers of its own (`mcpServers` shape), added to the inherited ones (same name: replaced)."""
-    max_turns: int | None = Field(default=None, ge=1, validation_alias=_alias("max_turns", "maxTurns"))
-    """Its default turn limit; a `task` call's `max_turns` wins when given."""
-    max_cost: float | None = Field(default=None, gt=0, validation_alias=_alias("max_cost", "maxCost"))
-    """Its default cost budget in USD (its model's price must be known); a `task` call's `max_cost` wins."""
-    mcp_tools: Literal["calls", "code", "both"] | None = Field(
-        default=None, validation_alias=_alias("mcp_tools", "mcpTools")
-    )
-    """How its MCP tools are offered: tool calls, Python functions in its kernel, or both; unset: the parent's."""
-    hooks: dict[str, list[HookSpec]] = Field(default_factory=dict)
-    """Hooks of its own (as `AgentConfig.hooks`), for agents of this type only; added to the config's."""
-    sandbox: SandboxProfile | None = None
-    """Its sandbox profile (a name or a table, as `AgentConfig.sandbox`); it can only narrow its parent's."""
-    approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
-    """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
-
-    @field_validator("tools", "disallowed_tools", mode="before")
-    @classmethod
-    def _tool_list(cls, value: Any) -> Any:
-        # Claude Code writes `tools: Read, Grep`; OpenCode writes `tools: {write: false}` (handled in files)
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
-
-    @field_validator("sandbox", mode="before")
-    @classmethod
-    def _sandbox_profile(cls, value: Any) -> Any:
-        return None if value is None else profile_from(value)
-
-    @field_validator("hooks", mode="before")
-    @classmethod
-    def _hook_table(cls, value: Any) -> Any:
-        return hook_table(value)
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _inherit(cls, value: Any) -> Any:
-        return None if value == "inherit" else value
-
-    @field_validator("mcp_servers", mode="before")
-    @classmethod
-    def _servers(cls, value: Any) -> Any:
-        return servers_by_shape(value)
-
-    @property
-    def needs_kernel(self) -> bool:
-        """Whether this type may run code (else it gets no kernel process at all)."""
-        return tool_allowed("execute_ipython_cell", self.tools, self.disallowed_tools)
-
-
 BUILTIN_TYPES: dict[str, AgentDefinition] = {
     GENERAL: AgentDefinition(
         description="A general-purpose agent with the same model and tools as you (code execution and MCP "
         "tools), for any isolated multi-step job."
     ),
 }
-
-
-def tool_allowed(name: str, tools: Iterable[str] | None, disallowed: Iterable[str] = ()) -> bool:
-    """Whether tool `name` is offered under the `tools` patterns (None: all) minus the `disallowed` ones."""
-    if tools is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in tools):
-        return False
-    return not any(fnmatch.fnmatchcase(name, pattern) for pattern in disallowed)
-
-
-def unmatched_patterns(patterns: Iterable[str], names: Iterable[str], servers: Iterable[str] = ()) -> list[str]:
-    """The tool patterns that match none of `names` (a typo such as `demo_wordcount`, or a server not configured).
-
-    A pattern that may name tools of one of `servers` (configured, but not started because the
-    patterns rule it out) is not reported: its tools are unknown, not missing.
-    """
-    from .mcp import qualified_tool_name
-
-    known, prefixes = list(names), [qualified_tool_name(server, "") for server in servers]
-    return [
-        pattern for pattern in patterns
-        if not any(fnmatch.fnmatchcase(name, pattern) for name in known)
-        and not any(_may_start_with(pattern, prefix) for prefix in prefixes)
-    ]
-
-
-def server_may_offer(server: str, tools: Iterable[str] | None, disallowed: Iterable[str] = ()) -> bool:
-    """Whether a tool of MCP server `server` could pass the `tools` / `disallowed` patterns.
-
-    An agent whose patterns rule out every `<server>_…` name does not connect to that server
-    (no process is started for it). The answer errs towards True: a pattern keeps a server
-    unless its literal start (before any wildcard) and the server's prefix disagree.
-    """
-    from .mcp import qualified_tool_name
-
-    prefix = qualified_tool_name(server, "")
-    if tools is not None and not any(_may_start_with(pattern, prefix) for pattern in tools):
-        return False
-    return not any(_covers_all_starting_with(pattern, prefix) for pattern in disallowed)
-
-
-def _literal_start(pattern: str) -> tuple[str, bool]:
-    """The pattern's text before its first wildcard, and whether it has one."""
-    for index, char in enumerate(pattern):
-        if char in "*?[":
-            return pattern[:index], True
-    return pattern, False
-
-
-def _may_start_with(pattern: str, prefix: str) -> bool:
-    literal, wild = _literal_start(pattern)
-    if not wild:
-        return literal.startswith(prefix)
-    return literal.startswith(prefix) or prefix.startswith(literal)
-
-
-def _covers_all_starting_with(pattern: str, prefix: str) -> bool:
-    literal, wild = _literal_start(pattern)
-    return wild and pattern == literal + "*" and prefix.startswith(literal)
 
 
 def user_agents_dir() -> Path:
@@ -231,19 +82,6 @@ def validated(name: str, value: Any, source: str) -> AgentDefinition:
             location = ".".join(str(part) for part in error["loc"]) or "(top level)"
             lines.append(f"{location}: {error['msg']}")
         raise ConfigError(f"{source}: agent type {name!r}:\n  " + "\n  ".join(lines)) from None
-
-
-def definition_fields(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A definition's fields as written in a file or table, minus `name`; OpenCode's `tools: {x: false}` disallows x."""
-    fields = {k: v for k, v in value.items() if k != "name"}
-    tools = fields.get("tools")
-    if isinstance(tools, Mapping) and all(isinstance(v, bool) for v in tools.values()):
-        off = [name for name, on in tools.items() if not on]
-        fields = {k: v for k, v in fields.items() if k != "tools"}
-        key = "disallowedTools" if "disallowedTools" in fields else "disallowed_tools"
-        existing = fields.get(key) or []
-        fields[key] = [*([existing] if isinstance(existing, str) else existing), *off]
-    return fields
 
 
 def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str, AgentDefinition]:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import InitErrorDetails
 
 from .errors import ConfigError
 from .hooks import HookSpec, hook_table
+from .mcp_config import HttpServerConfig, McpServerConfig, StdioServerConfig, servers_by_shape, with_location
 from .sandbox.profiles import SandboxProfile, profile_from
 
 if TYPE_CHECKING:
@@ -30,8 +30,10 @@ __all__ = [
     "ConfigError",
     "HttpServerConfig",
     "KernelGatewayConfig",
+    "McpServerConfig",
     "StdioServerConfig",
     "load_mcp_config",
+    "servers_by_shape",
 ]
 
 _CODE_ACTION = """\
@@ -83,36 +85,6 @@ An agent whose `system_prompt` is this one sends `default_system_prompt()` for t
 really has (a type without `execute_ipython_cell` is not told to run code)."""
 
 ENV_PREFIX = "FREEACT_SUB_"
-
-
-class StdioServerConfig(BaseModel):
-    """An MCP server started as a child process and spoken to over stdin/stdout."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    command: str
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] | None = None
-    cwd: str | None = None
-    sandbox: SandboxProfile | None = None
-    """Confine the server process to a sandbox profile (a name or a table); None: it runs with the user's rights."""
-
-    @field_validator("sandbox", mode="before")
-    @classmethod
-    def _sandbox_profile(cls, value: Any) -> Any:
-        return None if value is None else profile_from(value)
-
-
-class HttpServerConfig(BaseModel):
-    """An MCP server reached over streamable HTTP."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    url: str
-    headers: dict[str, str] = Field(default_factory=dict)
-
-
-McpServerConfig = StdioServerConfig | HttpServerConfig
 
 
 class KernelGatewayConfig(BaseModel):
@@ -294,7 +266,7 @@ class AgentConfig(BaseModel):
     @field_validator("agents", mode="before")
     @classmethod
     def _agent_definitions(cls, value: Any) -> Any:
-        from .agent_types import AgentDefinition, definition_fields
+        from .definitions import AgentDefinition, definition_fields
 
         if not isinstance(value, Mapping):
             return value
@@ -306,7 +278,7 @@ class AgentConfig(BaseModel):
             try:
                 parsed[name] = AgentDefinition.model_validate(definition_fields(spec))
             except ValidationError as exc:
-                raise _located(exc, name) from None
+                raise with_location(exc, name) from None
         return parsed
 
     @property
@@ -427,32 +399,6 @@ def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
         f"model name without a prefix for an OpenAI-compatible server (a name with a colon, such as "
         f"Ollama's 'qwen2.5:7b', goes as 'openai:qwen2.5:7b')"
     )
-
-
-def servers_by_shape(value: Any) -> Any:
-    """Validate each server of an `mcpServers` mapping as stdio (`command`) or HTTP (`url`)."""
-    if not isinstance(value, Mapping):
-        return value
-    parsed: dict[str, Any] = {}
-    for name, spec in value.items():
-        if not isinstance(spec, Mapping):
-            parsed[name] = spec
-            continue
-        shape = HttpServerConfig if "url" in spec else StdioServerConfig
-        try:
-            parsed[name] = shape.model_validate(spec)
-        except ValidationError as exc:
-            raise _located(exc, name) from None
-    return parsed
-
-
-def _located(exc: ValidationError, name: str) -> ValidationError:
-    """`exc` with `name` in front of each location, so the message says which entry is wrong."""
-    details = [
-        InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"], ctx=e.get("ctx", {}))
-        for e in exc.errors()
-    ]
-    return ValidationError.from_exception_data(exc.title, details)
 
 
 def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:

@@ -20,8 +20,8 @@ from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import McpServerConfig
-from .mcp import McpTool, _Connection, close_connections
+from .mcp_config import McpServerConfig
+from .mcp_connection import Connection, McpTool, close_connections
 
 __all__ = ["McpPool", "ToolListings"]
 
@@ -55,7 +55,7 @@ class McpPool:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._entries: dict[str, deque[_Connection]] = {}
+        self._entries: dict[str, deque[Connection]] = {}
         self._closed = False
 
     def ready(self, name: str, spec: McpServerConfig, cwd: str | Path) -> int:
@@ -71,12 +71,12 @@ class McpPool:
             entries = self._entries.setdefault(_key(name, spec, Path(cwd)), deque())
             self._drop_dead(entries)
             for _ in range(self.size - len(entries)):
-                connection = _Connection(name, spec, Path(cwd))
+                connection = Connection(name, spec, Path(cwd))
                 connection.ready.add_done_callback(_retrieve)
                 connection.task = asyncio.create_task(connection.run(), name=f"mcp-pool:{name}")
                 entries.append(connection)
 
-    async def take(self, name: str, spec: McpServerConfig, cwd: str | Path) -> _Connection | None:
+    async def take(self, name: str, spec: McpServerConfig, cwd: str | Path) -> Connection | None:
         """Hand over the oldest live entry for this server (opened, or still opening), or None if there is none.
 
         An opened entry is pinged first (a millisecond or so): a server that died while it waited
@@ -102,7 +102,7 @@ class McpPool:
             return connection
         return None
 
-    def _drop_dead(self, entries: deque[_Connection]) -> None:
+    def _drop_dead(self, entries: deque[Connection]) -> None:
         """Forget entries whose server failed to open or died while waiting (their task is over)."""
         for connection in [c for c in entries if c.task is not None and c.task.done()]:
             entries.remove(connection)

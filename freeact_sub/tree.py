@@ -29,9 +29,9 @@ from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .usage import UsageLedger
 
 if TYPE_CHECKING:
-    from .agent_types import AgentDefinition
     from .approvals import ApprovalPolicy
     from .config import AgentConfig
+    from .definitions import AgentDefinition
     from .events import AgentEvent
 
 __all__ = [

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ..cell_run import OutputCallback
     from ..kernel import ExecutionResult
     from ..kernels import KernelBackend
-    from ..mcp import McpConnections, McpTool
+    from ..mcp import McpConnections
+    from ..mcp_connection import McpTool
 
 __all__ = ["Ask", "CodeTools", "McpToolsMode"]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..mcp import McpTool
+    from ..mcp_connection import McpTool
 
 __all__ = ["PACKAGE", "GeneratedModule", "identifier", "module_source", "wrapped_result", "write_package"]
 

@@ -14,8 +14,8 @@ from typing import Any
 import psutil
 
 from freeact_sub import Agent, AgentConfig, SubagentFinished, ToolOutput
-from freeact_sub.config import McpServerConfig
 from freeact_sub.mcp import McpConnections
+from freeact_sub.mcp_config import McpServerConfig
 from freeact_sub.mcp_pool import McpPool
 from tests.processes import is_gone
 from tests.scripting import Call, Router, Script, drive, of

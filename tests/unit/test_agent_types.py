@@ -14,10 +14,9 @@ from freeact_sub.agent_types import (
     load_agent_file,
     load_agent_types,
     parse_agent_markdown,
-    server_may_offer,
     task_tool,
-    tool_allowed,
 )
+from freeact_sub.tool_names import server_may_offer, tool_allowed
 
 REVIEWER = """\
 ---

@@ -1,0 +1,69 @@
+"""MCP server configurations in the widely used `mcpServers` shape: stdio (`command`) or HTTP (`url`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import InitErrorDetails
+
+from .sandbox.profiles import SandboxProfile, profile_from
+
+__all__ = ["HttpServerConfig", "McpServerConfig", "StdioServerConfig", "servers_by_shape", "with_location"]
+
+
+class StdioServerConfig(BaseModel):
+    """An MCP server started as a child process and spoken to over stdin/stdout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    sandbox: SandboxProfile | None = None
+    """Confine the server process to a sandbox profile (a name or a table); None: it runs with the user's rights."""
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_profile(cls, value: Any) -> Any:
+        return None if value is None else profile_from(value)
+
+
+class HttpServerConfig(BaseModel):
+    """An MCP server reached over streamable HTTP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+McpServerConfig = StdioServerConfig | HttpServerConfig
+
+
+def servers_by_shape(value: Any) -> Any:
+    """Validate each server of an `mcpServers` mapping as stdio (`command`) or HTTP (`url`)."""
+    if not isinstance(value, Mapping):
+        return value
+    parsed: dict[str, Any] = {}
+    for name, spec in value.items():
+        if not isinstance(spec, Mapping):
+            parsed[name] = spec
+            continue
+        shape = HttpServerConfig if "url" in spec else StdioServerConfig
+        try:
+            parsed[name] = shape.model_validate(spec)
+        except ValidationError as exc:
+            raise with_location(exc, name) from None
+    return parsed
+
+
+def with_location(exc: ValidationError, name: str) -> ValidationError:
+    """`exc` with `name` in front of each location, so the message says which entry is wrong."""
+    details = [
+        InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"], ctx=e.get("ctx", {}))
+        for e in exc.errors()
+    ]
+    return ValidationError.from_exception_data(exc.title, details)
