@@ -1,0 +1,108 @@
+"""The house rules of DESIGN.md, checked on the source: no module reads another module's private names.
+
+A private name (`_x`) may be used on `self` / `cls`, and on objects of a class defined in the
+same module (the factory in `agent.py` sets up a child `Agent`; an `AgentLog` in `store.py`
+writes through its `SessionStore`). Everything else a module needs, its owner offers publicly.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "freeact_sub"
+
+SAME_MODULE_OBJECTS = {
+    "agent.py": {"child", "parent"},  # `_child_agent`: Agent objects, set up in Agent's own module
+    "sessions/store.py": {"store"},  # AgentLog and SessionStore live together in store.py
+}
+"""Names that hold objects of a class of the same module, per module."""
+
+
+def _modules() -> list[Path]:
+    return sorted(path for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    found = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            # `from . import _html` takes a private module of the package (httpx's layout); a name is not
+            if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module is not None:
+                found += [f"{path.relative_to(PACKAGE)}:{node.lineno} imports {alias.name}"
+                          for alias in node.names if _private(alias.name)]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_no_module_reads_private_attributes_of_objects_it_does_not_own() -> None:
+    found = []
+    for path in _modules():
+        relative = str(path.relative_to(PACKAGE))
+        allowed = {"self", "cls", "os", "sys", *SAME_MODULE_OBJECTS.get(relative, set())}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and isinstance(node.value, ast.Name)
+                and node.value.id not in allowed
+            ):
+                found.append(f"{relative}:{node.lineno} reads {node.value.id}.{node.attr}")
+    assert not found, "private attributes read from outside their owner:\n" + "\n".join(found)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """The package's modules `path` imports anywhere (lazy and type-checking imports count too)."""
+    own = _module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            target = f"{base}.{node.module}" if node.module else base
+            candidates = [target] + [f"{target}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("freeact_sub"):
+            candidates = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names if alias.name.startswith("freeact_sub")]
+        else:
+            continue
+        found.update(name for name in candidates if name in known and name != own)
+    return found
+
+
+def test_the_modules_of_the_package_import_each_other_without_circles() -> None:
+    modules = {_module_name(path): path for path in _modules()}
+    graph = {name: _imports(path, set(modules)) for name, path in modules.items()}
+    # a package's __init__ re-exports what its modules define: arrows into a package are not cycles
+    packages = {name for name, path in modules.items() if path.name == "__init__.py"}
+    graph = {name: {t for t in targets if t not in packages} for name, targets in graph.items()}
+    circles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        stack.append(name)
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                circles.append(" -> ".join([*stack[stack.index(target):], target]))
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    assert not circles, "modules that import each other:\n" + "\n".join(circles)
