@@ -1,0 +1,357 @@
+"""The turn engine: one `stream()` turn of an agent, from the prompt to its final answer.
+
+`TurnEngine` is the part of `Agent` that runs turns: the prompt and its notes into the history,
+model rounds (streamed, with usage and budgets), batches of tool calls (run together, cancelled
+together, saved as they finish), the notes on background children, an interrupted turn's note,
+and the `UserPromptSubmit` / `Stop` hooks. `Agent` owns the state it works on (history,
+kernel, tools, session log) and its lifecycle; `Reader` is the consumer's side of one stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from .errors import ModelError
+from .events import (
+    AgentEvent,
+    ModelUsage,
+    Response,
+    ResponseChunk,
+    Thoughts,
+    ThoughtsChunk,
+    TurnStarted,
+)
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models import Model
+
+    from .config import AgentConfig
+    from .hooks import Hooks
+    from .sessions import AgentLog
+    from .subagents import SubagentRunner
+    from .tool_calls import Emit, ToolCallRunner
+    from .tools import Toolbox
+    from .tree import AgentTree
+
+__all__ = ["INTERRUPTED_NOTE", "Reader", "TurnEnded", "TurnEngine", "wait_for_end"]
+
+INTERRUPTED_NOTE = "[The user interrupted this turn before it was finished.]"
+
+
+class TurnEnded:
+    """Marks the end of a turn's event queue."""
+
+
+class Reader:
+    """The consumer's side of one `stream()`: the event queue, and whether the consumer is waiting for more."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[AgentEvent | TurnEnded] = asyncio.Queue()
+        self._waiting = asyncio.Event()
+
+    def emit(self, event: AgentEvent) -> None:
+        self._waiting.clear()
+        self.queue.put_nowait(event)
+
+    async def next(self) -> AgentEvent | TurnEnded:
+        if self.queue.empty():
+            self._waiting.set()  # the consumer has taken every event and asks for more
+        return await self.queue.get()
+
+    async def caught_up(self) -> None:
+        """Wait until the consumer has taken every event so far and asks for the next one."""
+        await self._waiting.wait()
+
+
+class TurnEngine:
+    """Runs the turns of an `Agent` (its base class); the state it works on is the agent's."""
+
+    if TYPE_CHECKING:  # the agent's state this engine reads and writes (set in `Agent.__init__`)
+        agent_id: str
+        tree: AgentTree
+        turns_used: int
+        tool_calls_used: int
+        turn_limit_reached: bool
+        last_turn_rejected: bool
+        budget_reached: str | None
+        max_tokens: int | None
+        max_tool_calls: int | None
+        max_cost: float | None
+        _history: list[ModelMessage]
+        _log: AgentLog | None
+        _calls: ToolCallRunner | None
+        _subagents: SubagentRunner | None
+        _toolbox: Toolbox | None
+        _model: Model | None
+        _told: list[str]
+        _prompt_notes: list[str]
+        _first_note: str | None
+        _resume_note: bool
+
+        @property
+        def is_subagent(self) -> bool: ...
+        @property
+        def settings(self) -> AgentConfig: ...
+        @property
+        def hooks(self) -> Hooks: ...
+        @property
+        def system_prompt(self) -> str: ...
+        def hook_context(self) -> dict[str, Any]: ...
+        async def _wait_for_reader(self) -> None: ...
+
+    async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
+        """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed."""
+        before = list(self._history)
+        self._told = []
+        if self._log is not None and not self.is_subagent:
+            self._log.prompt(prompt)
+        hooks = self.hooks
+        if not self.is_subagent and hooks.wants("UserPromptSubmit"):
+            answers = await hooks.ask("UserPromptSubmit", self.hook_context(), {"prompt": prompt}, emit)
+            self._prompt_notes = [f"[hook {a.hook}] {a.note}" for a in answers if a.note]
+        try:
+            await self._run_turn(prompt, limit, emit)
+            if hooks.wants("Stop"):
+                await hooks.ask("Stop", self.hook_context(), {"final_answer": self._final_answer()}, emit)
+        except asyncio.CancelledError:
+            started = len(self._history) != len(before) or (before and self._history[-1] is not before[-1])
+            if started:  # the prompt is in: keep it and what completed, and say where the turn stopped
+                self._note_interruption()
+            raise
+        except BaseException:
+            self._history = before
+            if self._subagents is not None:
+                self._subagents.put_back(self._told)  # the history that told them is gone: tell them again
+            raise
+        finally:
+            self._save()
+
+    def _save(self, *, durable: bool = True) -> None:
+        """Append what is new in the history to this agent's transcript: flushed, and fsync'ed if `durable`.
+
+        Flushed lines survive a killed process; the fsync at the end of each round (a model
+        response with no calls, or a batch of tool results) makes them survive the machine.
+        """
+        if self._log is not None:
+            self._log.sync(self._history, durable=durable)
+
+    def _note_interruption(self) -> None:
+        """End the history of a cancelled turn: answer calls left without a result, then add a note."""
+        from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
+
+        last = self._history[-1]
+        if isinstance(last, ModelResponse):
+            calls = [part for part in last.parts if isinstance(part, ToolCallPart)]
+            parts = [self._calls.interrupted(call) for call in calls] if self._calls is not None else []
+            self._history.append(ModelRequest(parts=[*parts, UserPromptPart(INTERRUPTED_NOTE)]))
+        else:
+            self._history[-1] = ModelRequest(parts=[*last.parts, UserPromptPart(INTERRUPTED_NOTE)])
+
+    async def _run_turn(self, prompt: str, limit: int | None, emit: Emit) -> None:
+        from pydantic_ai.messages import (
+            ModelRequest,
+            ModelResponse,
+            SystemPromptPart,
+            TextPart,
+            UserPromptPart,
+        )
+
+        self.turns_used = 0
+        self.turn_limit_reached = False
+        self.last_turn_rejected = False
+        self.budget_reached = None
+        user: list[Any] = [UserPromptPart(prompt), *(UserPromptPart(note) for note in self._prompt_notes)]
+        self._prompt_notes = []
+        if self._resume_note:
+            from .sessions import RESUME_NOTE
+
+            user.insert(0, UserPromptPart(RESUME_NOTE))
+            self._resume_note = False
+        if self._first_note is not None:
+            user.insert(0, UserPromptPart(self._first_note))
+            self._first_note = None
+        if not self._history:
+            self._history.append(ModelRequest(parts=[SystemPromptPart(self.system_prompt), *user]))
+        elif isinstance(last := self._history[-1], ModelRequest):
+            # the previous turn stopped at its limit after tool results: the prompt joins that request
+            self._history[-1] = ModelRequest(parts=[*last.parts, *user])
+        else:
+            self._history.append(ModelRequest(parts=user))
+
+        last_text = ""
+        while True:
+            if limit is not None and self.turns_used >= limit:
+                self.turn_limit_reached = True
+                note = f"[Stopped: the limit of {limit} turn{'s' if limit != 1 else ''} was reached.]"
+                emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n{note}".strip(), final=True))
+                return
+            if budget := self.used_up_budget():
+                self.turn_limit_reached = True
+                self.budget_reached = budget
+                emit(Response(agent_id=self.agent_id, content=f"{last_text}\n\n[Stopped: {budget}.]".strip(),
+                              final=True))
+                return
+            if self.turns_used:
+                await self._wait_for_reader()  # no new model round for a consumer that stopped reading
+            self._tell_background_results()
+            self.turns_used += 1
+            emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
+            response = await self._model_round(emit)
+            self._history.append(response)
+            calls = [p for p in response.parts if p.part_kind == "tool-call"]
+            self._save(durable=not calls)  # with calls, the round ends with their results
+            text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+            last_text = text or last_text
+            if text:
+                emit(Response(agent_id=self.agent_id, content=text, final=not calls))
+            if not calls:
+                if not text:
+                    emit(Response(agent_id=self.agent_id, content="", final=True))
+                return
+            assert self._calls is not None
+            self.tool_calls_used += len(calls)
+            await self._wait_for_reader()  # no tool call starts while nobody reads
+            outcomes = await self._run_calls(calls, emit)
+            self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
+            self._save()
+            rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
+            if rejected:
+                names = ", ".join(f"`{name}`" for name in rejected)
+                message = f"The user rejected the call to {names}, so this turn ends here."
+                self._history.append(ModelResponse(parts=[TextPart(message)]))
+                self.last_turn_rejected = True
+                emit(Response(agent_id=self.agent_id, content=message, final=True))
+                return
+
+    def _final_answer(self) -> str:
+        """The text of the last model response of the turn (what a final `Response` carried)."""
+        for message in reversed(self._history):
+            if message.kind == "response":
+                return "".join(getattr(part, "content", "") for part in message.parts if part.part_kind == "text")
+        return ""
+
+    def used_up_budget(self) -> str | None:
+        """Which budget this agent has used up, said the way its parent reads it; None while within them."""
+        if self.max_tokens is not None:
+            used = self.tree.usage.of(self.agent_id).total_tokens
+            if used >= self.max_tokens:
+                return f"its budget of {self.max_tokens} tokens was used up ({used} tokens)"
+        if self.max_tool_calls is not None and self.tool_calls_used >= self.max_tool_calls:
+            return f"its budget of {self.max_tool_calls} tool calls was used up"
+        if self.max_cost is not None:
+            cost = self.tree.usage.of(self.agent_id).cost or 0
+            if cost >= Decimal(str(self.max_cost)):
+                return f"its budget of ${self.max_cost:g} was used up (${cost:.4f})"
+        if (tree_budget := self.tree.config.max_cost) is not None:
+            cost = self.tree.usage.snapshot().total.cost or 0
+            if cost >= Decimal(str(tree_budget)):
+                return f"the session's budget of ${tree_budget:g} was used up (${cost:.4f} for all agents)"
+        return None
+
+    def _tell_background_results(self) -> None:
+        """Add the notes on background children that ended to the request the model is about to get."""
+        from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+        if self._subagents is None or not isinstance(last := self._history[-1], ModelRequest):
+            return
+        notes = self._subagents.take_notes()
+        if notes:
+            self._told.extend(notes)
+            self._history[-1] = ModelRequest(parts=[*last.parts, *(UserPromptPart(note) for note in notes)])
+
+    async def _run_calls(self, calls: list[ToolCallPart], emit: Emit) -> list[tuple[ToolReturnPart, bool]]:
+        """Run the calls of one response concurrently; if one fails or the turn is cancelled, cancel the rest.
+
+        All of them are waited for: a bare `gather` returns as soon as one task is cancelled or
+        fails, leaving the others (a subagent still shutting down its kernel, say) running past the
+        end of the turn. On cancellation the results of the calls that completed, and an
+        "interrupted" result for each of the others, go into the history before the turn ends.
+        """
+        from pydantic_ai.messages import ModelRequest
+
+        assert self._calls is not None
+        runner = self._calls
+        on_result = None
+        if self._log is not None and len(calls) > 1:
+            log = self._log
+
+            def on_result(part: ToolReturnPart) -> None:
+                # saved before its event is out: a crash while the others run must not call it interrupted
+                log.call_finished(ModelRequest(parts=[part]))
+
+        tasks = [asyncio.ensure_future(runner.run(call, emit, on_result)) for call in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                if not task.cancelling():  # cancelled already (with the turn): a second cancel cuts its cleanup short
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            parts = [
+                task.result()[0] if not task.cancelled() and task.exception() is None else runner.interrupted(call)
+                for call, task in zip(calls, tasks, strict=True)
+            ]
+            self._history.append(ModelRequest(parts=parts))
+            raise
+
+    async def _model_round(self, emit: Emit) -> ModelResponse:
+        from pydantic_ai.direct import model_request_stream
+        from pydantic_ai.messages import (
+            PartDeltaEvent,
+            PartStartEvent,
+            TextPart,
+            TextPartDelta,
+            ThinkingPart,
+            ThinkingPartDelta,
+        )
+        from pydantic_ai.models import ModelRequestParameters
+
+        assert self._model is not None and self._toolbox is not None
+        parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
+        settings: Any = self.settings.model_settings
+        try:
+            async with model_request_stream(
+                self._model, self._history, model_settings=settings, model_request_parameters=parameters
+            ) as stream:
+                async for event in stream:
+                    if isinstance(event, PartStartEvent):
+                        part = event.part
+                        if isinstance(part, TextPart) and part.content:
+                            emit(ResponseChunk(agent_id=self.agent_id, content=part.content))
+                        elif isinstance(part, ThinkingPart) and part.content:
+                            emit(ThoughtsChunk(agent_id=self.agent_id, content=part.content))
+                    elif isinstance(event, PartDeltaEvent):
+                        delta = event.delta
+                        if isinstance(delta, TextPartDelta) and delta.content_delta:
+                            emit(ResponseChunk(agent_id=self.agent_id, content=delta.content_delta))
+                        elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                            emit(ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta))
+                response = stream.get()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
+        used = self.tree.usage.record(self.agent_id, response)
+        emit(
+            ModelUsage(
+                agent_id=self.agent_id,
+                model_name=response.model_name or "",
+                input_tokens=used.input_tokens,
+                output_tokens=used.output_tokens,
+                cost=used.cost,
+            )
+        )
+        for part in response.parts:
+            if isinstance(part, ThinkingPart) and part.content:
+                emit(Thoughts(agent_id=self.agent_id, content=part.content))
+        return response
+
+
+async def wait_for_end(turn: asyncio.Task[None]) -> None:
+    """Wait for a turn that was told to end; its outcome is not ours to raise (our own cancellation still is)."""
+    await asyncio.wait([turn])
+    if not turn.cancelled():
+        turn.exception()  # retrieved: a failure of a turn nobody reads is not "never retrieved"
