@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from freeact_sub import ConfigError
 from freeact_sub.terminal.cli import UsageError, _build_config, _load_dotenv, build_parser
 
 
@@ -136,3 +137,17 @@ def test_the_demo_server_is_closed_when_the_command_fails_after_starting_it(
     monkeypatch.chdir(tmp_path)
     assert main(["--demo", "--model", "openai:gpt-4.1", "-p", "hi"]) == 2  # --demo leaves out --model
     assert not [t for t in threading.enumerate() if t.name.startswith("freeact-sub-demo-server:")]
+
+
+def test_the_sandbox_comes_from_the_flag_the_environment_or_the_config_file(tmp_path: Path) -> None:
+    assert _config(tmp_path).sandbox is None  # the default: workspace where it can be enforced
+    os.environ["FREEACT_SUB_SANDBOX"] = "offline"
+    assert _config(tmp_path).sandbox.name == "offline"
+    assert _config(tmp_path, "--sandbox", "read-only").sandbox.name == "read-only"
+    config_file = tmp_path / "freeact.json"
+    config_file.write_text(json.dumps({"sandbox": {"write": ["."], "network": False}}))
+    del os.environ["FREEACT_SUB_SANDBOX"]
+    custom = _config(tmp_path, "--config", str(config_file)).sandbox
+    assert custom.name == "custom" and not custom.network
+    with pytest.raises(ConfigError, match="unknown sandbox profile 'strict'"):
+        _config(tmp_path, "--sandbox", "strict")
