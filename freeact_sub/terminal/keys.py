@@ -5,6 +5,10 @@ Ctrl-C still sends SIGINT) and the event loop watches stdin, so agents keep rend
 question waits for its answer. Keys are characters (UTF-8 decoded, so a reason may have
 umlauts); Esc on its own arrives as `ESCAPE` and Shift-Tab as `BACK_TAB`, while other escape
 sequences (arrows, function keys, Alt+key) are dropped so their letters never answer a question.
+
+prompt_toolkit's VT100 parser reads the bytes: it keeps an escape sequence that arrives in pieces
+(`\x1b[` in one read, `A` in the next) until it is complete, so an arrow key is never taken for
+the letter `A`. An Esc with nothing after it is given out once no more bytes follow for a moment.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import termios
 import tty
 from typing import Any
 
+from prompt_toolkit.input.vt100_parser import Vt100Parser
+from prompt_toolkit.keys import Keys
+
 __all__ = ["BACK_TAB", "ESCAPE", "KeyReader"]
 
 ESCAPE = "\x1b"
@@ -26,19 +33,13 @@ BACK_TAB = "\x1b[Z"
 """Shift-Tab."""
 
 
-def _sequence_end(data: bytes, start: int) -> int:
-    """Where the escape sequence at `start` ends: CSI (ESC [ … final), SS3 (ESC O x), Alt+key (ESC x), or Esc alone."""
-    if start + 1 >= len(data):
-        return start + 1
-    kind = data[start + 1]
-    if kind == ord("["):
-        index = start + 2
-        while index < len(data) and not 0x40 <= data[index] <= 0x7E:
-            index += 1
-        return min(index + 1, len(data))
-    if kind == ord("O"):
-        return min(start + 3, len(data))
-    return start + 2
+_CONTROL: dict[Keys | str, str] = {getattr(Keys, f"Control{letter}"): chr(ord(letter) - 64) for letter in
+                                   "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+"""Control keys back as the characters they are (Enter is `\\r`, Tab `\\t`, Ctrl-U `\\x15`, …)."""
+_CONTROL[Keys.ControlH] = "\x7f"  # Backspace: the parser gives both 0x7f and 0x08 as Ctrl-H
+
+_LONE_ESCAPE_DELAY = 0.05
+"""Seconds after the last byte before a pending lone Esc counts as the Esc key (terminals use 0.05–0.5)."""
 
 
 class KeyReader:
@@ -48,6 +49,9 @@ class KeyReader:
         self.fd = sys.stdin.fileno() if fd is None else fd
         self._keys: asyncio.Queue[str] = asyncio.Queue()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+        self._parsed: list[str | Keys] = []
+        self._parser = Vt100Parser(lambda press: self._parsed.append(press.key))
+        self._flush: asyncio.TimerHandle | None = None
         self._saved: list[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
@@ -61,6 +65,8 @@ class KeyReader:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
         if self._loop is not None:
             self._loop.remove_reader(self.fd)
         if self._saved is not None:
@@ -79,27 +85,40 @@ class KeyReader:
             self._loop.remove_reader(self.fd)
             self._keys.put_nowait("")
             return
-        for key in self._split(data):
-            self._keys.put_nowait(key)
+        self.feed(data)
 
-    def _split(self, data: bytes) -> list[str]:
-        """Characters, with escape sequences taken out: Esc alone stays, Shift-Tab is `BACK_TAB`, others go."""
-        keys: list[str] = []
+    def feed(self, data: bytes) -> None:
+        """Take bytes read from the terminal; complete keys join the queue, a partial sequence waits for the rest."""
+        if self._flush is not None:
+            self._flush.cancel()
+        self._parser.feed(self._decoder.decode(data))
+        self._release()
+        loop = self._loop or asyncio.get_running_loop()
+        self._flush = loop.call_later(_LONE_ESCAPE_DELAY, self._flush_pending)
+
+    def _flush_pending(self) -> None:
+        self._flush = None
+        self._parser.flush()  # a lone Esc waiting for more becomes the Esc key
+        self._release()
+
+    def _release(self) -> None:
+        """Queue the keys parsed so far: characters, Esc, Shift-Tab; Alt+key and other sequences are dropped."""
+        parsed, self._parsed = self._parsed, []
         index = 0
-        while index < len(data):
-            escape = data.find(b"\x1b", index)
-            if escape < 0:
-                keys.extend(self._decoder.decode(data[index:]))
-                break
-            keys.extend(self._decoder.decode(data[index:escape]))
-            end = _sequence_end(data, escape)
-            sequence = data[escape:end]
-            if sequence == b"\x1b":
-                keys.append(ESCAPE)
-            elif sequence == b"\x1b[Z":
-                keys.append(BACK_TAB)
-            index = end
-        return keys
+        while index < len(parsed):
+            key = parsed[index]
+            if key == Keys.Escape and index + 1 < len(parsed) and not isinstance(parsed[index + 1], Keys):
+                index += 2  # Alt+key arrives as Esc and the key together: neither answers anything
+                continue
+            if key == Keys.Escape:
+                self._keys.put_nowait(ESCAPE)
+            elif key == Keys.BackTab:
+                self._keys.put_nowait(BACK_TAB)
+            elif key in _CONTROL:
+                self._keys.put_nowait(_CONTROL[key])
+            elif not isinstance(key, Keys):
+                self._keys.put_nowait(key)
+            index += 1
 
     def discard_typed_ahead(self) -> None:
         """Forget keys pressed before the question was shown."""

@@ -318,3 +318,33 @@ async def test_s_stops_the_subagent_that_asks_and_its_questions_leave_the_list()
     finally:
         os.close(master)
         os.close(slave)
+
+
+async def test_an_arrow_key_split_across_two_reads_answers_nothing(desk: Desk) -> None:
+    """`\\x1b[` in one read and `A` in the next is the Up key, never `A` (approve every agent)."""
+    request = _request("agent-aaaa", "1")
+    desk.desk.submit(request)
+    await desk.asked("agent-aaaa")
+    desk.type(b"\x1b[")
+    await asyncio.sleep(0.01)  # the terminal sends the rest a moment later: a separate read
+    desk.type(b"A")
+    desk.type(b"\x1bOB")  # Down in application mode, and Alt+a: dropped too
+    desk.type(b"\x1ba")
+    await asyncio.sleep(0.3)
+    assert not request.decided and not desk.policy.everything
+    desk.type(b"y")
+    assert await request.approved() is True and not desk.policy.everything
+
+
+async def test_a_lone_escape_still_reaches_the_question() -> None:
+    master, slave = os.openpty()
+    try:
+        with KeyReader(slave) as keys:
+            os.write(master, b"\x1b")
+            assert await asyncio.wait_for(keys.get(), 2) == "\x1b"
+            os.write(master, "\x15ü\x7f\r".encode())
+            typed = [await asyncio.wait_for(keys.get(), 2) for _ in range(4)]
+            assert typed[:3] == ["\x15", "ü", "\x7f"] and typed[3] in ("\r", "\n")  # the pty may map CR to LF
+    finally:
+        os.close(master)
+        os.close(slave)
