@@ -308,7 +308,7 @@ class AgentConfig(BaseModel):
         given = {k: v for k, v in overrides.items() if v is not None}
         if isinstance(values.get("agents"), Mapping) and isinstance(given.get("agents"), Mapping):
             given["agents"] = {**values["agents"], **given["agents"]}  # code's types replace the file's by name
-        for layer in (_from_environment(os.environ if environ is None else environ), given):
+        for layer in (values_from_environment(os.environ if environ is None else environ), given):
             gateway, earlier = layer.get("kernel_gateway"), values.get("kernel_gateway")
             if isinstance(gateway, str) and isinstance(earlier, Mapping):
                 layer["kernel_gateway"] = {**earlier, "url": gateway}  # a URL alone keeps the file's other settings
@@ -429,33 +429,22 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-_ENV_FIELDS: dict[str, str] = {
-    "MODEL": "model",
-    "BASE_URL": "base_url",
-    "API_KEY_ENV": "api_key_env",
-    "WORKING_DIR": "working_dir",
-    "EXECUTION_TIMEOUT": "execution_timeout",
-    "MAX_SUBAGENTS": "max_subagents",
-    "MAX_TURNS": "max_turns",
-    "KERNEL_POOL_SIZE": "kernel_pool_size",
-    "MCP_POOL_SIZE": "mcp_pool_size",
-    "MAX_DEPTH": "max_depth",
-    "MAX_COST": "max_cost",
-    "AUTO_APPROVE": "auto_approve",
-    "SYSTEM_PROMPT": "system_prompt",
-    "KERNEL_GATEWAY": "kernel_gateway",
-    "MCP_TOOLS": "mcp_tools",
-    "SAVE_SESSIONS": "save_sessions",
-    "SANDBOX": "sandbox",
-}
-
-
-def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+def values_from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """`FREEACT_SUB_<FIELD>` for every field of `AgentConfig`. For a field that is not plain text, a value starting
+    with `[` or `{` is read as JSON (`FREEACT_SUB_TOOLS='["execute_*"]'`); anything else is text the field converts."""
     values: dict[str, Any] = {}
-    for suffix, field in _ENV_FIELDS.items():
-        raw = environ.get(ENV_PREFIX + suffix)
-        if raw is not None and raw != "":
-            values[field] = raw
+    for field in AgentConfig.model_fields:
+        raw = environ.get(ENV_PREFIX + field.upper())
+        if raw is None or raw == "":
+            continue
+        text = raw.strip()
+        if text[:1] in ("[", "{") and AgentConfig.model_fields[field].annotation not in (str, str | None):
+            try:
+                values[field] = json.loads(text)
+                continue
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{ENV_PREFIX}{field.upper()}: not valid JSON: {exc}") from None
+        values[field] = raw
     return values
 
 

@@ -212,3 +212,29 @@ def test_a_missing_api_key_variable_is_named(monkeypatch: pytest.MonkeyPatch) ->
 def test_an_unknown_model_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="no-such-provider:model"):
         AgentConfig(model="no-such-provider:model").resolve_model()
+
+
+def test_every_field_can_be_set_from_the_environment() -> None:
+    from freeact_sub.config import ENV_PREFIX, values_from_environment
+
+    names = list(AgentConfig.model_fields)
+    assert len(names) > 30
+    found = values_from_environment({ENV_PREFIX + name.upper(): "x" for name in names})
+    assert sorted(found) == sorted(names)  # derived from the model: a new field is covered the day it is added
+    environ = {
+        "FREEACT_SUB_AGENT": "reviewer",
+        "FREEACT_SUB_AGENTS": '{"reviewer": {"description": "reviews", "max_turns": 3}}',
+        "FREEACT_SUB_ENABLE_SUBAGENTS": "false",
+        "FREEACT_SUB_MAX_OUTPUT_CHARS": "5000",
+        "FREEACT_SUB_MAX_IMAGES_TO_MODEL": "0",
+        "FREEACT_SUB_TOOLS": '["execute_*"]',
+        "FREEACT_SUB_APPROVALS": '{"calc_*": "allow"}',
+        "FREEACT_SUB_SYSTEM_PROMPT": "[brackets are text here] be brief",
+    }
+    config = AgentConfig.load(environ=environ)
+    assert config.agent == "reviewer" and config.agents["reviewer"].max_turns == 3
+    assert config.enable_subagents is False and config.max_output_chars == 5000 and config.max_images_to_model == 0
+    assert config.tools == ["execute_*"] and config.approvals == {"calc_*": "allow"}
+    assert config.system_prompt == "[brackets are text here] be brief"
+    with pytest.raises(ConfigError, match="FREEACT_SUB_TOOLS: not valid JSON"):
+        AgentConfig.load(environ={"FREEACT_SUB_TOOLS": "[execute_*"})
