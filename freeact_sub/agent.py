@@ -143,10 +143,10 @@ class Agent(TurnEngine):
         self.max_tool_calls: int | None = None
         """Budget (a subagent's): tool calls over its life; checked before each model request."""
         self.max_cost: float | None = None
+        """Budget (a subagent's): USD over its life; checked before each model request."""
         self._sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
         self._hooks: Hooks | None = None
         self._prompt_notes: list[str] = []
-        """Budget (a subagent's): USD over its life; checked before each model request."""
         self.tool_calls_used = 0
         """Tool calls made over this agent's life."""
         self.budget_reached: str | None = None
@@ -601,7 +601,39 @@ class Agent(TurnEngine):
         previous.cancel()
         await wait_for_end(previous)
 
-    async def _wait_for_reader(self) -> None:
+    def take_child_setup(self, spec: ChildSpec, parent: Agent | None) -> None:
+        """Set this new agent up as the child `spec` describes (its tree's factory calls this once, before `start()`).
+
+        It continues `spec.history` (resume, fork), is told `spec.note` first, keeps the budgets,
+        type, rules and sandbox the `task` call resolved, acts only while its parent's stream is
+        read, and is saved in its parent's session.
+        """
+        if spec.history is not None:
+            self._history = list(spec.history)
+        self._first_note = spec.note
+        self.max_tokens, self.max_tool_calls, self.max_cost = spec.max_tokens, spec.max_tool_calls, spec.max_cost
+        self._sandbox = spec.sandbox
+        self.subagent_type, self.definition = spec.subagent_type, spec.definition
+        parent_rules = parent.rules if parent is not None else ApprovalRules()
+        self.rules = parent_rules.under(f"agent type {spec.subagent_type}", spec.definition.approvals)
+        if parent is None:
+            return
+        self._upstream = parent.wait_for_reader  # it, too, acts only while its parent's consumer reads
+        self._log = parent.child_log(self.agent_id, spec)
+
+    def child_log(self, child_id: str, spec: ChildSpec) -> AgentLog | None:
+        """Where a child of this agent is saved: its own transcript in this agent's session (None without one).
+
+        A child resumed by `task(resume=…)` continues the transcript it had.
+        """
+        if self._log is None:
+            return None
+        if spec.agent_id is not None and self._log.has_saved_child(spec.agent_id):
+            return self._log.resume_child(spec.agent_id)
+        return self._log.child(child_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+                               model=spec.config.model)
+
+    async def wait_for_reader(self) -> None:
         """Wait until whoever reads this turn's events (and, for a subagent, its parent's) has read them all."""
         reader = self._reader
         if reader is not None:
@@ -612,24 +644,6 @@ class Agent(TurnEngine):
 def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     """The tree's factory: a subagent of `spec.parent_id` that shares `tree` (and its parent's session)."""
     child = Agent(spec.config, tree=tree, parent_id=spec.parent_id, agent_id=spec.agent_id)
-    if spec.history is not None:
-        child._history = list(spec.history)
-    child._first_note = spec.note
-    child.max_tokens, child.max_tool_calls, child.max_cost = spec.max_tokens, spec.max_tool_calls, spec.max_cost
-    child._sandbox = spec.sandbox
     parent = tree.agents[spec.parent_id].agent
-    child.subagent_type, child.definition = spec.subagent_type, spec.definition
-    parent_rules = parent.rules if isinstance(parent, Agent) else ApprovalRules()
-    child.rules = parent_rules.under(f"agent type {spec.subagent_type}", spec.definition.approvals)
-    if isinstance(parent, Agent):  # the child, too, acts only while the consumer of its parent's stream reads
-        child._upstream = parent._wait_for_reader
-    if isinstance(parent, Agent) and parent._log is not None:  # the child is saved in its parent's session
-        resumed = spec.agent_id  # `task(resume=…)`: the child continues its own transcript
-        if resumed is not None and parent._log.has_saved_child(resumed):
-            child._log = parent._log.resume_child(resumed)
-        else:
-            child._log = parent._log.child(
-                child.agent_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
-                model=spec.config.model,
-            )
+    child.take_child_setup(spec, parent if isinstance(parent, Agent) else None)
     return child

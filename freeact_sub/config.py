@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
-from .hooks import HookSpec, hook_table
+from .hooks import HookTable
 from .mcp_config import HttpServerConfig, McpServerConfig, StdioServerConfig, servers_by_shape, with_location
-from .sandbox.profiles import SandboxProfile, profile_from
+from .sandbox.profiles import SandboxSetting
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -205,10 +205,10 @@ class AgentConfig(BaseModel):
     MCP tools are then offered as tool calls only: code tools need the kernel on this machine.
     """
 
-    hooks: dict[str, list[HookSpec]] = Field(default_factory=dict)
+    hooks: HookTable = Field(default_factory=dict)
     """Hooks by event name (`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `SubagentStart`, `SubagentStop`,
     `Stop`): callables, `HookSpec`s, or tables `{"matcher": "execute_*", "agents": [...], "command": "..."}`."""
-    sandbox: SandboxProfile | None = None
+    sandbox: SandboxSetting = None
     """What the kernels of the tree may read, write and reach, enforced by the operating system.
 
     A built-in profile by name (`"workspace"`, `"offline"`, `"read-only"`, `"off"`), or a table
@@ -234,16 +234,6 @@ class AgentConfig(BaseModel):
     (`execute_ipython_cell`, `reset_kernel`, `task`, `<server>_<tool>`.)"""
     disallowed_tools: list[str] = Field(default_factory=list)
     """Names or glob patterns of tools not offered. Without `execute_ipython_cell` the agent gets no kernel."""
-
-    @field_validator("sandbox", mode="before")
-    @classmethod
-    def _sandbox_profile(cls, value: Any) -> Any:
-        return None if value is None else profile_from(value)
-
-    @field_validator("hooks", mode="before")
-    @classmethod
-    def _hook_table(cls, value: Any) -> Any:
-        return hook_table(value)
 
     @field_validator("kernel_gateway", mode="before")
     @classmethod

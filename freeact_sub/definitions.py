@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from .hooks import HookSpec, hook_table
+from .hooks import HookTable
 from .mcp_config import McpServerConfig, servers_by_shape
-from .sandbox.profiles import SandboxProfile, profile_from
+from .sandbox.profiles import SandboxSetting
 from .tool_names import tool_allowed
 
 __all__ = ["GENERAL", "AgentDefinition", "ApprovalRule", "definition_fields"]
@@ -69,9 +69,9 @@ class AgentDefinition(BaseModel):
         default=None, validation_alias=_alias("mcp_tools", "mcpTools")
     )
     """How its MCP tools are offered: tool calls, Python functions in its kernel, or both; unset: the parent's."""
-    hooks: dict[str, list[HookSpec]] = Field(default_factory=dict)
+    hooks: HookTable = Field(default_factory=dict)
     """Hooks of its own (as `AgentConfig.hooks`), for agents of this type only; added to the config's."""
-    sandbox: SandboxProfile | None = None
+    sandbox: SandboxSetting = None
     """Its sandbox profile (a name or a table, as `AgentConfig.sandbox`); it can only narrow its parent's."""
     approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
     """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
@@ -83,16 +83,6 @@ class AgentDefinition(BaseModel):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
-
-    @field_validator("sandbox", mode="before")
-    @classmethod
-    def _sandbox_profile(cls, value: Any) -> Any:
-        return None if value is None else profile_from(value)
-
-    @field_validator("hooks", mode="before")
-    @classmethod
-    def _hook_table(cls, value: Any) -> Any:
-        return hook_table(value)
 
     @field_validator("model", mode="before")
     @classmethod

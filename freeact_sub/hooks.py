@@ -32,13 +32,15 @@ import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from .events import AgentEvent, HookError
 
-__all__ = ["HOOK_EVENTS", "HookAnswer", "HookFailure", "HookSpec", "Hooks", "hook_table", "pre_tool_verdict"]
+__all__ = [
+    "HOOK_EVENTS", "HookAnswer", "HookFailure", "HookSpec", "HookTable", "Hooks", "hook_table", "pre_tool_verdict"
+]
 
 HOOK_EVENTS: tuple[str, ...] = (
     "PreToolUse", "PostToolUse", "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop"
@@ -135,6 +137,10 @@ def hook_table(value: Any) -> dict[str, list[HookSpec]]:
                 raise ValueError(f"{event}: a hook is a callable or a table, not {type(entry).__name__}")
         table[event] = specs
     return table
+
+
+HookTable = Annotated[dict[str, list[HookSpec]], BeforeValidator(hook_table)]
+"""A config field holding hooks by event name, in any of the shapes `hook_table` reads."""
 
 
 class Hooks:

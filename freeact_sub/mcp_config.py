@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import InitErrorDetails
 
-from .sandbox.profiles import SandboxProfile, profile_from
+from .sandbox.profiles import SandboxSetting
 
 __all__ = ["HttpServerConfig", "McpServerConfig", "StdioServerConfig", "servers_by_shape", "with_location"]
 
@@ -22,13 +22,8 @@ class StdioServerConfig(BaseModel):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] | None = None
     cwd: str | None = None
-    sandbox: SandboxProfile | None = None
+    sandbox: SandboxSetting = None
     """Confine the server process to a sandbox profile (a name or a table); None: it runs with the user's rights."""
-
-    @field_validator("sandbox", mode="before")
-    @classmethod
-    def _sandbox_profile(cls, value: Any) -> Any:
-        return None if value is None else profile_from(value)
 
 
 class HttpServerConfig(BaseModel):

@@ -100,7 +100,7 @@ class TurnEngine:
         @property
         def system_prompt(self) -> str: ...
         def hook_context(self) -> dict[str, Any]: ...
-        async def _wait_for_reader(self) -> None: ...
+        async def wait_for_reader(self) -> None: ...
 
     async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
         """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed."""
@@ -195,7 +195,7 @@ class TurnEngine:
                               final=True))
                 return
             if self.turns_used:
-                await self._wait_for_reader()  # no new model round for a consumer that stopped reading
+                await self.wait_for_reader()  # no new model round for a consumer that stopped reading
             self._tell_background_results()
             self.turns_used += 1
             emit(TurnStarted(agent_id=self.agent_id, turn=self.turns_used))
@@ -213,7 +213,7 @@ class TurnEngine:
                 return
             assert self._calls is not None
             self.tool_calls_used += len(calls)
-            await self._wait_for_reader()  # no tool call starts while nobody reads
+            await self.wait_for_reader()  # no tool call starts while nobody reads
             outcomes = await self._run_calls(calls, emit)
             self._history.append(ModelRequest(parts=[part for part, _ in outcomes]))
             self._save()

@@ -11,11 +11,11 @@ import os
 import pwd
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-__all__ = ["BUILT_IN_PROFILES", "DEFAULT_SECRETS", "SandboxProfile", "meet", "profile_from"]
+__all__ = ["BUILT_IN_PROFILES", "DEFAULT_SECRETS", "SandboxProfile", "SandboxSetting", "meet", "profile_from"]
 
 DEFAULT_SECRETS: tuple[str, ...] = (
     "~/.ssh",
@@ -102,6 +102,14 @@ def profile_from(value: Any) -> SandboxProfile:
     if isinstance(value, dict):
         return SandboxProfile.model_validate(value)
     raise ValueError(f"a sandbox profile is a name or a table, not {type(value).__name__}")
+
+
+def _setting(value: Any) -> SandboxProfile | None:
+    return None if value is None else profile_from(value)
+
+
+SandboxSetting = Annotated[SandboxProfile | None, BeforeValidator(_setting)]
+"""A config field holding a sandbox profile: a built-in name, a table, a profile, or None."""
 
 
 def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> SandboxProfile:

@@ -62,16 +62,19 @@ def _new_session_id() -> str:
 class SessionStore:
     """The writer of one session; only one process at a time may hold it (a lock)."""
 
-    def __init__(self, path: Path, session_id: str) -> None:
+    def __init__(self, path: Path, session_id: str, *, new: bool = False) -> None:
+        """Hold the session in `path` (locked now; `SessionError` if another process holds it). Use `create` or
+        `open`; `new`: the folder was made for this session (removed on close if nothing was saved)."""
         self.path = path
         self.session_id = session_id
         self._lock: IO[bytes] | None = None
         self._index: IO[bytes] | None = None
         self._index_durable: Durability | None = None
         self._logs: dict[str, AgentLog] = {}
-        self._new = False
+        self._new = new
         self._used = False
         """Whether a prompt or a message was saved: a new session that got neither is removed when it closes."""
+        self._acquire()
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -89,10 +92,8 @@ class SessionStore:
                 continue
             except OSError as error:  # e.g. working_dir is a file, or not writable
                 raise SessionError(f"cannot create the session folder {path}: {error.strerror}") from error
-        store = cls(path, session_id)
-        store._new = True
-        store._acquire()
-        store._record({"record": "session", "id": session_id, "created": now()})
+        store = cls(path, session_id, new=True)
+        store.record({"record": "session", "id": session_id, "created": now()})
         return store
 
     @classmethod
@@ -100,8 +101,7 @@ class SessionStore:
         """An existing session, locked by this process; `SessionError` if it is missing or in use."""
         path = find_session(working_dir, session_id)
         store = cls(path, path.name)
-        store._acquire()
-        store._record({"record": "resumed", "at": now(), "pid": os.getpid()})
+        store.record({"record": "resumed", "at": now(), "pid": os.getpid()})
         return store
 
     def _acquire(self) -> None:
@@ -164,7 +164,7 @@ class SessionStore:
         prompt: str = "",
     ) -> AgentLog:
         """The log of a new agent of this session (its index record is written now)."""
-        self._record(
+        self.record(
             {
                 "record": "agent",
                 "agent_id": agent_id,
@@ -185,7 +185,7 @@ class SessionStore:
         if agent_id not in summary.agents:
             raise SessionError(f"session {self.session_id} has no agent {agent_id}")
         record = summary.agents[agent_id]
-        self._record({"record": "agent", "agent_id": agent_id, "parent_id": record.parent_id, "resumed": now()})
+        self.record({"record": "agent", "agent_id": agent_id, "parent_id": record.parent_id, "resumed": now()})
         log = self._open_log(agent_id, saved)
         log.turns = record.turns
         log.usage = [record.requests, record.input_tokens, record.output_tokens]
@@ -198,7 +198,19 @@ class SessionStore:
         self._logs[agent_id] = log
         return log
 
-    def _record(self, record: dict[str, Any], *, fsync: bool = False) -> None:
+    def mark_used(self) -> None:
+        """The session now holds a conversation: keep it when it closes."""
+        self._used = True
+
+    def forget(self, agent_id: str) -> None:
+        """An agent's log was closed: the store no longer closes it with the session."""
+        self._logs.pop(agent_id, None)
+
+    def record(self, record: dict[str, Any], *, fsync: bool = False, used: bool = False) -> None:
+        """Append one record to the session's index (an agent's status, usage, prompt); `used`: the session now
+        holds something worth keeping (a new session nobody used is removed when it closes)."""
+        if used:
+            self._used = True
         if self._index is None:
             return
         self._index.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
@@ -221,7 +233,7 @@ class AgentLog:
         """Append what is new in `history` (flushed; fsync'ed if `durable`) and the agent's usage so far."""
         if self.store.closed or not self._writer.sync(history, durable=durable):
             return
-        self.store._used = True
+        self.store.mark_used()
         if self._writer.responses:
             for response in self._writer.responses:
                 usage = response.usage
@@ -230,7 +242,7 @@ class AgentLog:
                 self.usage[2] += int(getattr(usage, "output_tokens", 0) or 0)
             self._writer.responses.clear()
             requests, input_tokens, output_tokens = self.usage
-            self.store._record(
+            self.store.record(
                 {
                     "record": "usage",
                     "agent_id": self.agent_id,
@@ -247,14 +259,13 @@ class AgentLog:
 
     def prompt(self, text: str) -> None:
         """The main agent got a user prompt."""
-        self.store._used = True
-        self.store._record({"record": "prompt", "agent_id": self.agent_id, "text": text, "at": now()})
+        self.store.record({"record": "prompt", "agent_id": self.agent_id, "text": text, "at": now()}, used=True)
 
     def status(self, status: str, *, turns: int | None = None, ended: bool = False) -> None:
         """The agent's state changed (`running`, `idle`, `done`, `failed`, `cancelled`, …)."""
         if turns is not None:
             self.turns = turns
-        self.store._record(
+        self.store.record(
             {
                 "record": "status",
                 "agent_id": self.agent_id,
@@ -296,7 +307,7 @@ class AgentLog:
 
     def close(self) -> None:
         self._writer.close()
-        self.store._logs.pop(self.agent_id, None)
+        self.store.forget(self.agent_id)
 
 
 def find_session(working_dir: Path | str, session_id: str) -> Path:
