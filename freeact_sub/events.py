@@ -45,6 +45,7 @@ __all__ = [
     "Response",
     "ResponseChunk",
     "SubagentFinished",
+    "SubagentQueued",
     "SubagentStarted",
     "SubagentStatus",
     "Thoughts",
@@ -291,6 +292,21 @@ class SubagentStarted(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SubagentQueued(AgentEvent):
+    """A `task` call's child waits for a slot: `max_subagents` children run already. `agent_id` is the parent's id.
+
+    `SubagentStarted` follows once a slot is free (or `SubagentFinished` with status `cancelled`
+    if it is stopped while it waits).
+    """
+
+    subagent_id: str
+    tool_call_id: str
+    prompt: str
+    subagent_type: str = "general"
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class SubagentFinished(AgentEvent):
     """A child agent ended; its kernel is shut down and its MCP connections closed. `agent_id` is the parent's id."""
 
@@ -299,9 +315,11 @@ class SubagentFinished(AgentEvent):
     status: SubagentStatus
     turns_used: int
     elapsed: float
-    """Seconds from start to end."""
+    """Seconds it ran: from its start (a slot taken) to its end."""
     usage: Usage = field(default_factory=Usage)
     """The child's tokens and cost over its life."""
+    waited: float = 0.0
+    """Seconds it waited for a slot before it started (0 when one was free)."""
 
 
 @dataclass(frozen=True, kw_only=True)

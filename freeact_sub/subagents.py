@@ -21,7 +21,15 @@ from typing import Any
 
 from .agent_types import GENERAL, configure, sandbox_for
 from .errors import ConfigError
-from .events import AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, SubagentStatus
+from .events import (
+    AgentEvent,
+    ApprovalRequest,
+    Response,
+    SubagentFinished,
+    SubagentQueued,
+    SubagentStarted,
+    SubagentStatus,
+)
 from .tree import AgentTree, ChildSpec, TreeMember
 
 Emit = Callable[[AgentEvent], None]
@@ -270,9 +278,17 @@ class SubagentRunner:
         started = time.monotonic()
         status: SubagentStatus = "failed"
         announced = False
+        queued = tree.bound.locked()
+        if queued:
+            emit(SubagentQueued(agent_id=parent.agent_id, subagent_id=child.agent_id, tool_call_id=spec.tool_call_id,
+                                prompt=spec.prompt, subagent_type=spec.subagent_type, description=spec.description))
         try:
             await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
         except BaseException:  # stopped while it waited for a slot
+            if queued:
+                emit(SubagentFinished(agent_id=parent.agent_id, subagent_id=child.agent_id,
+                                      tool_call_id=spec.tool_call_id, status="cancelled", turns_used=0, elapsed=0.0,
+                                      waited=time.monotonic() - started))
             if job is not None:
                 job.status = "cancelled"
                 if job.background:
@@ -283,6 +299,8 @@ class SubagentRunner:
             tree.unregister(child.agent_id)
             raise
         outcome: tuple[str, bool] | None = None
+        waited = time.monotonic() - started if queued else 0.0
+        started = time.monotonic()
         try:
             record.state = "starting"
             emit(
@@ -347,6 +365,7 @@ class SubagentRunner:
                         turns_used=child.turns_used,
                         elapsed=time.monotonic() - started,
                         usage=tree.usage.of(child.agent_id),
+                        waited=waited,
                     )
                 )
                 if child.hooks.wants("SubagentStop"):

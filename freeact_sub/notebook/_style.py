@@ -95,6 +95,7 @@ _RULES = """
   color: var(--jp-ui-inverse-font-color1, #fff); background: var(--jp-layout-color4, #757575); }
 .freeact-state-running { background: var(--jp-brand-color1, #2196f3); }
 .freeact-state-waiting { background: var(--jp-warn-color0, #f57c00); }
+.freeact-state-queued { background: var(--jp-layout-color4, #757575); }
 .freeact-state-done { background: var(--jp-success-color0, #388e3c); }
 .freeact-state-failed { background: var(--jp-error-color0, #d32f2f); }
 .freeact-state-cancelled, .freeact-state-rejected, .freeact-state-turn-limit {

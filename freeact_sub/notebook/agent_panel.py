@@ -31,7 +31,9 @@ from .call_view import CallView
 
 __all__ = ["AgentPanel", "AgentState"]
 
-AgentState = Literal["starting", "running", "done", "failed", "cancelled", "turn limit", "rejected"]
+AgentState = Literal[
+    "waiting for a slot", "starting", "running", "done", "failed", "cancelled", "turn limit", "rejected"
+]
 
 
 class AgentPanel(widgets.VBox):
@@ -85,6 +87,8 @@ class AgentPanel(widgets.VBox):
         self.description = ""
         """The `task` call's short title for its job."""
         self.model = ""
+        self.waited = 0.0
+        """Seconds it waited for a slot before it started."""
         self.sandbox = ""
         """The sandbox profile's name; empty until known."""
         self.sandbox_note = ""
@@ -135,11 +139,26 @@ class AgentPanel(widgets.VBox):
 
     @property
     def finished(self) -> bool:
-        return self.state not in ("starting", "running")
+        return self.state not in ("waiting for a slot", "starting", "running")
 
     @property
     def elapsed(self) -> float:
         return self._elapsed if self._elapsed is not None else time.monotonic() - self._started
+
+    def wait_for_slot(self) -> None:
+        """The subagent waits for a slot (`max_subagents` run already); its clock starts when it starts."""
+        self.state = "waiting for a slot"
+        self.refresh()
+
+    def start(self, max_turns: int) -> None:
+        """A queued subagent got its slot: it runs from now on."""
+        self.max_turns, self.state, self._started = max_turns, "running", time.monotonic()
+        self.refresh()
+
+    def set_waited(self, seconds: float) -> None:
+        """Show how long it waited for a slot before it ran (said apart from its run time)."""
+        self.waited = seconds
+        self.refresh()
 
     def set_sandbox(self, profile: str, note: str = "") -> None:
         """Show the sandbox profile the agent's kernel runs under (with why, when it is `off` unasked)."""
@@ -160,7 +179,8 @@ class AgentPanel(widgets.VBox):
     def refresh(self) -> None:
         """Redraw the header (state, elapsed time, turns) and follow the standing decision."""
         shown = self.shown_state
-        css = {"waiting for approval": "waiting", "turn limit": "turn-limit", "starting": "running"}.get(shown, shown)
+        css = {"waiting for approval": "waiting", "turn limit": "turn-limit", "starting": "running",
+               "waiting for a slot": "queued"}.get(shown, shown)
         role = "subagent" if self.subagent else "main agent"
         turns = f"{self.turns}/{self.max_turns}" if self.max_turns else str(self.turns)
         error = f' <span class="freeact-error">{_html.escape(self.error)}</span>' if self.error else ""
@@ -171,6 +191,7 @@ class AgentPanel(widgets.VBox):
                 kind += f'<span class="freeact-description">{_html.escape(self.description)}</span> '
             if self.model:
                 kind += f'<span class="freeact-model">{_html.escape(self.model)}</span> '
+        waited = f" (after {_format_seconds(self.waited)} waiting for a slot)" if self.waited >= 0.1 else ""
         if self.sandbox:
             off = " freeact-sandbox-off" if self.sandbox == "off" else ""
             tip = f' title="{_html.escape(self.sandbox_note)}"' if self.sandbox_note else ""
@@ -180,7 +201,7 @@ class AgentPanel(widgets.VBox):
             f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
             f'<span class="freeact-role">{role}</span> {kind}'
             f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span> '
-            f'<span class="freeact-meta">{_format_seconds(self.elapsed)} · turns used: {turns}'
+            f'<span class="freeact-meta">{_format_seconds(self.elapsed)}{waited} · turns used: {turns}'
             f'{self._usage_text()}</span>{error}'
         )
         if self._header.value != value:

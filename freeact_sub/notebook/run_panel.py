@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 
-from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentStarted
+from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentQueued, SubagentStarted
 
 from . import _html, _static
 from ._style import STYLESHEET
@@ -106,15 +106,27 @@ class RunPanel(widgets.VBox):
     def handle(self, event: AgentEvent) -> None:
         """Show one event in the panel of the agent it belongs to."""
         match event:
+            case SubagentQueued(subagent_id=child_id, tool_call_id=call_id):
+                panel = self._new_panel(child_id)
+                panel.set_kind(event.subagent_type, event.description, "")
+                panel.wait_for_slot()
+                self.panels[child_id] = panel
+                self._panel(event.agent_id).attach_subagent(call_id, panel)
             case SubagentStarted(subagent_id=child_id, tool_call_id=call_id, max_turns=max_turns):
-                panel = self._new_panel(child_id, max_turns=max_turns)
+                queued = self.panels.get(child_id)
+                panel = queued or self._new_panel(child_id, max_turns=max_turns)
+                if queued is not None:
+                    queued.start(max_turns)
                 panel.set_kind(event.subagent_type, event.description, event.model)
                 if event.sandbox:
                     panel.set_sandbox(event.sandbox)
-                self.panels[child_id] = panel
-                self._panel(event.agent_id).attach_subagent(call_id, panel)
+                if queued is None:
+                    self.panels[child_id] = panel
+                    self._panel(event.agent_id).attach_subagent(call_id, panel)
             case SubagentFinished(subagent_id=child_id, status=status, elapsed=elapsed, turns_used=turns):
                 state: AgentState = "turn limit" if status == "turn_limit" else status
+                if event.waited >= 0.1:
+                    self._panel(child_id).set_waited(event.waited)
                 self._panel(child_id).finish(state, elapsed=elapsed, turns=turns)
             case _:
                 self._panel(event.agent_id).handle(event)

@@ -28,6 +28,7 @@ from freeact_sub import (
     Response,
     ResponseChunk,
     SubagentFinished,
+    SubagentQueued,
     SubagentStarted,
     Thoughts,
     ThoughtsChunk,
@@ -118,6 +119,14 @@ class Renderer:
                 self._output_done(output)
             case ToolOutput() as output:
                 self._tool_output(output)
+            case SubagentQueued(subagent_id=child, prompt=prompt):
+                self.palette.set_type(child, event.subagent_type)
+                self.palette.set_parent(child, agent)
+                self.board.queued(child, subagent_type=event.subagent_type, parent_id=agent)
+                first_line = event.description or (prompt.strip().splitlines()[0] if prompt.strip() else "")
+                body = Text.assemble("queued ", self.palette.label(child), Text(f"  {first_line}", style="dim"),
+                                     Text("  (waiting for a slot)", style="dim"))
+                self._row(agent, Text("…", style="dim"), body)
             case SubagentStarted(subagent_id=child, prompt=prompt, max_turns=max_turns, tool_call_id=call_id):
                 self.palette.set_type(child, event.subagent_type)
                 self.palette.set_parent(child, agent)
@@ -136,6 +145,7 @@ class Renderer:
                     self.palette.label(child),
                     Text(f" {status.replace('_', ' ')}", style=style),
                     Text(f" after {elapsed:.1f} s, {turns} turn{'s' if turns != 1 else ''}", style="dim"),
+                    Text(f" (and {event.waited:.1f} s waiting for a slot)" if event.waited >= 0.1 else "", style="dim"),
                 )
                 self._row(agent, Text("■", style=style), body)
             case TurnCancelled():

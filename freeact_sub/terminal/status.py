@@ -69,6 +69,10 @@ class SubagentBoard:
     ) -> None:
         self._rows[agent_id] = _Row(agent_id, max_turns, subagent_type, model, parent_id=parent_id)
 
+    def queued(self, agent_id: str, *, subagent_type: str = "general", parent_id: str | None = None) -> None:
+        """A subagent waits for a slot: it shows as `waiting for a slot` until it starts (its clock starts then)."""
+        self._rows[agent_id] = _Row(agent_id, 0, subagent_type, parent_id=parent_id, state="waiting for a slot")
+
     def _in_tree_order(self) -> list[tuple[_Row, int]]:
         """The rows with their nesting level: each subagent right below its parent, children in start order."""
         rows = self._rows
