@@ -37,6 +37,7 @@ from freeact_sub import (
     Response,
     ResponseChunk,
     SubagentFinished,
+    SubagentQueued,
     SubagentStarted,
     Thoughts,
     ThoughtsChunk,
@@ -847,8 +848,10 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
     assert isinstance(watch.events[-1], TurnCancelled) and watch.events[-1].agent_id == agent.agent_id
     started = watch.of(SubagentStarted)
     assert sorted(e.prompt for e in started) == [child("c1"), child("c2")], "the waiting call never started"
-    finished = watch.of(SubagentFinished)
-    assert sorted(e.subagent_id for e in finished) == sorted(e.subagent_id for e in started)
+    queued = watch.of(SubagentQueued)
+    assert [e.prompt for e in queued] == [child("c3")], "the third call waited for a slot, and said so"
+    finished = watch.of(SubagentFinished)  # the two that ran, and the one stopped while it waited
+    assert sorted(e.subagent_id for e in finished) == sorted(e.subagent_id for e in [*started, *queued])
     assert all(e.status == "cancelled" for e in finished)
     for event in started:
         assert len(watch.pids[event.subagent_id]) == 1
