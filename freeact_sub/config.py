@@ -6,6 +6,7 @@ Precedence, lowest first: defaults < config file (JSON or TOML) < environment (`
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -92,6 +93,10 @@ class KernelGatewayConfig(BaseModel):
 
     Secrets are never written into the config: the token and extra headers are read from the
     environment variables named here (the same ones Jupyter's own gateway client reads).
+
+    Every kernel start names its user in the kernel's environment as `KERNEL_USERNAME`, as
+    Jupyter Server's gateway client does: Enterprise Gateway starts kernels only for users it
+    authorizes (and never for `root` unless configured so); Kernel Gateway passes it on to the kernel.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -110,6 +115,9 @@ class KernelGatewayConfig(BaseModel):
     """Seconds any other gateway request may take."""
     validate_cert: bool = True
     """Check the gateway's TLS certificate (`https`/`wss`)."""
+    username: str | None = None
+    """The user kernels are started for (`KERNEL_USERNAME`); None: a `KERNEL_USERNAME` in `kernel_env`, else
+    the user running this program. Enterprise Gateway refuses users it does not authorize."""
 
     @field_validator("url")
     @classmethod
@@ -117,6 +125,27 @@ class KernelGatewayConfig(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("expected an http:// or https:// URL of the gateway")
         return value.rstrip("/")
+
+    @field_validator("username")
+    @classmethod
+    def _plain_username(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or value != value.strip() or not value.isprintable()):
+            raise ValueError("expected a user name without surrounding spaces or control characters")
+        return value
+
+    def kernel_username(self, kernel_env: Mapping[str, str] | None = None) -> str:
+        """The `KERNEL_USERNAME` of every kernel start: `username`, else `kernel_env`'s, else the host user's name."""
+        if self.username is not None:
+            return self.username
+        given = (kernel_env or {}).get("KERNEL_USERNAME", "").strip()
+        if given:
+            return given
+        try:
+            return getpass.getuser()
+        except (KeyError, OSError) as exc:  # no login name in the environment and no passwd entry for our uid
+            raise ConfigError(
+                f"kernel_gateway.username: not set, and the name of the user running this program is unknown ({exc})"
+            ) from None
 
     def headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The HTTP headers of every request: the token and extra headers from the environment."""
@@ -248,6 +277,16 @@ class AgentConfig(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _one_kernel_username(self) -> AgentConfig:
+        gateway, in_env = self.kernel_gateway, self.kernel_env.get("KERNEL_USERNAME")
+        if gateway is not None and gateway.username is not None and in_env is not None and in_env != gateway.username:
+            raise ValueError(
+                f"kernel_gateway.username ({gateway.username!r}) and kernel_env.KERNEL_USERNAME ({in_env!r}) "
+                "name different users: set one of them"
+            )
+        return self
+
     @field_validator("mcp_servers", mode="before")
     @classmethod
     def _servers_by_shape(cls, value: Any) -> Any:
@@ -282,6 +321,7 @@ class AgentConfig(BaseModel):
         *,
         mcp_config: str | Path | None = None,
         environ: Mapping[str, str] | None = None,
+        gateway_username: str | None = None,
         **overrides: Any,
     ) -> AgentConfig:
         """Build a config from a file, the environment and overrides (highest precedence).
@@ -289,7 +329,10 @@ class AgentConfig(BaseModel):
         `config_file` is JSON or TOML with the fields of `AgentConfig` (an `mcpServers` key is
         accepted too). `mcp_config` is a JSON file in the `mcpServers` shape. Overrides whose
         value is None are ignored, so CLI flags can be passed through as they are.
+        `gateway_username` (the CLI's `--gateway-username`; `FREEACT_SUB_GATEWAY_USERNAME` below
+        it) sets `kernel_gateway.username`, keeping the gateway's other settings.
         """
+        environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         if config_file is not None:
             values.update(_read_config_file(Path(config_file)))
@@ -298,11 +341,20 @@ class AgentConfig(BaseModel):
         given = {k: v for k, v in overrides.items() if v is not None}
         if isinstance(values.get("agents"), Mapping) and isinstance(given.get("agents"), Mapping):
             given["agents"] = {**values["agents"], **given["agents"]}  # code's types replace the file's by name
-        for layer in (values_from_environment(os.environ if environ is None else environ), given):
+        for layer in (values_from_environment(environ), given):
             gateway, earlier = layer.get("kernel_gateway"), values.get("kernel_gateway")
             if isinstance(gateway, str) and isinstance(earlier, Mapping):
                 layer["kernel_gateway"] = {**earlier, "url": gateway}  # a URL alone keeps the file's other settings
             values.update(layer)
+        if gateway_username is not None and values.get("kernel_gateway") is None:
+            raise ConfigError("gateway_username (--gateway-username) names the user of a kernel gateway, but no "
+                              "gateway is set (--kernel-gateway, kernel_gateway or $FREEACT_SUB_KERNEL_GATEWAY)")
+        # the variable alone is ignored without a gateway: it may be exported for other uses of the program
+        username = gateway_username
+        if username is None:
+            username = environ.get(ENV_PREFIX + "GATEWAY_USERNAME") or None
+        if username is not None and values.get("kernel_gateway") is not None:
+            values["kernel_gateway"] = _with_username(values["kernel_gateway"], username)
         return cls.validated(values, source=str(config_file) if config_file else "configuration")
 
     @classmethod
@@ -417,6 +469,17 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     if "mcpServers" in data:
         data["mcp_servers"] = data.pop("mcpServers")
     return data
+
+
+def _with_username(gateway: Any, username: str) -> Any:
+    """`kernel_gateway` (a URL, a table or a `KernelGatewayConfig`) with its `username` set."""
+    if isinstance(gateway, str):
+        return {"url": gateway, "username": username}
+    if isinstance(gateway, KernelGatewayConfig):
+        return {**gateway.model_dump(exclude_unset=True), "username": username}
+    if isinstance(gateway, Mapping):
+        return {**gateway, "username": username}
+    return gateway  # not a gateway setting at all: validation names the field
 
 
 def values_from_environment(environ: Mapping[str, str]) -> dict[str, Any]:

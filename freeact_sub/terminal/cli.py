@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="run every kernel on this Jupyter Kernel/Enterprise Gateway (token in $JUPYTER_GATEWAY_AUTH_TOKEN)",
     )
+    parser.add_argument(
+        "--gateway-username",
+        metavar="NAME",
+        help="the user the gateway starts kernels for (KERNEL_USERNAME; default: yours; Enterprise Gateway checks "
+        "it; also FREEACT_SUB_GATEWAY_USERNAME)",
+    )
     parser.add_argument("--config", metavar="FILE", help="a JSON or TOML file with AgentConfig fields")
     parser.add_argument(
         "--agent",
@@ -311,7 +317,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
             agents=demo_agent_types(demo),  # the reviewer type, on the same server's Anthropic protocol
         )
         mcp_config = None
-    config = AgentConfig.load(args.config, mcp_config=mcp_config, **overrides)
+    config = AgentConfig.load(args.config, mcp_config=mcp_config, gateway_username=args.gateway_username, **overrides)
     if demo is not None and config.api_key_env:
         config.api_key_env = None  # the demo server needs no key, whatever the environment says
     return config
