@@ -2,8 +2,10 @@
 
 REST (`httpx`): start, look up, interrupt, restart and delete kernels. Websocket (`websockets`):
 a kernel's channels at `/api/kernels/{id}/channels`, spoken in the gateway's JSON message form,
-with messages built by `jupyter_client.session.Session`. Every failure to reach the gateway, or
-a refusal of its credentials, is a `KernelError` that names the gateway's URL.
+with messages built by `jupyter_client.session.Session`. Every failure to reach the gateway, and
+every request it refuses, is a `KernelError` that names the gateway's URL and quotes the
+gateway's own reason (Kernel and Enterprise Gateway answer errors as JSON `reason`/`message`).
+Only a refusal that is about credentials (a 401, or a 403 that says so) mentions the token.
 
 Kernels this process started are deleted at host exit (best effort, a few seconds); one that
 cannot be deleted is left to the gateway's idle culling.
@@ -16,12 +18,14 @@ import atexit
 import functools
 import itertools
 import json
+import re
 import secrets
 import ssl
 import struct
 import threading
 import time
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
@@ -33,7 +37,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from .errors import KernelError
 
-__all__ = ["Closed", "GatewayApi", "KernelChannels"]
+__all__ = ["Closed", "GatewayApi", "GatewayRefusal", "KernelChannels"]
 
 _EXIT_DELETE_TIMEOUT = 3.0
 
@@ -73,25 +77,30 @@ class GatewayApi:
             ) from None
         except httpx.HTTPError as exc:
             raise KernelError(f"kernel gateway {self.url} cannot be reached: {exc or type(exc).__name__}") from None
-        if response.status_code == 404 and missing_ok:
+        status = response.status_code
+        if status == 404 and missing_ok:
             return None
-        if response.status_code in (401, 403) and "Resource Limit" not in response.text:
-            raise KernelError(self.refusal(response.status_code))
-        if response.status_code >= 400:
-            raise KernelError(
-                f"kernel gateway {self.url}: {method} {path} failed with HTTP {response.status_code}: "
-                f"{_reason(response)}"
-            )
+        if status >= 400:
+            raise GatewayRefusal(self.refusal(f"{method} {path}", status, _reason(status, response.content)), status)
         return response
 
-    def refusal(self, status: int) -> str:
-        """The message for a gateway that refuses our credentials."""
-        hint = (
-            f"the token in ${self._token_env} was refused"
-            if "Authorization" in self.headers
-            else f"it wants a token: set ${self._token_env}"
-        )
-        return f"kernel gateway {self.url} refused the request (HTTP {status}): {hint}"
+    def refusal(self, request: str, status: int, reason: str) -> str:
+        """The message for a request the gateway answered with an error: its reason, and a token hint if it fits.
+
+        A 401, or a 403 whose reason is about credentials, asks for a (different) token; any
+        other refusal (Enterprise Gateway's unauthorized user, a resource limit, an unknown
+        kernel spec) has nothing to do with the token, and its reason says what it is about.
+        """
+        if status < 500:
+            message = f"kernel gateway {self.url} refused {request} (HTTP {status}): {reason}"
+        else:
+            message = f"kernel gateway {self.url}: {request} failed with HTTP {status}: {reason}"
+        if status == 401 or (status == 403 and _CREDENTIALS.search(reason)):
+            if "Authorization" in self.headers:
+                message += f" (the token in ${self._token_env} was refused)"
+            else:
+                message += f" (it wants a token: set ${self._token_env})"
+        return message
 
     async def start_kernel(self, name: str, env: Mapping[str, str], timeout: float, kernel_id: str) -> str:
         """Start a kernel of spec `name` with `env`; returns its id once the gateway reports it started.
@@ -101,7 +110,20 @@ class GatewayApi:
         """
         _exit_deletes.add(self, kernel_id)
         body = {"name": name, "env": dict(env), "kernel_id": kernel_id}
-        response = await self._request("POST", "/api/kernels", body=body, timeout=timeout)
+        try:
+            response = await self._request("POST", "/api/kernels", body=body, timeout=timeout)
+        except GatewayRefusal as refused:
+            if refused.status < 500:
+                _exit_deletes.discard(kernel_id)  # refused: the gateway started nothing
+            user = env.get("KERNEL_USERNAME")
+            about_user = user is not None and ("KERNEL_USERNAME" in str(refused) or f"'{user}'" in str(refused))
+            if refused.status == 403 and about_user:
+                raise GatewayRefusal(
+                    f"{refused} [kernels are started for user {user!r}: set kernel_gateway.username "
+                    "(or --gateway-username) to a user the gateway authorizes]",
+                    refused.status,
+                ) from None
+            raise
         assert response is not None
         given = response.json().get("id")
         if not isinstance(given, str):
@@ -144,14 +166,45 @@ class GatewayApi:
         return f"{base}/api/kernels/{quote(kernel_id)}/channels?session_id={quote(session_id)}"
 
 
-def _reason(response: httpx.Response) -> str:
+class GatewayRefusal(KernelError):
+    """The gateway answered a request with an HTTP error (`status`); the message quotes its reason."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# words of a refusal about credentials (not Enterprise Gateway's "User 'x' is not authorized to start kernel")
+_CREDENTIALS = re.compile(r"token|authenticat|credential|unauthori[sz]ed|log ?in\b", re.IGNORECASE)
+
+
+def _reason(status: int, body: bytes) -> str:
+    """The gateway's own words for an error answer.
+
+    Its JSON `reason` and `message` (Enterprise Gateway puts the detail in `reason`, Jupyter
+    Server in `message`; a bare status phrase is left out), else the start of the body, else the
+    status's phrase.
+    """
+    phrase = _phrase(status)
+    text = body.decode("utf-8", "replace").strip()
     try:
-        data = response.json()
+        data = json.loads(text)
     except ValueError:
-        return response.text[:200] or response.reason_phrase
-    if isinstance(data, dict):
-        return str(data.get("message") or data.get("reason") or response.reason_phrase)
-    return response.reason_phrase
+        return " ".join(text[:300].split()) or phrase
+    if not isinstance(data, dict):
+        return phrase
+    message = str(data.get("message") or "").strip()
+    reason = str(data.get("reason") or "").strip()
+    if reason == phrase or reason == message:
+        reason = ""
+    return ": ".join(part for part in (reason, message) if part) or phrase
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
 
 
 class Closed:
@@ -191,10 +244,8 @@ class KernelChannels:
             )
         except InvalidStatus as exc:
             status = exc.response.status_code
-            if status in (401, 403):
-                raise KernelError(self._api.refusal(status)) from None
-            raise KernelError(f"kernel gateway {self._api.url}: the kernel's websocket was refused (HTTP {status})") \
-                from None
+            reason = _reason(status, bytes(exc.response.body or b""))
+            raise GatewayRefusal(self._api.refusal("the kernel's websocket", status, reason), status) from None
         except (OSError, TimeoutError) as exc:
             raise KernelError(f"kernel gateway {self._api.url}: the kernel's websocket failed: {exc}") from None
         self._reader = asyncio.create_task(self._read(self._socket), name=f"gateway-kernel:{self._kernel_id}")

@@ -13,8 +13,10 @@ while running it (a cell that ends its process can do so before the kernel's `bu
 so the result says the cell may not have run, and the model decides.
 
 Only the configured `kernel_env` goes to the gateway as the kernel's environment (never the
-host's environment, whose API keys stay on the host). A Kernel Gateway passes on only `KERNEL_*`
-names and those it allows (`--JupyterWebsocketPersonality.env_whitelist`).
+host's environment, whose API keys stay on the host), with `KERNEL_USERNAME` set to the
+configured user (`KernelGatewayConfig.kernel_username`): Enterprise Gateway starts kernels only
+for users it authorizes. A gateway passes on only `KERNEL_*` names and those it allows (Kernel
+Gateway: `--JupyterWebsocketPersonality.env_whitelist`; Enterprise Gateway: `EG_CLIENT_ENVS`).
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ class GatewayKernel:
         self.restarts = 0
         """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
         self._env = dict(env or {})
+        self._start_env = self._env
+        """What every kernel start sends as the kernel's environment: `env` and `KERNEL_USERNAME`."""
         self._api: GatewayApi | None = None
         self._channels: KernelChannels | None = None
         self._unprepared = True
@@ -159,6 +163,7 @@ class GatewayKernel:
         if self.kernel_id is not None:
             return
         timeout = timeout or self.gateway.start_timeout
+        self._start_env = {**self._env, "KERNEL_USERNAME": self.gateway.kernel_username(self._env)}
         self._api = GatewayApi(
             self.gateway.url,
             self.gateway.headers(),
@@ -181,7 +186,7 @@ class GatewayKernel:
         deadline = time.monotonic() + timeout
         wanted = str(uuid.uuid4())
         self.kernel_id = wanted  # known before the request: a start cut short is deleted all the same
-        post = asyncio.ensure_future(self._api.start_kernel(self.gateway.kernel_name, self._env, timeout, wanted))
+        post = asyncio.ensure_future(self._api.start_kernel(self.gateway.kernel_name, self._start_env, timeout, wanted))
         try:
             self.kernel_id = await asyncio.shield(post)
         except asyncio.CancelledError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import getpass
 import os
 import signal
 import struct
@@ -174,6 +175,19 @@ async def test_the_kernel_gets_the_configured_env_and_not_the_hosts_api_keys(
     assert seen == {"OPENAI_API_KEY": "None", "GRANTED": "yes", "KERNEL_PROJECT": "demo"}
 
 
+async def test_every_kernel_start_names_its_user(gateway: GatewayServer) -> None:
+    # KERNEL_USERNAME goes with every start (Enterprise Gateway authorizes by it); Kernel Gateway passes it on
+    show = "import os\nprint(os.environ.get('KERNEL_USERNAME'))"
+    async with GatewayKernel(_config(gateway)) as kernel:
+        assert (await kernel.execute(show)).text.strip() == getpass.getuser()
+    async with GatewayKernel(_config(gateway), env={"KERNEL_USERNAME": "from-env"}) as kernel:
+        assert (await kernel.execute(show)).text.strip() == "from-env"
+    async with GatewayKernel(_config(gateway, username="alice"), env={"KERNEL_USERNAME": "from-env"}) as kernel:
+        assert (await kernel.execute(show)).text.strip() == "alice"
+        await kernel.reset()  # a restarted kernel is the same user's
+        assert (await kernel.execute(show)).text.strip() == "alice"
+
+
 # -- timeouts, interrupts, cancellation --------------------------------------------------------
 
 
@@ -318,6 +332,21 @@ async def test_a_gateway_that_refuses_the_token_gives_one_error_naming_its_url(
     without = GatewayKernel(_config(gateway, token_env="NO_SUCH_TOKEN_VARIABLE"))
     with pytest.raises(KernelError, match="wants a token: set \\$NO_SUCH_TOKEN_VARIABLE"):
         await without.start()
+
+
+async def test_a_refusal_that_is_not_about_the_token_quotes_the_gateways_reason(tmp_path: Path) -> None:
+    # a gateway without a token at its kernel limit: the 403 says "Resource Limit", not "set a token"
+    with kernel_gateway(tmp_path, "--KernelGatewayApp.max_kernels=1", token="") as server:
+        settings = KernelGatewayConfig(url=server.url, token_env="NO_SUCH_TOKEN_VARIABLE")
+        async with GatewayKernel(settings):
+            second = GatewayKernel(settings)
+            with pytest.raises(KernelError) as caught:
+                await second.start()
+            assert not second.started
+        assert server.kernel_ids() == []
+    message = str(caught.value)
+    assert server.url in message and "HTTP 403" in message and "Resource Limit" in message
+    assert "token" not in message
 
 
 async def test_gateway_kernels_are_deleted_at_host_exit(gateway: GatewayServer, tmp_path: Path) -> None:
