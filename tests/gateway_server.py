@@ -1,4 +1,11 @@
-"""A real Jupyter Kernel Gateway on 127.0.0.1 for the tests: started on a free port, stopped by PID with its kernels."""
+"""A real Jupyter Kernel Gateway (or Enterprise Gateway) on 127.0.0.1 for the tests: started on a free port,
+stopped by PID with its kernels.
+
+Enterprise Gateway cannot be installed next to this project: every release pins `jupyter_client<7`
+(and from 3.0 `jupyter_server<2`, `pyzmq<25`), while freeact-sub needs `jupyter-client>=8.6` and
+Kernel Gateway 3 needs `jupyter_server>=2`. Its tests run it from an interpreter of its own, named
+by `$FREEACT_SUB_TEST_EG_PYTHON` (`python -m venv eg && eg/bin/pip install jupyter_enterprise_gateway`).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import psutil
 import freeact_sub
 
 TOKEN_ENV = "FREEACT_SUB_TEST_GATEWAY_TOKEN"
+EG_PYTHON_ENV = "FREEACT_SUB_TEST_EG_PYTHON"
 
 
 @dataclass
@@ -30,7 +38,20 @@ class GatewayServer:
 
     @property
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"token {self.token}"}
+        return {"Authorization": f"token {self.token}"} if self.token else {}
+
+    def kernel_processes(self) -> list[psutil.Process]:
+        """The gateway's child processes (its kernels), zombies left out."""
+        try:
+            children = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+        alive = []
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(child)
+        return alive
 
     def kernel_ids(self) -> list[str]:
         """The ids of the kernels the gateway runs now (`GET /api/kernels`)."""
@@ -96,6 +117,49 @@ def kernel_gateway(
     with open(log, "wb") as log_file:
         process = subprocess.Popen(args, cwd=workdir, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     server = GatewayServer(url=f"http://127.0.0.1:{port}", token=token, process=process, log=log)
+    try:
+        _wait_until_listening(server)
+        yield server
+    finally:
+        _stop(process)
+
+
+def enterprise_gateway_python() -> str | None:
+    """The interpreter with `jupyter_enterprise_gateway` installed (`$FREEACT_SUB_TEST_EG_PYTHON`), if there is one."""
+    python = os.environ.get(EG_PYTHON_ENV, "").strip()
+    if not python:
+        return None
+    if not Path(python).is_file():
+        raise RuntimeError(f"${EG_PYTHON_ENV} names no file: {python}")
+    return python
+
+
+@contextlib.contextmanager
+def enterprise_gateway(workdir: Path, python: str, *extra_args: str) -> Iterator[GatewayServer]:
+    """Run Jupyter Enterprise Gateway from `python` (no token, kernel listing on) until the block ends.
+
+    Its kernels are local processes (its default process proxy) of our own kernel spec, as with Kernel Gateway.
+    """
+    port = free_port()
+    runtime = workdir / "runtime"
+    runtime.mkdir(parents=True, exist_ok=True)
+    log = workdir / "enterprise-gateway.log"
+    _kernel_spec_without_output_limit(workdir / "data")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith(("EG_", "KG_"))},
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTER_DATA_DIR": str(workdir / "data"),
+        "JUPYTER_PATH": str(workdir / "data"),
+    }
+    args = [
+        python, "-m", "enterprise_gateway",
+        "--EnterpriseGatewayApp.ip=127.0.0.1", f"--EnterpriseGatewayApp.port={port}",
+        "--EnterpriseGatewayApp.port_retries=0", "--EnterpriseGatewayApp.list_kernels=True",
+        *extra_args,
+    ]
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(args, cwd=workdir, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    server = GatewayServer(url=f"http://127.0.0.1:{port}", token="", process=process, log=log)
     try:
         _wait_until_listening(server)
         yield server
