@@ -329,6 +329,11 @@ class Agent(TurnEngine):
         name = self.config.agent or GENERAL
         if name not in types:
             raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")
+        if types[name].mode == "subagent":
+            raise ConfigError(
+                f"agent: the agent type {name!r} has mode 'subagent': it runs only through `task`, not as the main "
+                "agent (give it mode 'all' to allow both)"
+            )
         self.subagent_type, self.definition = name, types[name]
         gateway = self.config.kernel_gateway is not None
         self._sandbox = sandbox_for(effective_sandbox(self.config.sandbox, gateway=gateway), types[name], name,

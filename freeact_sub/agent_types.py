@@ -190,6 +190,8 @@ def configure(base: AgentConfig, definition: AgentDefinition, name: str, *, mode
         update["max_turns"] = definition.max_turns
     if definition.mcp_tools is not None:
         update["mcp_tools"] = definition.mcp_tools
+    if definition.max_children is not None:
+        update["max_children"] = definition.max_children
     return base.model_copy(update=update) if update else base
 
 
@@ -268,6 +270,8 @@ def compose_system_prompt(base: str, role: str, mcp_section: str = "") -> str:
 def task_tool(types: Mapping[str, AgentDefinition]) -> ToolSpec:
     """The `task` tool as the model sees it: its JSON definition, with the available agent types listed."""
     spec = builtin_tool("task")
-    listed = "\n".join(f"- `{name}`: {' '.join(d.description.split())}" for name, d in types.items())
+    listed = "\n".join(
+        f"- `{name}`: {' '.join(d.description.split())}" for name, d in types.items() if d.mode != "primary"
+    )
     description = f"{spec.description}\n\nAgent types for `subagent_type` (default `general`):\n{listed}"
     return ToolSpec(name=spec.name, description=description, parameters=spec.parameters)

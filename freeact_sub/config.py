@@ -201,6 +201,9 @@ class AgentConfig(BaseModel):
     max_cost: float | None = Field(default=None, gt=0)
     """A budget in USD for the whole tree (the main agent and every subagent): once their model requests
     have cost this much, each agent stops before its next request. The models' prices must be known."""
+    max_children: int | None = Field(default=None, ge=1)
+    """How many subagents one agent may start over its life (each agent counts its own; a resumed child is not
+    a new one); None: no limit. An agent type's `max_children` wins for agents of that type."""
     max_depth: int = Field(default=1, ge=1)
     """How deep agents may nest: 1 lets only the main agent start subagents, 2 lets its children start
     their own, and so on. `max_subagents` bounds the children of the whole tree at once, at any depth."""

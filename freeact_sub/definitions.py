@@ -63,6 +63,10 @@ class AgentDefinition(BaseModel):
     """MCP servers of its own (`mcpServers` shape), added to the inherited ones (same name: replaced)."""
     max_turns: int | None = Field(default=None, ge=1, validation_alias=_alias("max_turns", "maxTurns"))
     """Its default turn limit; a `task` call's `max_turns` wins when given."""
+    max_children: int | None = Field(default=None, ge=1, validation_alias=_alias("max_children", "maxChildren"))
+    """How many subagents an agent of this type may start over its life; unset: the config's `max_children`."""
+    mode: Literal["primary", "subagent", "all"] = "all"
+    """Where it may run: `primary` only as the main agent (`--agent`), `subagent` only through `task`, `all` both."""
     max_cost: float | None = Field(default=None, gt=0, validation_alias=_alias("max_cost", "maxCost"))
     """Its default cost budget in USD (its model's price must be known); a `task` call's `max_cost` wins."""
     mcp_tools: Literal["calls", "code", "both"] | None = Field(

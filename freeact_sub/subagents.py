@@ -99,6 +99,8 @@ class SubagentRunner:
         """Background children that ended and whose end the parent's model has not been told."""
         self._ended: dict[str, TreeMember] = {}
         """Children that finished, by id (to resume them)."""
+        self._started_children = 0
+        """New children this agent started over its life (resumed ones are not new), for `max_children`."""
 
     @property
     def running(self) -> dict[str, TreeMember]:
@@ -131,9 +133,15 @@ class SubagentRunner:
         if resume is not None and fork:
             return "Give either `resume` or `fork`, not both: no subagent started."
         subagent_type = arguments.get("subagent_type") or GENERAL
+        startable = [name for name, definition in self._tree.types.items() if definition.mode != "primary"]
+        known = ", ".join(f"`{name}`" for name in startable)
         if subagent_type not in self._tree.types:
-            known = ", ".join(f"`{name}`" for name in self._tree.types)
             return f"Unknown subagent_type {subagent_type!r}: no subagent started. The agent types are {known}."
+        if self._tree.types[subagent_type].mode == "primary":
+            return (f"The agent type {subagent_type!r} runs only as the main agent (mode: primary): no subagent "
+                    f"started. The types you can start are {known}.")
+        if resume is None and (over := self._over_child_limit()) is not None:
+            return over
         if resume is not None:
             if resume in self.running:
                 return f"Cannot resume {resume!r}: it is still running."
@@ -141,6 +149,15 @@ class SubagentRunner:
                 why = "it is not a subagent of yours that has finished. `task_list` lists them"
                 return f"Cannot resume {resume!r}: {why}."
         return None
+
+    def _over_child_limit(self) -> str | None:
+        """The refusal of a new child past `max_children`; None while under it."""
+        limit = self._parent.settings.max_children
+        if limit is None or self._started_children < limit:
+            return None
+        plural = "s" if limit != 1 else ""
+        return (f"You have started your limit of {limit} subagent{plural} (max_children={limit}): no subagent "
+                "started. Do this job yourself, or `resume` a subagent that finished.")
 
     async def call(self, name: str, arguments: dict[str, Any], tool_call_id: str, emit: Emit) -> tuple[str, bool]:
         """Run a call of the `task` family; returns its result and whether it is an error."""
@@ -196,6 +213,10 @@ class SubagentRunner:
         max_cost = max_cost if max_cost is not None else definition.max_cost
         if (unpriced := _unpriced(config.model, max_cost, tree.config.max_cost)) is not None:
             return unpriced, True
+        if resume is None:
+            if (over := self._over_child_limit()) is not None:  # several calls of one response passed `check` at once
+                return over, True
+            self._started_children += 1
         spec = ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
                          subagent_type=subagent_type, definition=definition, description=description,
                          max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_cost=max_cost, sandbox=sandbox)
