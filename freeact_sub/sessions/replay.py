@@ -64,6 +64,16 @@ class UserPrompt(AgentEvent):
 _loop: asyncio.AbstractEventLoop | None = None
 
 
+_NOT_RUN = ("The user rejected", "The user interrupted the turn before this call ran", "An approval rule refused",
+            "A hook (")
+"""How the results of calls that never ran begin: rejected, stopped before they ran, refused by a rule or a hook."""
+
+
+def _did_not_run(result: str) -> bool:
+    """Whether a call's saved result says it never ran (it is replayed as not approved)."""
+    return result.startswith(_NOT_RUN)
+
+
 def _decided_request(agent_id: str, name: str, args: dict[str, Any], call_id: str, approved: bool) -> ApprovalRequest:
     """An `ApprovalRequest` that was decided long ago (no event loop needs to run for it)."""
     global _loop
@@ -129,7 +139,7 @@ def replay(
                 except ValueError:
                     continue  # refused before approval: only its result (a ToolOutput) was shown
                 result = results.get(call.tool_call_id, "")
-                approved = not result.startswith("The user rejected")
+                approved = not _did_not_run(result)
                 events.append(_decided_request(agent_id, call.tool_name, args, call.tool_call_id, approved))
                 child = children.get(call.tool_call_id)
                 if call.tool_name == "task" and child is not None:
@@ -140,6 +150,9 @@ def replay(
                             tool_call_id=call.tool_call_id,
                             prompt=str(args.get("prompt", child.prompt)),
                             max_turns=int(args.get("max_turns") or 0),
+                            subagent_type=child.type if child.type != "main" else "general",
+                            description=" ".join(str(args.get("description") or "").split()),
+                            model=(child.model or "").partition(":")[2] or (child.model or ""),  # as sent
                         )
                     )
                     if child_messages is not None:

@@ -230,3 +230,25 @@ async def test_task_resume_continues_a_child_of_an_earlier_process(workdir: Path
     assert saved.agents[child_id].status == "done"
     assert dumped(saved.messages(child_id)[: len(child_history)]) == dumped(child_history)
     assert len(saved.messages(child_id)) == len(child_history) + 4
+
+
+async def test_the_replay_names_each_childs_type_title_and_model_and_calls_that_never_ran(workdir: Path) -> None:
+    parent = Script(
+        [Call("task", {"prompt": "CHILD: review", "subagent_type": "reviewer", "description": "Review it"}, id="t"),
+         Call("reset_kernel", {}, id="reset")],
+        ["done"],
+    )
+    router = Router({"PARENT": parent, "CHILD:": Script(["looks fine"])})
+    config = AgentConfig(model=router.model, working_dir=workdir, kernel_pool_size=0,
+                         agents={"reviewer": {"description": "reviews"}}, approvals={"reset_kernel": "deny"})
+    async with Agent(config) as agent:
+        streamed = await drive(agent.stream("PARENT: go"))
+        session_id = agent.session_id
+    replayed = open_session(session_id or "", workdir).events()
+    (live,) = [e for e in streamed if isinstance(e, SubagentStarted)]
+    (again,) = [e for e in replayed if isinstance(e, SubagentStarted)]
+    replayed_kind = (again.subagent_type, again.description, again.model)
+    assert replayed_kind == (live.subagent_type, live.description, live.model) == ("reviewer", "Review it",
+                                                                                   "scripted-router")
+    (refused,) = [e for e in replayed if isinstance(e, ApprovalRequest) and e.tool_call_id == "reset"]
+    assert refused.decision is False  # a deny rule refused it: it never ran, and the replay says so
