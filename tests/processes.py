@@ -17,15 +17,20 @@ def _is_kernel(process: psutil.Process) -> bool:
 
 
 def kernel_processes() -> list[int]:
-    """The IPython kernels running under this test process."""
-    found = []
+    """The IPython kernels running under this test process.
+
+    A process forked by a kernel (a `subprocess` call in a cell, between its fork and its exec) has
+    the kernel's command line and inherits its sockets for a moment; it is not a kernel, so only
+    processes whose parent is not a kernel count (seen under load: a 4th "kernel" whose parent was one).
+    """
+    kernels: dict[int, int] = {}
     for process in psutil.Process().children(recursive=True):
         try:
             if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
-                found.append(process.pid)
+                kernels[process.pid] = process.ppid()
         except psutil.Error:
             continue
-    return found
+    return [pid for pid, parent in kernels.items() if parent not in kernels]
 
 
 async def is_gone(pid: int, wait: float = 5.0) -> bool:
