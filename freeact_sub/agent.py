@@ -45,6 +45,7 @@ from .definitions import GENERAL, AgentDefinition
 from .errors import ConfigError
 from .events import (
     AgentEvent,
+    SubagentReport,
     TurnCancelled,
 )
 from .hooks import Hooks
@@ -175,6 +176,8 @@ class Agent(TurnEngine):
         """A subagent's note that goes with its first prompt (resumed or forked: its kernel is new)."""
         self._told: list[str] = []
         """Notes on background children told to the model in the current turn."""
+        self._inbox: list[tuple[str, str]] = []
+        """Messages sent to it while it works (sender, text), read at its next model request."""
 
     def _saved_main_agent(self, session: str, agent_id: str | None) -> tuple[str, list[ModelMessage]]:
         """Check that `session` exists; the resumed agent keeps the main agent's id. Returns it and its history."""
@@ -433,10 +436,12 @@ class Agent(TurnEngine):
             and tool_allowed("task", settings.tools, settings.disallowed_tools)
         ):
             specs.append(task_tool(self.tree.types))
-            specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list")]
+            specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list", "task_send")]
             self._subagents = SubagentRunner(self.tree, self)
             if not self.is_subagent:
                 self.tree.start()
+        if self.is_subagent:
+            specs.append(builtin_tool("task_report"))
         if settings.mcp_tools != "code" or self._kernel is None:  # without a kernel, MCP tools are calls
             specs += [
                 ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
@@ -458,6 +463,7 @@ class Agent(TurnEngine):
             hooks=self.hooks,
             hook_context=self.hook_context,
             model_sees_images=accepts_images(self._model),
+            report=self._report_to_parent if self.is_subagent else None,
         )
         try:
             if self._kernel is not None:
@@ -537,6 +543,35 @@ class Agent(TurnEngine):
         its siblings are untouched. Returns False if no such subagent is running.
         """
         return self.tree.cancel(agent_id, by="the user")
+
+    def send(self, agent_id: str, text: str) -> None:
+        """Send your message to a running subagent of this agent's tree (at any depth).
+
+        It reads it at its next model request (queued while a round runs), marked as yours, and
+        goes on working; a `SubagentMessage` event records it. Raises `ValueError` for an empty
+        message or an id that is no running subagent (one that ended is resumed by its parent).
+        """
+        self.tree.send(agent_id, text)
+
+    def tell(self, text: str, sender: str) -> None:
+        """Queue a message for this agent's next model request (`sender` as the model reads it: `the user`, …)."""
+        self._inbox.append((sender, text))
+
+    def drop_unread(self) -> int:
+        """Forget the messages this agent has not read (it ended); returns how many there were."""
+        unread, self._inbox = len(self._inbox), []
+        return unread
+
+    def take_report(self, child_id: str, text: str) -> None:
+        """A running child's `task_report`: this agent's model reads it at its next model request."""
+        if self._subagents is not None:
+            self._subagents.report(child_id, text)
+
+    def _report_to_parent(self, text: str, emit: Callable[[AgentEvent], None]) -> None:
+        record = self.tree.agents.get(self.parent_id or "")
+        if record is not None and isinstance(record.agent, Agent):
+            record.agent.take_report(self.agent_id, text)
+        emit(SubagentReport(agent_id=self.agent_id, parent_id=self.parent_id or "", text=text))
 
     def subagents(self) -> list[SubagentInfo]:
         """Every live subagent of this agent's tree: id, parent, type, state, turns, elapsed, tokens, cost."""

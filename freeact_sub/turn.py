@@ -87,6 +87,7 @@ class TurnEngine:
         _toolbox: Toolbox | None
         _model: Model | None
         _told: list[str]
+        _inbox: list[tuple[str, str]]
         _prompt_notes: list[str]
         _first_note: str | None
         _resume_note: bool
@@ -252,14 +253,17 @@ class TurnEngine:
         return None
 
     def _tell_background_results(self) -> None:
-        """Add the notes on background children that ended to the request the model is about to get."""
+        """Add to the request the model is about to get: the notes on background children that ended or
+        reported, and the messages sent to this agent while it works (`task_send`, the person's)."""
         from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-        if self._subagents is None or not isinstance(last := self._history[-1], ModelRequest):
+        if not isinstance(last := self._history[-1], ModelRequest):
             return
-        notes = self._subagents.take_notes()
+        notes = self._subagents.take_notes() if self._subagents is not None else []
+        self._told.extend(notes)
+        messages, self._inbox = self._inbox, []
+        notes += [f"[A message from {sender}, sent while you work:]\n{text}" for sender, text in messages]
         if notes:
-            self._told.extend(notes)
             self._history[-1] = ModelRequest(parts=[*last.parts, *(UserPromptPart(note) for note in notes)])
 
     async def _run_calls(self, calls: list[ToolCallPart], emit: Emit) -> list[tuple[ToolReturnPart, bool]]:
