@@ -46,7 +46,8 @@ async def test_the_parent_sends_to_a_running_child_and_the_child_reports_back(wo
 
     def send(messages: list[ModelMessage]) -> list[Any]:
         ids["child"] = child_id_of(messages)
-        return [Block(asking), Call("task_send", {"agent_id": ids["child"], "message": "also count the vowels"}, id="send"),
+        message = {"agent_id": ids["child"], "message": "also count the vowels"}
+        return [Block(asking), Call("task_send", message, id="send"),
                 Call("task_send", {"agent_id": "agent-nope", "message": "hello"}, id="send-unknown")]
 
     def wait_for_it(messages: list[ModelMessage]) -> list[Any]:
