@@ -155,6 +155,8 @@ class Agent(TurnEngine):
         self._history: list[ModelMessage] = saved_history
         """The conversation; a resumed agent has its saved one from the start (`start()` reads it again, locked)."""
         self._model: Model | None = None
+        self._turn_model: Model | None = None
+        """The model of the current turn's rounds when `stream(model=...)` named one (else `_model`)."""
         self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
@@ -587,11 +589,21 @@ class Agent(TurnEngine):
         async for event in self.tree.background.iterate():
             yield event
 
-    async def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]:
+    async def stream(
+        self, prompt: str, max_turns: int | None = None, *, subagent_type: str | None = None,
+        model: str | Model | None = None,
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn and yield its events as they happen (subagents' events included).
 
         `max_turns` bounds the model rounds (one model response plus its tool calls) of this turn;
         default `config.max_turns`. Raises `ModelError` if the model request fails.
+
+        `subagent_type="explore"` runs the turn as your own `task` call instead (what `@explore …`
+        does in the terminal and the notebook): that type starts as a subagent of this agent with
+        `prompt` as its job, asked and approved as any `task` call, and its answer goes into this
+        agent's history as the call's result. `model` is the model of this turn (of that subagent,
+        with `subagent_type`). A type this agent cannot start raises `ValueError`, an unknown
+        model `ConfigError`, before the turn begins.
 
         The turn goes only as far as you read: it starts a model round or a round of tool calls
         only once you have taken every event so far. Leaving the loop early (`break`) leaves the
@@ -601,11 +613,17 @@ class Agent(TurnEngine):
         """
         if not self._started:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
+        turn_model, child_model = None, None
+        if subagent_type is not None:
+            child_model = self.check_direct(subagent_type, model, self.tree.types)
+        elif model is not None:
+            turn_model = self.settings.model_copy(update={"model": model}).resolve_model()
         await self._end_previous_turn()
         reader = Reader()
         limit = max_turns if max_turns is not None else self.settings.max_turns
-        turn = asyncio.create_task(self._turn_keeping_history(prompt, limit, reader.emit),
-                                   name=f"turn:{self.agent_id}")
+        body = self._turn_keeping_history(prompt, limit, reader.emit, subagent_type=subagent_type,
+                                          model=child_model, turn_model=turn_model)
+        turn = asyncio.create_task(body, name=f"turn:{self.agent_id}")
         background = self.tree.background if not self.is_subagent else None
         if background is not None:
             background.attach(reader.emit)  # background subagents' events join this turn while it runs
