@@ -49,7 +49,7 @@ async def test_a_directed_subagent_is_asked_runs_and_its_answer_is_in_the_main_a
     (request,) = main.requests
     sent = request
     assert isinstance(sent[0], ModelRequest)
-    prompts = [p.content for p in sent[0].parts if isinstance(p, UserPromptPart)]
+    prompts = [str(p.content) for p in sent[0].parts if isinstance(p, UserPromptPart)]
     assert prompts[0].startswith("[The user started a subagent of type `general` directly")
     assert prompts[1] == "CHILD: find the parser"
     assert isinstance(sent[1], ModelResponse) and isinstance(call := sent[1].parts[0], ToolCallPart)
