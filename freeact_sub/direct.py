@@ -52,6 +52,9 @@ class DirectTurns:
     """The directed turn of an `Agent` (a base class of its turn engine); the state it uses is the agent's."""
 
     if TYPE_CHECKING:
+        turns_used: int
+        turn_limit_reached: bool
+        last_turn_rejected: bool
         _history: list[ModelMessage]
         _calls: ToolCallRunner | None
         _subagents: SubagentRunner | None
@@ -121,6 +124,7 @@ class DirectTurns:
         from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart, ToolCallPart, UserPromptPart
 
         assert self._calls is not None
+        self.turns_used, self.turn_limit_reached, self.last_turn_rejected = 0, False, False
         user = [UserPromptPart(DIRECT_NOTE.format(type=subagent_type)), UserPromptPart(prompt)]
         if not self._history:
             self._history.append(ModelRequest(parts=[SystemPromptPart(self.system_prompt), *user]))
@@ -135,8 +139,9 @@ class DirectTurns:
         call = ToolCallPart(tool_name="task", args=arguments, tool_call_id=f"direct-{secrets.token_hex(4)}")
         self._history.append(ModelResponse(parts=[call]))
         self._save(durable=False)
-        part, _ = await self._calls.run(call, emit)
+        part, rejected = await self._calls.run(call, emit)
         self._history.append(ModelRequest(parts=[part]))
+        self.last_turn_rejected = rejected  # a bare rejection: the terminal's one-shot mode exits 1, as for the model's
         self._save()
 
 
