@@ -45,12 +45,12 @@ from .definitions import GENERAL, AgentDefinition
 from .errors import ConfigError
 from .events import (
     AgentEvent,
-    SubagentReport,
     TurnCancelled,
 )
 from .hooks import Hooks
 from .kernels import KernelBackend
 from .mcp import McpConnections
+from .messages import SubagentMessages
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .sandbox import effective as effective_sandbox
 from .subagents import SubagentRunner
@@ -86,7 +86,7 @@ def new_agent_id() -> str:
 
 
 
-class Agent(TurnEngine):
+class Agent(TurnEngine, SubagentMessages):
     """A code-action agent with its own IPython kernel and its own MCP connections.
 
     Use it as an async context manager (or call `start()` and `stop()`), then iterate
@@ -465,7 +465,7 @@ class Agent(TurnEngine):
             hooks=self.hooks,
             hook_context=self.hook_context,
             model_sees_images=accepts_images(self._model),
-            report=self._report_to_parent if self.is_subagent else None,
+            report=self.report_to_parent if self.is_subagent else None,
         )
         try:
             if self._kernel is not None:
@@ -545,35 +545,6 @@ class Agent(TurnEngine):
         its siblings are untouched. Returns False if no such subagent is running.
         """
         return self.tree.cancel(agent_id, by="the user")
-
-    def send(self, agent_id: str, text: str) -> None:
-        """Send your message to a running subagent of this agent's tree (at any depth).
-
-        It reads it at its next model request (queued while a round runs), marked as yours, and
-        goes on working; a `SubagentMessage` event records it. Raises `ValueError` for an empty
-        message or an id that is no running subagent (one that ended is resumed by its parent).
-        """
-        self.tree.send(agent_id, text)
-
-    def tell(self, text: str, sender: str) -> None:
-        """Queue a message for this agent's next model request (`sender` as the model reads it: `the user`, …)."""
-        self._inbox.append((sender, text))
-
-    def drop_unread(self) -> int:
-        """Forget the messages this agent has not read (it ended); returns how many there were."""
-        unread, self._inbox = len(self._inbox), []
-        return unread
-
-    def take_report(self, child_id: str, text: str) -> None:
-        """A running child's `task_report`: this agent's model reads it at its next model request."""
-        if self._subagents is not None:
-            self._subagents.report(child_id, text)
-
-    def _report_to_parent(self, text: str, emit: Callable[[AgentEvent], None]) -> None:
-        record = self.tree.agents.get(self.parent_id or "")
-        if record is not None and isinstance(record.agent, Agent):
-            record.agent.take_report(self.agent_id, text)
-        emit(SubagentReport(agent_id=self.agent_id, parent_id=self.parent_id or "", text=text))
 
     def subagents(self) -> list[SubagentInfo]:
         """Every live subagent of this agent's tree: id, parent, type, state, turns, elapsed, tokens, cost."""

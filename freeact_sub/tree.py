@@ -91,6 +91,10 @@ class TreeMember(Protocol):
         """Forget the messages it has not read (it ended); returns how many there were."""
         ...
 
+    def take_report(self, child_id: str, text: str) -> None:
+        """A running child's `task_report`: the agent's model reads it at its next model request."""
+        ...
+
     async def stop(self) -> None: ...
 
     def finished(self, status: str) -> None:
