@@ -17,6 +17,7 @@ file and the field.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,11 @@ class Command:
     path: Path | None = None
     """The file it was read from."""
 
+    def check(self, types: Iterable[str]) -> Command:
+        """This command, if its `agent` is one of `types`; else a `ConfigError` naming its file and the field."""
+        check_command_agent(self, types)
+        return self
+
     def prompt(self, arguments: str = "") -> str:
         """The prompt for `arguments`: `$ARGUMENTS` replaced, or the arguments added after the body."""
         arguments = arguments.strip()
@@ -72,6 +78,14 @@ class Command:
             return self.template.replace("$ARGUMENTS", arguments).strip()
         return f"{self.template}\n\n{arguments}".strip() if arguments else self.template
 
+
+
+def check_command_agent(command: Command, types: Iterable[str]) -> None:
+    """A `ConfigError` naming the command's file if its `agent` is no agent type of `types`."""
+    names = sorted(types)
+    if command.agent is not None and command.agent not in names:
+        raise ConfigError(f"{command.path or command.name}: agent: unknown agent type {command.agent!r}; the known "
+                          f"types are {', '.join(names)}")
 
 
 def load_command_file(path: Path) -> Command:

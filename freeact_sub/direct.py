@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .subagents import SubagentRunner
     from .tool_calls import Emit, ToolCallRunner
     from .tools import Toolbox
+    from .tree import AgentTree
 
 __all__ = ["DIRECT_NOTE", "DirectTurns", "split_type_prompt"]
 
@@ -59,6 +60,7 @@ class DirectTurns:
         _calls: ToolCallRunner | None
         _subagents: SubagentRunner | None
         _toolbox: Toolbox | None
+        tree: AgentTree
 
         @property
         def system_prompt(self) -> str: ...
@@ -91,7 +93,7 @@ class DirectTurns:
         if name not in commands:
             known = ", ".join(f"/{c}" for c in sorted(commands)) or "none (add .freeact-sub/commands/NAME.md)"
             raise ConfigError(f"unknown command {name!r}; the commands are {known}")
-        command = commands[name]
+        command = commands[name].check(self.tree.types)
         return self.stream(command.prompt(arguments), max_turns, subagent_type=command.agent, model=command.model)
 
     def check_direct(self, subagent_type: str, model: Any, known: Iterable[str]) -> str | None:

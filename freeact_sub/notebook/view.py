@@ -202,6 +202,7 @@ class AgentView:
         if name.startswith("/") and len(name) > 1 and "/" not in name[1:]:
             command = self.agent.commands().get(name[1:])
             if command is not None:
+                command.check(self.agent.tree.types)  # an unknown `agent` is an error naming the file
                 return command.prompt(rest), command.agent, command.model
         subagent_type, text = split_type_prompt(prompt, self.agent.tree.types)
         return text, subagent_type, None

@@ -79,6 +79,7 @@ class Session:
         if name.startswith("/") and name not in BUILT_IN_COMMANDS:
             command = self.agent.commands().get(name[1:])
             if command is not None:
+                command.check(self.agent.tree.types)  # an unknown `agent` is an error naming the file
                 return command.prompt(rest), command.agent, command.model
         subagent_type, text = split_type_prompt(line, self.agent.tree.types)
         return text, subagent_type, None

@@ -47,6 +47,9 @@ async def test_a_directed_subagent_is_asked_runs_and_its_answer_is_in_the_main_a
             await anext(agent.stream("x", subagent_type="nope"))
         with pytest.raises(ConfigError, match="unknown command 'nope'; the commands are /find, /short"):
             await anext(agent.stream_command("nope"))
+        write(workdir / ".freeact-sub" / "commands" / "ghost.md", "---\nagent: nope\n---\nx\n")
+        with pytest.raises(ConfigError, match=r"ghost\.md: agent: unknown agent type 'nope'; the known types are"):
+            agent.stream_command("ghost")
 
     # the main agent's next request holds the person's prompt, the call and the subagent's answer
     (request,) = main.requests
