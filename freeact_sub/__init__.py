@@ -8,8 +8,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
 from .approvals import ApprovalPolicy
+from .commands import Command, load_commands
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .definitions import AgentDefinition
+from .direct import split_type_prompt
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
@@ -21,7 +23,9 @@ from .events import (
     Response,
     ResponseChunk,
     SubagentFinished,
+    SubagentMessage,
     SubagentQueued,
+    SubagentReport,
     SubagentStarted,
     Thoughts,
     ThoughtsChunk,
@@ -48,6 +52,7 @@ __all__ = [
     "ApprovalRequest",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
+    "Command",
     "ConfigError",
     "FreeactError",
     "HookError",
@@ -62,7 +67,9 @@ __all__ = [
     "SessionError",
     "SubagentFinished",
     "SubagentInfo",
+    "SubagentMessage",
     "SubagentQueued",
+    "SubagentReport",
     "SubagentStarted",
     "Thoughts",
     "ThoughtsChunk",
@@ -73,5 +80,7 @@ __all__ = [
     "Usage",
     "__version__",
     "auto_approve_from_env",
+    "load_commands",
     "load_mcp_config",
+    "split_type_prompt",
 ]

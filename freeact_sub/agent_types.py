@@ -41,6 +41,7 @@ __all__ = [
     "compose_system_prompt",
     "configure",
     "definition_fields",
+    "front_matter",
     "load_agent_file",
     "load_agent_types",
     "parse_agent_markdown",
@@ -86,6 +87,18 @@ def validated(name: str, value: Any, source: str) -> AgentDefinition:
 
 def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str, AgentDefinition]:
     """`(name, definition)` from a Markdown file's text: YAML front matter between `---` lines, body = prompt."""
+    front, body = front_matter(text, source)
+    name = front.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{source}: name: expected a non-empty string")
+    if body and "prompt" in front:
+        raise ConfigError(f"{source}: prompt: given both in the front matter and as the body; use one")
+    fields = {**front, "prompt": front.get("prompt", body)}
+    return name.strip(), validated(name.strip(), fields, source)
+
+
+def front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
+    """A Markdown file's YAML front matter (between `---` lines) and its stripped body; errors name `source`."""
     import yaml
 
     lines = text.lstrip("\ufeff").splitlines(keepends=True)
@@ -104,14 +117,7 @@ def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str
         front = {}
     if not isinstance(front, dict):
         raise ConfigError(f"{source}: the front matter must be a mapping of fields, got {type(front).__name__}")
-    name = front.get("name", default_name)
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{source}: name: expected a non-empty string")
-    body = "".join(lines[end + 1 :]).strip()
-    if body and "prompt" in front:
-        raise ConfigError(f"{source}: prompt: given both in the front matter and as the body; use one")
-    fields = {**front, "prompt": front.get("prompt", body)}
-    return name.strip(), validated(name.strip(), fields, source)
+    return front, "".join(lines[end + 1 :]).strip()
 
 
 def load_agent_file(path: Path) -> tuple[str, AgentDefinition]:

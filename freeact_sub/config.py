@@ -197,7 +197,7 @@ class AgentConfig(BaseModel):
     max_subagents: int = Field(default=5, ge=1)
     """How many subagents may run at once."""
     enable_subagents: bool = True
-    """Offer the `task` tool (and `task_output`, `task_stop`, `task_list`)."""
+    """Offer the `task` tool (and `task_output`, `task_stop`, `task_list`, `task_send`)."""
     max_cost: float | None = Field(default=None, gt=0)
     """A budget in USD for the whole tree (the main agent and every subagent): once their model requests
     have cost this much, each agent stops before its next request. The models' prices must be known."""

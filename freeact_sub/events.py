@@ -18,6 +18,8 @@ Event family::
     ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
     ├── SubagentStarted              a `task` call started a child agent
     ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
+    ├── SubagentMessage              a message to a running background child (its parent's model or the person)
+    ├── SubagentReport               a running child tells its parent something before it finishes
     └── TurnCancelled                the turn was cancelled; the history says how far it got
 
 All events are frozen dataclasses; dispatch on them with `match`.
@@ -45,7 +47,9 @@ __all__ = [
     "Response",
     "ResponseChunk",
     "SubagentFinished",
+    "SubagentMessage",
     "SubagentQueued",
+    "SubagentReport",
     "SubagentStarted",
     "SubagentStatus",
     "Thoughts",
@@ -320,6 +324,31 @@ class SubagentFinished(AgentEvent):
     """The child's tokens and cost over its life."""
     waited: float = 0.0
     """Seconds it waited for a slot before it started (0 when one was free)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubagentMessage(AgentEvent):
+    """A message sent to a running background child: by its parent's model (`task_send`) or by the person
+    (`Agent.send`, `/send` in the terminal, the message box of its notebook panel). `agent_id` is the parent's id.
+
+    The child reads it at its next model request (it is queued while a round runs).
+    """
+
+    subagent_id: str
+    text: str
+    sender: Literal["parent", "user"]
+    """`parent`: its parent's model sent it; `user`: the person did."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubagentReport(AgentEvent):
+    """A running child told its parent something before it finished (`task_report`). `agent_id` is the child's id.
+
+    The parent's model reads it at its next model request, as it reads the end of a background child.
+    """
+
+    parent_id: str
+    text: str
 
 
 @dataclass(frozen=True, kw_only=True)

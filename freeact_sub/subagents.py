@@ -26,6 +26,7 @@ from .events import (
     ApprovalRequest,
     Response,
     SubagentFinished,
+    SubagentMessage,
     SubagentQueued,
     SubagentStarted,
     SubagentStatus,
@@ -77,11 +78,18 @@ class _Job:
     """Model rounds it used (set when it ends)."""
     told: bool = False
     """Whether the parent's model has been told how it ended (by `task_output`, or `task_stop` said it won't be)."""
+    unread: int = 0
+    """Messages sent to it (`task_send`, the person's) that it ended before reading."""
 
     @property
     def note(self) -> str:
         """What the parent's model reads, once, when this background child has ended."""
-        return f"[The background subagent {self.agent_id} has ended ({self.status}). Its result:]\n{self.result}"
+        unread = ""
+        if self.unread:
+            plural = "s" if self.unread != 1 else ""
+            unread = f" It ended before it read {self.unread} message{plural} sent to it."
+        ended = f"[The background subagent {self.agent_id} has ended ({self.status}).{unread} Its result:]"
+        return f"{ended}\n{self.result}"
 
 
 class SubagentRunner:
@@ -122,9 +130,14 @@ class SubagentRunner:
         Its arguments fit the schema already; this catches what the schema cannot know: an empty
         prompt, an unknown agent type, `resume` with `fork`, an id that is no child of this agent.
         """
-        if name in ("task_output", "task_stop"):
+        if name in ("task_output", "task_stop", "task_send"):
             job = self._own(arguments["agent_id"])
-            return job if isinstance(job, str) else None
+            if isinstance(job, str):
+                return job
+            if name == "task_send" and (job.finished.is_set() or job.agent_id not in self.running):
+                return (f"The subagent {job.agent_id} has ended ({job.status or 'ending'}): it cannot read messages "
+                        f"any more. `task(resume=\"{job.agent_id}\", prompt=...)` continues it with your message.")
+            return None
         if name != "task":
             return None
         if not str(arguments.get("prompt") or "").strip():
@@ -167,6 +180,8 @@ class SubagentRunner:
             return self._stop(arguments["agent_id"])
         if name == "task_list":
             return self._list(), False
+        if name == "task_send":
+            return self._send(arguments["agent_id"], arguments["message"], emit)
         return await self.run(
             tool_call_id, arguments["prompt"], arguments.get("max_turns"), emit,
             background=arguments.get("run_in_background", False), resume=arguments.get("resume"),
@@ -364,6 +379,7 @@ class SubagentRunner:
         finally:
             if job is not None:
                 job.status = status
+                job.unread = child.drop_unread()
                 if job.background:
                     self._background_ended(job, outcome, record.stopped_by)
             tree.unregister(child.agent_id)
@@ -429,6 +445,19 @@ class SubagentRunner:
             f"The subagent {agent_id} is still {state} ({turns} turns, {time.monotonic() - job.started_at:.0f} s). "
             f"The end of what it has said so far:\n{said}"
         ), False
+
+    def _send(self, agent_id: str, message: str, emit: Emit) -> tuple[str, bool]:
+        """`task_send`: queue the parent's message for a running background child."""
+        if (problem := self.check("task_send", {"agent_id": agent_id})) is not None:
+            return problem, True  # it ended while the call waited for approval
+        self.running[agent_id].tell(message, f"your parent {self._parent.agent_id}")
+        emit(SubagentMessage(agent_id=self._parent.agent_id, subagent_id=agent_id, text=message, sender="parent"))
+        return (f"Sent to {agent_id}: it reads your message at its next step. Its answer comes as its result, or "
+                "earlier if it reports."), False
+
+    def report(self, child_id: str, text: str) -> None:
+        """A running child's `task_report`: the parent's model reads it at its next model request."""
+        self._notes.append(f"[The subagent {child_id} reports (it is still working):]\n{text}")
 
     def _stop(self, agent_id: str) -> tuple[str, bool]:
         job = self._own(agent_id)

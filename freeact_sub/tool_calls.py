@@ -61,8 +61,11 @@ class ToolCallRunner:
         sandbox: SandboxProfile | None = None,
         hooks: Hooks | None = None,
         hook_context: Callable[[], dict[str, Any]] | None = None,
+        report: Callable[[str, Emit], None] | None = None,
     ) -> None:
         self.agent_id = agent_id
+        self.report = report
+        """A subagent's `task_report`: hands the text to its parent (and emits `SubagentReport`)."""
         self.model_sees_images = model_sees_images
         """Whether cells' images go back to the model as images (its profile accepts them)."""
         self.config = config
@@ -257,7 +260,11 @@ class ToolCallRunner:
             assert self.kernel is not None  # only offered with a kernel
             await self.kernel.reset()
             text = "The kernel was restarted: all variables, imports and definitions are gone."
-        elif name in ("task", "task_output", "task_stop", "task_list"):
+        elif name == "task_report":
+            assert self.report is not None  # only offered to a subagent
+            self.report(arguments["text"], emit)
+            text = "Reported: your parent reads it at its next step. Go on with your job."
+        elif name in ("task", "task_output", "task_stop", "task_list", "task_send"):
             assert self.subagents is not None
             text, is_error = await self.subagents.call(name, arguments, call_id, emit)
         else:

@@ -83,6 +83,18 @@ class TreeMember(Protocol):
 
     def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]: ...
 
+    def tell(self, text: str, sender: str) -> None:
+        """Queue a message for the agent's next model request (`sender`: who sent it, as the model reads it)."""
+        ...
+
+    def drop_unread(self) -> int:
+        """Forget the messages it has not read (it ended); returns how many there were."""
+        ...
+
+    def take_report(self, child_id: str, text: str) -> None:
+        """A running child's `task_report`: the agent's model reads it at its next model request."""
+        ...
+
     async def stop(self) -> None: ...
 
     def finished(self, status: str) -> None:
@@ -284,6 +296,25 @@ class AgentTree:
             depth += 1
             record = self.agents.get(record.parent_id)
         return depth
+
+    def send(self, agent_id: str, text: str) -> None:
+        """The person's message to a running subagent (at any depth): it reads it at its next model request.
+
+        Raises `ValueError` for an empty message or an id that is no running subagent.
+        """
+        from .events import SubagentMessage
+
+        if not text.strip():
+            raise ValueError("the message is empty")
+        record = self.agents.get(agent_id)
+        if record is None or record.parent_id is None:
+            raise ValueError(
+                f"no running subagent {agent_id!r}: a message reaches only a subagent that is running "
+                "(one that has ended can be resumed by its parent with `task(resume=...)`)"
+            )
+        record.agent.tell(text, "the user")
+        self.background.emit(SubagentMessage(agent_id=record.parent_id, subagent_id=agent_id, text=text,
+                                              sender="user"))
 
     def cancel(self, agent_id: str, by: str = "the user") -> bool:
         """Stop one subagent (at any depth): its parent's `task` result says who stopped it. False if not live."""

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 
-from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentQueued, SubagentStarted
+from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentMessage, SubagentQueued, SubagentStarted
 
 from . import _html, _static
 from ._style import STYLESHEET
@@ -32,9 +32,11 @@ class RunPanel(widgets.VBox):
         on_stop: Callable[[], None],
         auto_approve_note: str | None = None,
         on_stop_agent: Callable[[str], None] | None = None,
+        on_send: Callable[[str, str], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._on_stop_agent = on_stop_agent
+        self._on_send = on_send
         self.add_class("freeact-run")
         self.add_class("freeact-live")  # only the live widgets: the static copy hides itself next to them
         self._policy = policy
@@ -92,7 +94,7 @@ class RunPanel(widgets.VBox):
     def _new_panel(self, agent_id: str, *, subagent: bool = True, max_turns: int | None = None) -> AgentPanel:
         return AgentPanel(
             agent_id, policy=self._policy, subagent=subagent, max_turns=max_turns, on_change=self._show_pending,
-            on_stop=self._on_stop_agent if subagent else None,
+            on_stop=self._on_stop_agent if subagent else None, on_send=self._on_send if subagent else None,
         )
 
     def static_html(self) -> str:
@@ -128,6 +130,8 @@ class RunPanel(widgets.VBox):
                 if event.waited >= 0.1:
                     self._panel(child_id).set_waited(event.waited)
                 self._panel(child_id).finish(state, elapsed=elapsed, turns=turns)
+            case SubagentMessage(subagent_id=child_id):
+                self._panel(child_id).handle(event)  # shown where it is read: in the subagent's panel
             case _:
                 self._panel(event.agent_id).handle(event)
 
