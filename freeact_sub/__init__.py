@@ -30,6 +30,7 @@ from .events import (
     TurnStarted,
 )
 from .hooks import HookSpec
+from .model_options import ModelOption
 from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
@@ -56,6 +57,7 @@ __all__ = [
     "KernelGatewayConfig",
     "McpServerError",
     "ModelError",
+    "ModelOption",
     "ModelUsage",
     "Response",
     "ResponseChunk",

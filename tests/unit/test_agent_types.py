@@ -9,6 +9,7 @@ import pytest
 
 from freeact_sub import AgentConfig, AgentDefinition, ConfigError
 from freeact_sub.agent_types import (
+    BUILTIN_TYPES,
     compose_system_prompt,
     configure,
     load_agent_file,
@@ -112,6 +113,7 @@ def test_precedence_builtin_user_project_config_code(tmp_path: Path) -> None:
     write(user, "general.md", "---\ndescription: user general\n---\n")
     write(project / ".freeact-sub" / "agents", "b.md", "---\ndescription: project b\n---\n")
     write(project / ".freeact-sub" / "agents", "c.md", "---\ndescription: project c\n---\n")
+    write(project / ".freeact-sub" / "agents", "explore.md", "---\ndescription: project explore\n---\n")
     config_file = write(
         tmp_path, "freeact.toml", '[agents.c]\ndescription = "config c"\n[agents.d]\ndescription = "config d"\n'
     )
@@ -120,8 +122,12 @@ def test_precedence_builtin_user_project_config_code(tmp_path: Path) -> None:
     )
     types = load_agent_types(config.agents, project, user_dir=user)
     described = {name: d.description for name, d in types.items()}
+    assert types["plan"] is BUILTIN_TYPES["plan"] and types["review"] is BUILTIN_TYPES["review"]
+    assert types["explore"].sandbox is None and not types["explore"].approvals, "a file replaces a built-in whole"
+    del described["plan"], described["review"]
     assert described == {
         "general": "user general",
+        "explore": "project explore",
         "a": "user a",
         "b": "project b",
         "c": "config c",
