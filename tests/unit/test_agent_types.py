@@ -275,3 +275,29 @@ def test_an_mcp_server_is_needed_only_if_one_of_its_tools_could_pass_the_pattern
     tools: list[str] | None, disallowed: list[str], expected: dict[str, bool]
 ) -> None:
     assert {server: server_may_offer(server, tools, disallowed) for server in expected} == expected
+
+
+def test_the_task_tool_lists_the_models_and_offers_model_only_when_there_is_a_choice() -> None:
+    types = {
+        "general": AgentDefinition(description="Anything."),
+        "cheap": AgentDefinition(description="Cheap.", models=["openai:gpt-4.1-mini"]),
+    }
+    plain = task_tool({"general": types["general"]}, AgentConfig())
+    assert "model" not in plain.parameters["properties"] and "Models for" not in plain.description
+    spec = task_tool(types, AgentConfig(subagent_models="anthropic:claude-haiku-4-5,openai:o4-mini"))
+    assert "model" in spec.parameters["properties"]
+    assert spec.description.endswith("takes only those): `anthropic:claude-haiku-4-5`, `openai:o4-mini`")
+    assert "- `cheap`: Cheap. (`model`: `openai:gpt-4.1-mini`)" in spec.description
+
+
+def test_a_model_is_found_by_its_name_with_or_without_the_provider_prefix() -> None:
+    from freeact_sub.model_options import ModelOption, find_option
+
+    names = ("anthropic:claude-haiku-4-5", "llama3.2", "openai:x", "google:x")
+    options = [ModelOption.model_validate(name) for name in names]
+    assert find_option(options, "anthropic:claude-haiku-4-5") is options[0]
+    assert find_option(options, "claude-haiku-4-5") is options[0]
+    assert find_option(options, "openai:llama3.2") is options[1]  # how a session's index names it
+    assert find_option(options, "x") is None, "two candidates pick neither"
+    with pytest.raises(ValueError, match="non-empty"):
+        ModelOption.model_validate("  ")
