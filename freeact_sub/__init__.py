@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
 from .approvals import ApprovalPolicy
+from .builtin_types import BUILTIN_TYPES
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .definitions import AgentDefinition
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
@@ -40,6 +41,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BUILTIN_TYPES",
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",

@@ -29,7 +29,7 @@ from .config import AgentConfig
 from .definitions import GENERAL, AgentDefinition, ApprovalRule, definition_fields
 from .errors import ConfigError
 from .mcp_config import McpServerConfig, StdioServerConfig
-from .model_options import ModelOption
+from .model_options import ModelOption, find_option
 from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile
 from .tool_names import tool_allowed, unmatched_patterns
@@ -49,6 +49,7 @@ __all__ = [
     "load_agent_types",
     "model_options",
     "parse_agent_markdown",
+    "pick_model",
     "task_tool",
     "tool_allowed",
     "unmatched_patterns",
@@ -235,6 +236,34 @@ def confine(
 def model_options(definition: AgentDefinition, settings: AgentConfig) -> list[ModelOption]:
     """The models a `task` call may pick for a child of this type: the type's `models`, else the config's."""
     return list(definition.models) if definition.models is not None else list(settings.subagent_models)
+
+
+def pick_model(
+    definition: AgentDefinition, name: str, settings: AgentConfig, model: Any, picked: str
+) -> ModelOption | str:
+    """The model a `task` call's `model` (`picked`) names for a child of type `name`, or the refusal the model reads.
+
+    Allowed: the type's `models` (else `settings.subagent_models`, the calling agent's), and the
+    model the child would run on anyway, by name (the type's own, else the caller's: `settings`'
+    model string, or `model`, its resolved `Model`).
+    """
+    options = model_options(definition, settings)
+    if definition.model is not None:
+        default = ModelOption(model=definition.model, base_url=definition.base_url,
+                              api_key_env=definition.api_key_env, model_settings=definition.model_settings)
+    else:
+        default = ModelOption(model=settings.model if isinstance(settings.model, str) else model,
+                              base_url=settings.base_url, api_key_env=settings.api_key_env,
+                              model_settings=settings.model_settings)
+    found = find_option([*options, default], picked)
+    if found is not None:
+        return found
+    if not options:
+        return (f"No models are offered to pick for a `{name}` subagent: no subagent started. Leave out "
+                f"`model` (it runs on `{default.name}`).")
+    names = ", ".join(f"`{option.name}`" for option in options)
+    return (f"The model {picked!r} is not one you may pick for a `{name}` subagent: no subagent started. "
+            f"The allowed models are {names} (or leave out `model` for `{default.name}`).")
 
 
 def check_types(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .agent_types import GENERAL, configure, confine, model_options
+from .agent_types import GENERAL, configure, confine, model_options, pick_model
 from .errors import ConfigError
 from .events import (
     AgentEvent,
@@ -179,31 +179,11 @@ class SubagentRunner:
         return find_option(model_options(definition, self._parent.settings), saved.model)
 
     def _pick_model(self, subagent_type: str, name: str) -> ModelOption | str:
-        """The model a `task` call's `model` picks for a child of `subagent_type`, or the refusal the model reads.
-
-        Allowed: the type's `models` (else the config's `subagent_models`), and the type's own default by name.
-        """
+        """The model a `task` call's `model` picks for a child of `subagent_type`, or the refusal the model reads."""
         definition = self._tree.types.get(subagent_type)
         if definition is None:
             return f"Unknown subagent_type {subagent_type!r}: no subagent started."
-        parent = self._parent
-        options = model_options(definition, parent.settings)
-        if definition.model is not None:
-            default = ModelOption(model=definition.model, base_url=definition.base_url,
-                                  api_key_env=definition.api_key_env, model_settings=definition.model_settings)
-        else:
-            own = parent.settings
-            default = ModelOption(model=own.model if isinstance(own.model, str) else parent.model,
-                                  base_url=own.base_url, api_key_env=own.api_key_env, model_settings=own.model_settings)
-        found = find_option([*options, default], name)
-        if found is not None:
-            return found
-        if not options:
-            return (f"No models are offered to pick for a `{subagent_type}` subagent: no subagent started. Leave out "
-                    f"`model` (it runs on `{default.name}`).")
-        names = ", ".join(f"`{option.name}`" for option in options)
-        return (f"The model {name!r} is not one you may pick for a `{subagent_type}` subagent: no subagent started. "
-                f"The allowed models are {names} (or leave out `model` for `{default.name}`).")
+        return pick_model(definition, subagent_type, self._parent.settings, self._parent.model, name)
 
     def _over_child_limit(self) -> str | None:
         """The refusal of a new child past `max_children`; None while under it."""
@@ -522,10 +502,9 @@ class SubagentRunner:
             elapsed = time.monotonic() - job.started_at if record else job.elapsed
             used = self._tree.usage.of(job.agent_id)
             lines.append(
-                f"{job.agent_id} type={job.subagent_type} model={job.model} "
-                f"{'background' if job.background else 'foreground'} "
+                f"{job.agent_id} type={job.subagent_type} {'background' if job.background else 'foreground'} "
                 f"state={state} turns={turns} "
-                f"elapsed={elapsed:.0f}s tokens={used.total_tokens}"
+                f"elapsed={elapsed:.0f}s tokens={used.total_tokens} model={job.model}"
                 + (f" description={job.description!r}" if job.description else "")
             )
         return "\n".join(lines)
