@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -301,3 +302,23 @@ def test_a_model_is_found_by_its_name_with_or_without_the_provider_prefix() -> N
     assert find_option(options, "x") is None, "two candidates pick neither"
     with pytest.raises(ValueError, match="non-empty"):
         ModelOption.model_validate("  ")
+
+
+def test_the_readme_built_in_and_model_examples_run() -> None:
+    """The README's override of a built-in and its allowlist example build the configs they describe."""
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (copy,) = [b for b in blocks if 'BUILTIN_TYPES["explore"]' in b]
+    scope: dict[str, Any] = {}
+    exec(copy, scope)
+    explore = scope["config"].agents["explore"]
+    assert explore.model == "anthropic:claude-haiku-4-5" and explore.prompt == BUILTIN_TYPES["explore"].prompt
+    (allowlist,) = [b for b in blocks if "subagent_models=" in b]
+    exec(allowlist, scope)
+    config = scope["config"]
+    assert [o.name for o in config.subagent_models] == ["anthropic:claude-haiku-4-5", "openai:gpt-4.1-mini"]
+    assert config.agents["summarizer"].models[1].base_url == "http://localhost:11434/v1"
+    (call,) = [b for b in re.findall(r"```json\n(.*?)```", text, flags=re.S) if '"explore"' in b]
+    assert "thoroughness: medium" in json.loads(call)["prompt"]
