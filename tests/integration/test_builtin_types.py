@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +20,8 @@ from freeact_sub.agent_types import BUILTIN_TYPES, confine
 from freeact_sub.demo import DemoServer
 from freeact_sub.demo.scenario import Reply, ToolCall
 from freeact_sub.sandbox import BUILT_IN_PROFILES, platform_problem
+from tests.processes import kernel_processes
+from tests.scripting import Call, Router, Script, drive
 
 JOBS = {
     "explore": "EXPLORE-JOB: where is SECRET_NUMBER defined? thoroughness: quick",
@@ -142,3 +144,31 @@ def test_a_built_in_type_falls_back_where_its_sandbox_cannot_be_enforced(tmp_pat
 def test_the_task_schema_offers_model() -> None:
     schema = json.loads((Path(__file__).parents[2] / "tools" / "task.json").read_text(encoding="utf-8"))
     assert schema["parameters"]["properties"]["model"]["type"] == "string"
+
+
+@pytest.mark.skipif(platform_problem() is not None, reason="needs an enforceable sandbox")
+async def test_a_second_read_only_child_takes_a_kernel_pooled_for_its_profile(workdir: Path) -> None:
+    """The first `explore` child makes a pool for the read-only profile; the next one finds its kernel there."""
+    holder: list[Agent] = []
+    child_kernels: list[int | None] = []
+
+    def child(_: list[Any]) -> list[str]:  # runs while the child is alive: note its kernel's process
+        (record,) = [r for r in holder[0].tree.agents.values() if r.parent_id is not None]
+        kernel = cast(Agent, record.agent).kernel
+        child_kernels.append(kernel.pid if kernel is not None else None)
+        return ["done"]
+
+    parent = Script([Call("task", {"prompt": "CHILD 1", "subagent_type": "explore"})], ["ok"],
+                    [Call("task", {"prompt": "CHILD 2", "subagent_type": "explore"})], ["ok"])
+    model = Router({"PARENT": parent, "CHILD": Script(child, child)}).model
+    config = AgentConfig(model=model, working_dir=workdir, kernel_pool_size=1, save_sessions=False)
+    async with Agent(config) as agent, asyncio.timeout(60):
+        holder.append(agent)
+        await drive(agent.stream("PARENT 1"))
+        pool = agent.tree.profile_pools[BUILT_IN_PROFILES["read-only"]]
+        while pool.ready < 1:  # noqa: ASYNC110 - waiting for the background refill
+            await asyncio.sleep(0.02)
+        ready_before = set(kernel_processes())
+        await drive(agent.stream("PARENT 2"))
+    first, second = child_kernels
+    assert first not in ready_before and second in ready_before, "the second child's kernel was ready before its call"
