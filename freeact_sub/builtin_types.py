@@ -21,9 +21,10 @@ _KERNEL_ONLY = ["execute_ipython_cell", "reset_kernel"]
 _READ_ONLY_PROFILE = BUILT_IN_PROFILES["read-only"]
 
 _READ_ONLY = """\
-Your kernel runs under a read-only sandbox: writing files (outside the kernel's own temporary
-folder), installing packages and reaching the network fail. Do not try to work around such a
-failure; say what you could not do. Never write, move or delete files, and never start servers."""
+Work read-only: never write, move or delete files, install packages or start servers. Where the
+platform allows it, your kernel runs under a read-only sandbox, so writing (outside the kernel's
+own temporary folder), installing and reaching the network fail; do not work around such a
+failure, say what you could not do."""
 
 _EXPLORE_PROMPT = f"""\
 You find and read; you never change anything. Do the searching in your IPython kernel with
