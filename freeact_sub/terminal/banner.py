@@ -120,6 +120,8 @@ def agent_types_table(agent: Agent) -> RenderableType:
             tools += " except " + ", ".join(definition.disallowed_tools)
         if not definition.needs_kernel:
             tools += " (no kernel)"
+        if definition.sandbox is not None:
+            tools += f", sandbox {definition.sandbox.name}"
         marker = " (main)" if name == agent.subagent_type else ""
         table.add_row(Text(name + marker, style="bold"), model, tools, " ".join(definition.description.split()))
     return table
