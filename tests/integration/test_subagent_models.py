@@ -8,15 +8,19 @@ which script it was sent to. The agents have no kernels (no `execute_ipython_cel
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage
 
-from freeact_sub import Agent, AgentConfig, ApprovalRequest, ConfigError, SubagentStarted
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, ConfigError, SubagentStarted, ToolOutput
+from freeact_sub.demo import DemoServer
+from freeact_sub.demo.scenario import Reply, ToolCall
 from freeact_sub.sessions import open_session
-from tests.scripting import Call, Script
+from tests.scripting import Call, Script, drive
 
 
 async def test_a_listed_model_is_picked_refused_kept_on_resume_and_changed(workdir: Path) -> None:
@@ -117,3 +121,36 @@ async def test_a_listed_model_that_cannot_resolve_is_a_config_error_at_start(
     with pytest.raises(ConfigError, match=message):
         await Agent(config).start()
     assert script.calls == 0
+
+
+async def test_a_picked_model_on_another_protocol_through_the_scripted_server(workdir: Path) -> None:
+    """The parent, on chat completions, picks a listed Anthropic model for one call: that child's requests go over
+    the Messages protocol under that model's name; a call without `model` stays on the parent's."""
+
+    def respond(request: Mapping[str, Any]) -> Reply:
+        messages = request["messages"]
+        tools = [tool["function"]["name"] for tool in request.get("tools") or []]
+        answered = any(m["role"] == "tool" for m in messages)
+        if "task" not in tools:
+            return Reply(text=f"child of {request.get('model')}")
+        if answered:
+            return Reply(text="both answered")
+        return Reply(tool_calls=(ToolCall("task", {"prompt": "CHILD picked", "model": "claude-demo"}, id="t-1"),
+                                 ToolCall("task", {"prompt": "CHILD default"}, id="t-2")))
+
+    with DemoServer(responder=respond, chunk_delay=0).start() as server:
+        cheap = {"model": "anthropic:claude-demo", "base_url": server.base_url_for("anthropic")}
+        config = AgentConfig(model="openai:main-demo", base_url=server.base_url_for("openai"), working_dir=workdir,
+                             disallowed_tools=["execute_ipython_cell"], save_sessions=False, subagent_models=[cheap])
+        async with Agent(config) as agent, asyncio.timeout(60):
+            events = await drive(agent.stream("PARENT"))
+        by_protocol = {name: list(bodies) for name, bodies in server.requests_by_protocol.items()}
+
+    started = {e.prompt: e.model for e in events if isinstance(e, SubagentStarted)}
+    assert started == {"CHILD picked": "claude-demo", "CHILD default": "main-demo"}
+    (child,) = by_protocol["anthropic"]
+    assert child["model"] == "claude-demo" and "CHILD picked" in json.dumps(child["messages"])
+    task = next(t["function"] for t in by_protocol["openai"][0]["tools"] if t["function"]["name"] == "task")
+    assert "`anthropic:claude-demo`" in task["description"] and "model" in task["parameters"]["properties"]
+    final = [e for e in events if isinstance(e, ToolOutput) and e.tool_name == "task"]
+    assert {e.tool_call_id: e.content for e in final} == {"t-1": "child of claude-demo", "t-2": "child of main-demo"}
