@@ -53,8 +53,9 @@ def respond(request: Mapping[str, Any]) -> Reply:
     results = [_text(m.get("content")) for m in after_prompt if m["role"] == "tool"]
     if "task" in tools:
         if not results:
-            calls = tuple(ToolCall("task", {"prompt": job, "subagent_type": kind}, id=f"t-{kind}")
-                          for kind, job in JOBS.items())
+            calls = tuple(
+                ToolCall("task", {"prompt": job, "subagent_type": kind}, id=f"t-{kind}") for kind, job in JOBS.items()
+            )
             return Reply(text="Starting three helpers.", tool_calls=calls)
         return Reply(text="All three reported.")
     if not results:
@@ -76,8 +77,14 @@ async def test_explore_plan_and_review_through_the_scripted_server(workdir: Path
     asked: list[ApprovalRequest] = []
     events: list[Any] = []
     with DemoServer(responder=respond, chunk_delay=0).start() as server:
-        config = AgentConfig(model="openai:scripted", base_url=server.base_url_for("openai"), working_dir=workdir,
-                             kernel_pool_size=0, save_sessions=False, sandbox="workspace" if enforced else "off")
+        config = AgentConfig(
+            model="openai:scripted",
+            base_url=server.base_url_for("openai"),
+            working_dir=workdir,
+            kernel_pool_size=0,
+            save_sessions=False,
+            sandbox="workspace" if enforced else "off",
+        )
         async with Agent(config) as agent, asyncio.timeout(120):
             async for event in agent.stream("MAIN: look around"):
                 events.append(event)
@@ -158,8 +165,12 @@ async def test_a_second_read_only_child_takes_a_kernel_pooled_for_its_profile(wo
         child_kernels.append(kernel.pid if kernel is not None else None)
         return ["done"]
 
-    parent = Script([Call("task", {"prompt": "CHILD 1", "subagent_type": "explore"})], ["ok"],
-                    [Call("task", {"prompt": "CHILD 2", "subagent_type": "explore"})], ["ok"])
+    parent = Script(
+        [Call("task", {"prompt": "CHILD 1", "subagent_type": "explore"})],
+        ["ok"],
+        [Call("task", {"prompt": "CHILD 2", "subagent_type": "explore"})],
+        ["ok"],
+    )
     model = Router({"PARENT": parent, "CHILD": Script(child, child)}).model
     config = AgentConfig(model=model, working_dir=workdir, kernel_pool_size=1, save_sessions=False)
     async with Agent(config) as agent, asyncio.timeout(60):

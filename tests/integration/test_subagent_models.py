@@ -31,6 +31,7 @@ async def test_a_listed_model_is_picked_refused_kept_on_resume_and_changed(workd
     def resume(prompt: str, **more: Any) -> Any:
         def step(_: list[ModelMessage]) -> list[Any]:
             return [Call("task", {"resume": started[0].subagent_id, "prompt": prompt, **more})]
+
         return step
 
     parent = Script(
@@ -46,7 +47,9 @@ async def test_a_listed_model_is_picked_refused_kept_on_resume_and_changed(workd
         model_name="main",
     )
     config = AgentConfig(
-        model=parent.model, working_dir=workdir, disallowed_tools=["execute_ipython_cell"],
+        model=parent.model,
+        working_dir=workdir,
+        disallowed_tools=["execute_ipython_cell"],
         subagent_models=[fast.model, deep.model],
         agents={"pinned": {"description": "Runs on deep only.", "models": [deep.model]}},
     )
@@ -106,8 +109,10 @@ async def test_a_listed_model_is_picked_refused_kept_on_resume_and_changed(workd
     ("settings", "message"),
     [
         ({"subagent_models": ["nosuch:model-1"]}, r"subagent_models\[0\]: model 'nosuch:model-1'"),
-        ({"agents": {"cheap": {"description": "x", "models": ["openai:gpt-4.1-mini", "llama3.2"]}}},
-         r"agent type 'cheap': models\[1\]: model 'llama3.2'"),
+        (
+            {"agents": {"cheap": {"description": "x", "models": ["openai:gpt-4.1-mini", "llama3.2"]}}},
+            r"agent type 'cheap': models\[1\]: model 'llama3.2'",
+        ),
     ],
     ids=["config-list", "type-list"],
 )
@@ -116,8 +121,13 @@ async def test_a_listed_model_that_cannot_resolve_is_a_config_error_at_start(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
     script = Script()
-    config = AgentConfig(model=script.model, working_dir=workdir, save_sessions=False,
-                         disallowed_tools=["execute_ipython_cell"], **settings)
+    config = AgentConfig(
+        model=script.model,
+        working_dir=workdir,
+        save_sessions=False,
+        disallowed_tools=["execute_ipython_cell"],
+        **settings,
+    )
     with pytest.raises(ConfigError, match=message):
         await Agent(config).start()
     assert script.calls == 0
@@ -135,13 +145,23 @@ async def test_a_picked_model_on_another_protocol_through_the_scripted_server(wo
             return Reply(text=f"child of {request.get('model')}")
         if answered:
             return Reply(text="both answered")
-        return Reply(tool_calls=(ToolCall("task", {"prompt": "CHILD picked", "model": "claude-demo"}, id="t-1"),
-                                 ToolCall("task", {"prompt": "CHILD default"}, id="t-2")))
+        return Reply(
+            tool_calls=(
+                ToolCall("task", {"prompt": "CHILD picked", "model": "claude-demo"}, id="t-1"),
+                ToolCall("task", {"prompt": "CHILD default"}, id="t-2"),
+            )
+        )
 
     with DemoServer(responder=respond, chunk_delay=0).start() as server:
         cheap = {"model": "anthropic:claude-demo", "base_url": server.base_url_for("anthropic")}
-        config = AgentConfig(model="openai:main-demo", base_url=server.base_url_for("openai"), working_dir=workdir,
-                             disallowed_tools=["execute_ipython_cell"], save_sessions=False, subagent_models=[cheap])
+        config = AgentConfig(
+            model="openai:main-demo",
+            base_url=server.base_url_for("openai"),
+            working_dir=workdir,
+            disallowed_tools=["execute_ipython_cell"],
+            save_sessions=False,
+            subagent_models=[cheap],
+        )
         async with Agent(config) as agent, asyncio.timeout(60):
             events = await drive(agent.stream("PARENT"))
         by_protocol = {name: list(bodies) for name, bodies in server.requests_by_protocol.items()}
