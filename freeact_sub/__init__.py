@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
 from .approvals import ApprovalPolicy
+from .builtin_types import BUILTIN_TYPES
 from .commands import Command, load_commands
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .definitions import AgentDefinition
@@ -34,6 +35,7 @@ from .events import (
     TurnStarted,
 )
 from .hooks import HookSpec
+from .model_options import ModelOption
 from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
@@ -43,6 +45,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BUILTIN_TYPES",
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",
@@ -61,6 +64,7 @@ __all__ = [
     "KernelGatewayConfig",
     "McpServerError",
     "ModelError",
+    "ModelOption",
     "ModelUsage",
     "Response",
     "ResponseChunk",

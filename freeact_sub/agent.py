@@ -33,8 +33,8 @@ from .agent_types import (
     check_types,
     compose_system_prompt,
     configure,
+    confine,
     load_agent_types,
-    sandbox_for,
     task_tool,
 )
 from .approvals import ApprovalPolicy, ApprovalRules
@@ -339,18 +339,18 @@ class Agent(TurnEngine, SubagentMessages):
                 f"agent: the agent type {name!r} has mode 'subagent': it runs only through `task`, not as the main "
                 "agent (give it mode 'all' to allow both)"
             )
-        self.subagent_type, self.definition = name, types[name]
         gateway = self.config.kernel_gateway is not None
-        self._sandbox = sandbox_for(effective_sandbox(self.config.sandbox, gateway=gateway), types[name], name,
-                                    self.config)
-        self._settings = configure(self.config, types[name], name)
+        self._sandbox, definition = confine(effective_sandbox(self.config.sandbox, gateway=gateway), types[name], name,
+                                            self.config)
+        self.subagent_type, self.definition = name, definition
+        self._settings = configure(self.config, definition, name)
         self.tree.sandbox = self._sandbox
         self.tree.hooks = Hooks(self.config.hooks, cwd=str(self.config.working_dir))
         self._hooks = None
         check_types(self._settings, types, self._sandbox)
         self.tree.types = types
         self.rules = ApprovalRules(
-            [(f"agent type {name}", types[name].approvals), ("approvals", self.config.approvals)]
+            [(f"agent type {name}", definition.approvals), ("approvals", self.config.approvals)]
         )
 
     def _open_session(self) -> None:
@@ -437,7 +437,7 @@ class Agent(TurnEngine, SubagentMessages):
             and self.tree.depth(self.agent_id) < settings.max_depth
             and tool_allowed("task", settings.tools, settings.disallowed_tools)
         ):
-            specs.append(task_tool(self.tree.types))
+            specs.append(task_tool(self.tree.types, settings))
             specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list", "task_send")]
             self._subagents = SubagentRunner(self.tree, self)
             if not self.is_subagent:
@@ -658,7 +658,7 @@ class Agent(TurnEngine, SubagentMessages):
         if self._log is None:
             return None
         if spec.agent_id is not None and self._log.has_saved_child(spec.agent_id):
-            return self._log.resume_child(spec.agent_id)
+            return self._log.resume_child(spec.agent_id, model=spec.config.model)
         return self._log.child(child_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
                                model=spec.config.model)
 

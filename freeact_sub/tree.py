@@ -263,6 +263,9 @@ class AgentTree:
         self.zygote = KernelZygote()
         self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
         """Pre-started, never-used kernels for children."""
+        self.profile_pools: dict[SandboxProfile, KernelPool] = {}
+        """Pools for children under another profile than the main agent's (a read-only `explore`), made the
+        first time such a child starts, so the next one finds its kernel ready."""
         self.mcp_pool = McpPool(self.config.mcp_pool_size)
         """Pre-opened, never-used MCP connections for children, per server configuration."""
 
@@ -401,11 +404,18 @@ class AgentTree:
     async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile) -> KernelBackend:
         """A started kernel for `agent_id` confined to `sandbox`.
 
-        Launched for the main agent; for a child, from the pool when it runs under the main
-        agent's profile, else forked for it.
+        Launched for the main agent; for a child, from the pool of its profile (the main agent's,
+        or one made when the first child under another profile starts).
         """
         if self.is_child(agent_id) and sandbox == self.sandbox:
             kernel = await self.pool.acquire()
+        elif self.is_child(agent_id) and uses_local_kernels(self.config):
+            pool = self.profile_pools.get(sandbox)
+            if pool is None:
+                pool = self.profile_pools[sandbox] = KernelPool(
+                    lambda: self.new_kernel("pooled", sandbox, launcher=self.zygote), self.config.kernel_pool_size
+                )
+            kernel = await pool.acquire()
         else:
             launcher = self.zygote if self.is_child(agent_id) and self.zygote.running else None
             kernel = self.new_kernel(agent_id, sandbox, launcher=launcher)
@@ -420,6 +430,8 @@ class AgentTree:
     def refill(self, config: AgentConfig) -> None:
         """Top the pools up after a child started (not before: booting would slow that child's own start)."""
         self.pool.fill()
+        for pool in self.profile_pools.values():
+            pool.fill()
         self.mcp_pool.fill(config.mcp_servers, config.working_dir)
 
     def start(self) -> None:
@@ -445,7 +457,7 @@ class AgentTree:
         self._warming = None
         self.background.close()
         self.background = BackgroundEvents()
-        pool, zygote, mcp_pool = self.pool, self.zygote, self.mcp_pool
+        pool, zygote, mcp_pool, others = self.pool, self.zygote, self.mcp_pool, list(self.profile_pools.values())
         self._renew()  # a main agent may be started again after it stopped
-        await asyncio.gather(pool.close(), mcp_pool.close(), return_exceptions=True)
+        await asyncio.gather(pool.close(), mcp_pool.close(), *(p.close() for p in others), return_exceptions=True)
         await zygote.close()

@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the user the gateway starts kernels for (KERNEL_USERNAME; default: yours; Enterprise Gateway checks "
         "it; also FREEACT_SUB_GATEWAY_USERNAME)",
     )
+    parser.add_argument(
+        "--subagent-models",
+        metavar="MODELS",
+        help="models the agent may pick for a subagent, comma-separated "
+        "(anthropic:claude-haiku-4-5,openai:gpt-4.1-mini; also FREEACT_SUB_SUBAGENT_MODELS)",
+    )
     parser.add_argument("--config", metavar="FILE", help="a JSON or TOML file with AgentConfig fields")
     parser.add_argument(
         "--agent",
@@ -302,6 +308,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "auto_approve": args.auto_approve,
         "kernel_gateway": args.kernel_gateway,
         "agent": args.agent,
+        "subagent_models": args.subagent_models,
     }
     mcp_config = args.mcp_config
     if demo is not None:
