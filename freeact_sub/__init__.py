@@ -36,6 +36,7 @@ from .events import (
 )
 from .hooks import HookSpec
 from .model_options import ModelOption
+from .timelines import Timeline, TimelineBuilder, timeline
 from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
@@ -77,6 +78,8 @@ __all__ = [
     "SubagentStarted",
     "Thoughts",
     "ThoughtsChunk",
+    "Timeline",
+    "TimelineBuilder",
     "ToolOutput",
     "TreeUsage",
     "TurnCancelled",
@@ -87,4 +90,5 @@ __all__ = [
     "load_commands",
     "load_mcp_config",
     "split_type_prompt",
+    "timeline",
 ]
