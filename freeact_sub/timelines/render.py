@@ -200,8 +200,8 @@ _AXIS = "display:flex;justify-content:space-between;margin-left:16em;color:var(-
 
 
 def write(data: TimelineData, path: Path | str) -> Path:
-    """Draw the timeline into `path`; its suffix picks the format (`.svg`, `.png`, `.html`)."""
-    target = Path(path)
+    """Draw the timeline into `path`; its suffix picks the format (`.svg`, `.png`, `.html`). Returns the full path."""
+    target = Path(path).expanduser().resolve()
     suffix = target.suffix.lower()
     if suffix not in _FORMATS:
         raise ValueError(f"cannot draw a timeline as {target.name!r}: name a .svg, .png or .html file")
