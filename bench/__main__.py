@@ -219,6 +219,16 @@ def ms(seconds: float) -> str:
     return f"{value:.2f} ms" if abs(value) < 1 else f"{value:.1f} ms"
 
 
+_SHORT = {
+    "waiting_for_slot": "slot",
+    "starting": "start",
+    "thinking": "think",
+    "running_code": "cell",
+    "finishing": "finish",
+}
+"""The states of a fan-out child's timeline, as its row names them."""
+
+
 def table(results: dict[str, Any]) -> Any:
     """The results as a rich `Table`: what, the measurement, and the same-run reference it is compared with."""
     from rich.table import Table
@@ -240,18 +250,19 @@ def table(results: dict[str, Any]) -> Any:
             f"{row['wall']:.2f} s",
             f"{row['ratio']:.2f} x the {row['floor']:.1f} s floor",
         )
-        where = ", ".join(
-            f"{state.replace('_', ' ')} {ms(seconds)}"
-            for state, seconds in row["per_child"].items()
-            if state != "waiting_for_approval"
+        per_child = row["per_child"]
+        where = " · ".join(
+            f"{short} {per_child[state]:.2f}" for state, short in _SHORT.items() if per_child.get(state) is not None
         )
-        rows.add_row("  a child's time, mean", where, f"{row['lost']} children lost")
+        rows.add_row("  per child, mean seconds", where, f"{row['lost']} children lost")
     approval = results["approval"]
-    rows.add_row("approval: request -> consumer has it", f"p50 {ms(approval['request_to_consumer']['p50'])}", "")
+    total, seen, started = (
+        approval[key] for key in ("request_to_cell_start", "request_to_consumer", "decision_to_cell_start")
+    )
     rows.add_row(
-        "approval: decision -> cell starts",
-        f"p50 {ms(approval['decision_to_cell_start']['p50'])}",
-        f"p95 {ms(approval['decision_to_cell_start']['p95'])}",
+        "approval round trip: request -> decision -> cell starts",
+        f"p50 {ms(total['p50'])} / p95 {ms(total['p95'])}",
+        f"request to consumer {ms(seen['p50'])}, decision to cell start {ms(started['p50'])} (p50)",
     )
     cell = results["cell"]
     rows.add_row(
@@ -265,10 +276,12 @@ def table(results: dict[str, Any]) -> Any:
         ms(store["round_without_store"]),
         f"{store['round_without_store'] / cell['ours']:.1f} x the bare cell",
     )
+    share = store["in_store_per_round"] / store["round_without_store"]
     rows.add_row(
-        "same round, saving the session",
-        ms(store["round_with_store"]),
-        f"{store['overhead'] * 100:+.1f} % (in the store: {ms(store['in_store_per_round'])})",
+        "session store: its own time per round",
+        ms(store["in_store_per_round"]),
+        f"{share * 100:.1f} % of the round (with / without: {ms(store['round_with_store'])} / "
+        f"{ms(store['round_without_store'])})",
     )
     rows.add_row(
         f"load a saved session of {store['load_messages']} messages",
@@ -369,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     results = asyncio.run(run(QUICK if args.quick else FULL, None if args.no_plot else out))
     from rich.console import Console
 
-    Console(width=None if sys.stdout.isatty() else 110).print(table(results))
+    Console(width=None if sys.stdout.isatty() else 120).print(table(results))
     machine = results["machine"]
     print(
         f"{machine['cpus']} cores, load {machine['load'][0]:.2f} before and {machine['load_after'][0]:.2f} after; "

@@ -61,8 +61,13 @@ class TimelineBuilder(_LaneBuilder):
     """Builds a timeline while a run goes on: `add(event)` each event, `build()` whenever a picture is wanted."""
 
     def build(self, now: float | None = None) -> Timeline:
-        """The lanes so far; spans still going are open (`end` None), the picture ends at `now` (default: now)."""
-        data = super().build(time.time() if now is None else now)
+        """The lanes so far; spans still going are open (`end` None).
+
+        The picture ends at `now`; by default at the current time while an agent runs, else at the latest event.
+        """
+        data = super().build(now)
+        if now is None and any(lane.status == "running" for lane in data.lanes):
+            data = super().build(time.time())
         return Timeline(lanes=data.lanes, start=data.start, end=data.end)
 
 

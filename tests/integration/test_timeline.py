@@ -18,6 +18,7 @@ import pytest_asyncio
 
 from freeact_sub import Agent, AgentConfig, AgentEvent, ApprovalPolicy, ApprovalRequest, SubagentStarted, timeline
 from freeact_sub.notebook.run_panel import RunPanel
+from freeact_sub.notebook.saved import saved_runs
 from freeact_sub.sessions import open_session
 from tests.scripting import Call, Router, Script, drive, of
 
@@ -113,6 +114,12 @@ def test_a_saved_session_has_the_same_lanes_and_the_saved_approval_wait(run: Run
         assert lane.status == "done" and "running_code" in lane.states() and lane.parent_id == run.main_id
     live = timeline(run.events)
     assert saved.start == pytest.approx(live.start, abs=0.05)  # the saved times are the live ones
+
+    # the notebook's panel of the saved turn draws the same lanes, ending at the run's end (not at "now")
+    (panel,) = saved_runs(open_session("latest", run.workdir))
+    drawn = panel.timeline.timeline
+    assert drawn is not None and [lane.agent_id for lane in drawn.lanes] == [run.main_id, *run.children]
+    assert drawn.end == pytest.approx(saved.end, abs=1e-3)
 
 
 def test_svg_png_and_html_have_one_lane_per_agent(run: Run, tmp_path: Path) -> None:
