@@ -1,7 +1,8 @@
 """freeact-sub: a code-action agent that acts in a managed IPython kernel.
 
 The public API: `Agent` and `AgentConfig`, the events `Agent.stream()` yields, the shared
-`ApprovalPolicy`, and the errors. The terminal and the notebook front ends use only these.
+`ApprovalPolicy`, `timeline()` (who did what when, from events or a saved session), and the
+errors. The terminal and the notebook front ends use only these.
 """
 
 from importlib.metadata import PackageNotFoundError, version

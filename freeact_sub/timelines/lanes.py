@@ -159,8 +159,8 @@ class TimelineBuilder:
     def __init__(self) -> None:
         self._lanes: dict[str, Lane] = {}
         self._children: dict[str, list[str]] = {}
-        self._requests: dict[tuple[str, str], ApprovalRequest] = {}
-        """Approval requests by (agent, call), read when a picture is taken: a live one may be decided later."""
+        self._requests: dict[str, dict[str, ApprovalRequest]] = {}
+        """Approval requests by agent and call, read when a picture is taken: a live one may be decided later."""
         self._ended: dict[tuple[str, str], float] = {}
         """When each call's result arrived, by (agent, call)."""
         self._open: dict[tuple[str, SpanState], Span] = {}
@@ -183,7 +183,7 @@ class TimelineBuilder:
             case ModelUsage() | Thoughts() | ApprovalRequest():
                 self._close(event.agent_id, "thinking", at)
                 if isinstance(event, ApprovalRequest):
-                    self._requests[(event.agent_id, event.tool_call_id)] = event
+                    self._requests.setdefault(event.agent_id, {})[event.tool_call_id] = event
             case Response():
                 self._close(event.agent_id, "thinking", at)
                 if event.final and lane.parent_id is None:
@@ -250,9 +250,8 @@ class TimelineBuilder:
     def _picture(self, lane: Lane, depth: int) -> Lane:
         """A copy of a lane with the spans of its calls worked out from their requests as they stand now."""
         spans = [Span(**span.to_dict()) for span in lane.spans]
-        for (agent_id, call), request in self._requests.items():
-            if agent_id != lane.agent_id:
-                continue
+        agent_id = lane.agent_id
+        for call, request in self._requests.get(agent_id, {}).items():
             label = call_label(request)
             decided = request.decided_at
             ended = self._ended.get((agent_id, call))
@@ -311,6 +310,5 @@ class TimelineBuilder:
         for span in self._lanes[agent_id].spans:
             if span.end is None:
                 span.end = max(span.start, at)
-        for owner, call in self._requests:
-            if owner == agent_id:  # decided or not, none of its calls runs on after its agent ended
-                self._ended.setdefault((owner, call), at)
+        for call in self._requests.get(agent_id, {}):  # decided or not, none of its calls runs on after its agent
+            self._ended.setdefault((agent_id, call), at)
