@@ -21,14 +21,15 @@ if TYPE_CHECKING:
 __all__ = ["COLOURS", "STATE_NAMES", "figure", "to_html", "to_png", "to_svg", "write"]
 
 STATE_NAMES: dict[SpanState, str] = {
-    "waiting_for_slot": "waiting for a slot",
+    "waiting_for_slot": "slot wait",
     "starting": "starting",
     "thinking": "thinking",
-    "waiting_for_approval": "waiting for approval",
+    "waiting_for_approval": "approval wait",
     "running_code": "running code",
-    "calling_tool": "calling a tool",
+    "calling_tool": "tool call",
     "finishing": "finishing",
 }
+"""The legend's words: short, and not the words the agents' panels use for their states (`waiting for approval`)."""
 COLOURS: dict[str, tuple[str, str]] = {
     "waiting_for_slot": ("--jp-layout-color3", "#bdbdbd"),
     "starting": ("--jp-layout-color4", "#757575"),

@@ -128,7 +128,7 @@ def test_svg_png_and_html_have_one_lane_per_agent(run: Run, tmp_path: Path) -> N
     picture = timeline(run.events)
     svg = picture.save(tmp_path / "timeline.svg").read_text()
     assert svg.startswith("<?xml") and len(re.findall(r'<g id="status-\d+">', svg)) == 3
-    assert "waiting for approval" in svg and "execute_ipython_cell: x = 1" in svg  # hover titles
+    assert "approval wait: " in svg and "execute_ipython_cell: x = 1" in svg  # hover titles
     png = imread(io.BytesIO(picture.save(tmp_path / "timeline.png").read_bytes()))
     assert png.shape[0] > 100 and png.shape[1] > 100
     labels = [label.get_text() for label in picture.figure().axes[0].get_yticklabels()]
