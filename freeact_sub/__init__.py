@@ -1,7 +1,8 @@
 """freeact-sub: a code-action agent that acts in a managed IPython kernel.
 
 The public API: `Agent` and `AgentConfig`, the events `Agent.stream()` yields, the shared
-`ApprovalPolicy`, and the errors. The terminal and the notebook front ends use only these.
+`ApprovalPolicy`, `timeline()` (who did what when, from events or a saved session), and the
+errors. The terminal and the notebook front ends use only these.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -36,6 +37,7 @@ from .events import (
 )
 from .hooks import HookSpec
 from .model_options import ModelOption
+from .timelines import Timeline, TimelineBuilder, timeline
 from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
@@ -77,6 +79,8 @@ __all__ = [
     "SubagentStarted",
     "Thoughts",
     "ThoughtsChunk",
+    "Timeline",
+    "TimelineBuilder",
     "ToolOutput",
     "TreeUsage",
     "TurnCancelled",
@@ -87,4 +91,5 @@ __all__ = [
     "load_commands",
     "load_mcp_config",
     "split_type_prompt",
+    "timeline",
 ]

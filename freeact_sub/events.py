@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -66,6 +67,8 @@ class AgentEvent:
 
     agent_id: str
     """Id of the agent that produced the event (`agent-` plus hex)."""
+    at: float = field(default_factory=time.time, compare=False, repr=False)
+    """When the event happened: seconds since the epoch (`time.time()`). A replayed event has the time saved."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,13 +139,16 @@ class _Verdict:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.value: tuple[bool, str | None] | None = None
+        self.at: float | None = None
+        """When the decision was made (`time.time()`)."""
 
-    def claim(self, decision: bool, reason: str | None) -> bool:
+    def claim(self, decision: bool, reason: str | None, at: float | None = None) -> bool:
         """Record the decision unless one was made already; True if this call decided."""
         with self._lock:
             if self.value is not None:
                 return False
             self.value = (decision, reason)
+            self.at = time.time() if at is None else at
             return True
 
 
@@ -178,16 +184,16 @@ class ApprovalRequest(AgentEvent):
     _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
     _verdict: _Verdict = field(default_factory=_Verdict, repr=False, compare=False)
 
-    def approve(self, decision: bool = True, reason: str | None = None) -> None:
+    def approve(self, decision: bool = True, reason: str | None = None, *, at: float | None = None) -> None:
         """Decide the request: True runs the call, False rejects it. Only the first decision counts.
 
         `reason` goes with a rejection: the model receives it as the call's result and the turn
         goes on. Without a reason (or with a blank one) a rejection ends the turn. Safe to call
         from any thread (e.g. a widget callback); `decided` and `reason` reflect the decision
-        at once.
+        at once. `at` is when it was decided (default now; a replayed request passes the saved time).
         """
         text = reason.strip() if isinstance(reason, str) else None
-        if not self._verdict.claim(bool(decision), text or None):
+        if not self._verdict.claim(bool(decision), text or None, at):
             return
         loop = self._decision.get_loop()
         try:
@@ -217,6 +223,11 @@ class ApprovalRequest(AgentEvent):
         """True once approved, False once rejected, None while undecided."""
         verdict = self._verdict.value
         return verdict[0] if verdict is not None else None
+
+    @property
+    def decided_at(self) -> float | None:
+        """When the decision was made (seconds since the epoch); None while undecided."""
+        return self._verdict.at
 
     @property
     def reason(self) -> str | None:

@@ -10,6 +10,7 @@ kernel, tools, session log) and its lifecycle; `Reader` is the consumer's side o
 from __future__ import annotations
 
 import asyncio
+import time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -330,6 +331,7 @@ class TurnEngine(DirectTurns):
         assert self._model is not None and self._toolbox is not None
         parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
         settings: Any = self.settings.model_settings
+        sent = time.time()
         try:
             async with model_request_stream(
                 self._turn_model or self._model, self._history, model_settings=settings,
@@ -349,6 +351,8 @@ class TurnEngine(DirectTurns):
                         elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
                             emit(ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta))
                 response = stream.get()
+            # when the request went out and the response was complete, saved with it (for the timeline)
+            response.metadata = {**(response.metadata or {}), "timeline": {"sent": sent, "received": time.time()}}
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -11,6 +11,7 @@ from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentMe
 from . import _html, _static
 from ._style import STYLESHEET
 from .agent_panel import AgentPanel, AgentState
+from .timeline_view import TimelineView
 
 __all__ = ["RunPanel"]
 
@@ -63,6 +64,9 @@ class RunPanel(widgets.VBox):
             banner.add_class("freeact-auto-approve")
             parts.append(banner)
         parts.append(self.main)
+        self.timeline = TimelineView()
+        """The run's timeline, under the agents' panels."""
+        parts.append(self.timeline)
         self.children = tuple(parts)
         self.state = "starting"
         """The run's status as the header shows it (`done`, `cancelled`, `failed` once it ended)."""
@@ -106,7 +110,8 @@ class RunPanel(widgets.VBox):
         return _static.static_text(self)
 
     def handle(self, event: AgentEvent) -> None:
-        """Show one event in the panel of the agent it belongs to."""
+        """Show one event in the panel of the agent it belongs to (and on the timeline)."""
+        self.timeline.add(event)
         match event:
             case SubagentQueued(subagent_id=child_id, tool_call_id=call_id):
                 panel = self._new_panel(child_id)
@@ -139,7 +144,7 @@ class RunPanel(widgets.VBox):
         panel = self.panels.get(agent_id)
         if panel is None:  # an agent we were not told about: show it rather than drop its events
             panel = self.panels[agent_id] = self._new_panel(agent_id)
-            self.children = (*self.children, panel)
+            self.children = (*self.children[:-1], panel, self.timeline)
         return panel
 
     def tick(self) -> None:
@@ -147,6 +152,7 @@ class RunPanel(widgets.VBox):
         for panel in self.panels.values():
             if not panel.finished:
                 panel.refresh()
+        self.timeline.refresh()
 
     def end(self, state: AgentState, error: str | None = None, *, still_running: frozenset[str] = frozenset()) -> None:
         """The run is over: every agent still shown as running ends with it, except background subagents that go on
@@ -160,3 +166,4 @@ class RunPanel(widgets.VBox):
             self.main.finish(state)
         self.stop_button.disabled = True
         self.set_status(state)
+        self.timeline.refresh(force=True)

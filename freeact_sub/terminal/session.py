@@ -22,7 +22,16 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, ToolOutput, TurnCancelled, split_type_prompt
+from freeact_sub import (
+    Agent,
+    ApprovalRequest,
+    FreeactError,
+    Response,
+    TimelineBuilder,
+    ToolOutput,
+    TurnCancelled,
+    split_type_prompt,
+)
 
 from .approvals import ApprovalDesk
 from .keys import KeyReader
@@ -70,6 +79,8 @@ class Session:
         self._cancelling = False
         self._spinner = Spinner("dots", style="dim")
         self._turn_started = 0.0
+        self.timeline: TimelineBuilder | None = None
+        """Set to collect the turns' events for a timeline (`-p … --timeline FILE`)."""
 
     def directed(self, line: str) -> tuple[str, str | None, str | None]:
         """What a line asks for: `(prompt, subagent_type, model)` of a command of the person's (`/name args`), of
@@ -114,6 +125,8 @@ class Session:
             try:
                 async for event in self.agent.stream(prompt, subagent_type=subagent_type, model=model):
                     self.renderer.handle(event)
+                    if self.timeline is not None:
+                        self.timeline.add(event)
                     if isinstance(event, ApprovalRequest) and not event.decided:
                         desk.submit(event)
                     elif isinstance(event, Response) and event.final and event.agent_id == main:
