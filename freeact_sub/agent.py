@@ -442,8 +442,8 @@ class Agent(TurnEngine, SubagentMessages):
             self._subagents = SubagentRunner(self.tree, self)
             if not self.is_subagent:
                 self.tree.start()
-        if self.is_subagent:
-            specs.append(builtin_tool("task_report"))
+        if self.is_subagent and tool_allowed("task_report", settings.tools, settings.disallowed_tools):
+            specs.append(builtin_tool("task_report"))  # a type's `tools` list names it like any other tool
         if settings.mcp_tools != "code" or self._kernel is None:  # without a kernel, MCP tools are calls
             specs += [
                 ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)

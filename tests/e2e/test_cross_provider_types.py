@@ -126,7 +126,7 @@ async def test_a_parent_on_openai_starts_three_typed_children(workdir: Path, cal
     assert first_claude["model"] == "claude-scripted" and first_claude["stream"] is True
     system = first_claude["system"] if isinstance(first_claude["system"], str) else first_claude["system"][0]["text"]
     assert "execute_ipython_cell" in system and "## Your role\n\nYou are the Claude child." in system
-    assert sorted(t["name"] for t in first_claude["tools"]) == ["execute_ipython_cell", "reset_kernel"]
+    assert sorted(t["name"] for t in first_claude["tools"]) == ["execute_ipython_cell", "reset_kernel", "task_report"]
     assert len(first_claude["messages"]) == 1, "a fresh history: only the job"
     assert all("CHILD-claude" in json.dumps(b["messages"][0]) for b in anthropic.requests), "only the child there"
 

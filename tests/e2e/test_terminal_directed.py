@@ -51,7 +51,7 @@ def test_at_type_a_command_help_send_and_a_bad_command_file(demo: Terminal, work
     term.expect(r"you ›")
     term.send("/help\r")
     term.expect(r"/send AGENT-ID TEXT: send a message to a running subagent")
-    term.expect(r"@TYPE PROMPT: run an agent type as your own subagent \(general, reviewer\)")
+    term.expect(r"@TYPE PROMPT: run an agent type as your own subagent \(general, explore, plan, review, reviewer\)")
     term.expect(r"/primes \[as @general\]: Count the primes below a number")
 
     _directed_primes(term, main, "/primes below 200,000")  # `@general …` runs the same way (test_terminal_oneshot)
