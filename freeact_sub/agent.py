@@ -377,6 +377,11 @@ class Agent(TurnEngine, SubagentMessages):
         self._store, self._log = store, log
         log.status("running")
 
+    def _shown(self, record: dict[str, Any]) -> None:
+        """Save what the live view shows that the transcript does not hold (in the session, if it saves one)."""
+        if self._log is not None:
+            self._log.shown(record)
+
     def saved_subagent(self, agent_id: str) -> list[ModelMessage] | None:
         """The saved conversation of a subagent this agent started, ready for the model; None if its session has none.
 
@@ -466,6 +471,8 @@ class Agent(TurnEngine, SubagentMessages):
             hook_context=self.hook_context,
             model_sees_images=accepts_images(self._model),
             report=self.report_to_parent if self.is_subagent else None,
+            record=self._shown,
+            stopped_by=lambda: getattr(self.tree.agents.get(self.agent_id), "stopped_by", None),
         )
         try:
             if self._kernel is not None:
@@ -660,7 +667,7 @@ class Agent(TurnEngine, SubagentMessages):
         if spec.agent_id is not None and self._log.has_saved_child(spec.agent_id):
             return self._log.resume_child(spec.agent_id, model=spec.config.model)
         return self._log.child(child_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
-                               model=spec.config.model)
+                               model=spec.config.model, sandbox=spec.sandbox.name)
 
     async def wait_for_reader(self) -> None:
         """Wait until whoever reads this turn's events (and, for a subagent, its parent's) has read them all."""

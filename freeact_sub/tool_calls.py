@@ -63,6 +63,8 @@ class ToolCallRunner:
         hooks: Hooks | None = None,
         hook_context: Callable[[], dict[str, Any]] | None = None,
         report: Callable[[str, Emit], None] | None = None,
+        record: Callable[[dict[str, Any]], None] | None = None,
+        stopped_by: Callable[[], str | None] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.report = report
@@ -83,6 +85,10 @@ class ToolCallRunner:
         """The agent's hooks: `PreToolUse` before rules and approval, `PostToolUse` on each result."""
         self._hook_context = hook_context or (lambda: {"agent_id": agent_id})
         """Who asks (agent id, parent, type, session, folder): the common fields of every hook's payload."""
+        self.record = record
+        """Saves what the live view shows that the transcript does not hold (decisions, calls from code)."""
+        self._stopped_by = stopped_by or (lambda: None)
+        """Who stopped this agent, if someone did (a question left open by a stop is saved as such)."""
         self.code_tools: CodeTools | None = None
         """Set when the kernel's code may call MCP tools; cells then run through it."""
         self._started: set[str] = set()
@@ -217,16 +223,64 @@ class ToolCallRunner:
         elif decision is True:
             request.approve(True)
         emit(request)
+        at_once = request.decided
+        standing: list[bool] = []
+        """Whether the request was decided already when a standing decision came to cover its agent."""
+
+        def policy_changed() -> None:
+            if not standing and self.approvals.is_approved(self.agent_id):
+                standing.append(request.decided)  # decided already: the person's own answer came with it
+
+        unsubscribe = None if at_once else self.approvals.subscribe(policy_changed)
         try:
-            if request.decided:
+            if at_once:
                 await request.approved()
             else:
                 with self.approvals.asking(self.agent_id):
                     await request.approved()
         except BaseException:
+            cancelled = not request.decided
             request.reject()  # the turn ended while the request was pending: nobody should wait on it any more
+            if cancelled:
+                self._save_decision(request, "cancelled",
+                                    arguments_changed=verdict is not None and verdict.tool_input is not None)
             raise
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
+        if at_once:
+            by = "hook" if request.hook and hook_says in ("allow", "deny") else "rule" if request.rule else "auto"
+        elif (standing and not standing[0]) or (not standing and request.decision
+                                                and self.approvals.is_approved(self.agent_id)):
+            by = "standing"
+        else:
+            by = "person"
+        self._save_decision(request, by, arguments_changed=verdict is not None and verdict.tool_input is not None,
+                            covered=bool(standing) and not standing[0])
         return request
+
+    def _save_decision(self, request: ApprovalRequest, by: str, *, arguments_changed: bool = False,
+                       covered: bool = False) -> None:
+        """Save how a request was decided and by whom, for `sessions show` to tell it as the live view did."""
+        if self.record is None:
+            return
+        record: dict[str, Any] = {"kind": "decision", "call": request.tool_call_id, "approved": request.decision,
+                                  "by": by, "reason": request.reason, "rule": request.rule, "hook": request.hook}
+        if by == "cancelled":
+            record["approved"] = None
+            record["stopped_by"] = self._stopped_by()
+        if by == "person" and request.decision:
+            policy = self.approvals
+            record["always"] = "all" if policy.everything else "agent" if policy.is_approved(self.agent_id) else None
+        if by == "standing":
+            record["covered"] = covered
+        if request.source == "code" or arguments_changed:
+            record.update(tool=request.tool_name, args=request.tool_args, source=request.source,
+                          cell=request.cell_call_id)
+        try:
+            self.record(record)
+        except (OSError, ValueError, TypeError):
+            pass  # a record the live view showed; the run goes on without it
 
     async def _before(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> HookAnswer | None:
         """`PreToolUse`: what the hooks decided about a call; a rewrite that does not fit the tool is dropped."""
@@ -283,6 +337,20 @@ class ToolCallRunner:
 
     async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> tuple[Any, AgentEvent]:
         printed = self._printed[call_id] = []
+        record = self.record
+        if record is not None:
+            outer = emit
+
+            def saving(event: AgentEvent) -> None:
+                if isinstance(event, ToolOutput) and event.source == "code":
+                    try:
+                        record({"kind": "code_result", "call": event.tool_call_id, "cell": event.cell_call_id,
+                                "tool": event.tool_name, "content": event.content, "is_error": event.is_error})
+                    except (OSError, ValueError, TypeError):
+                        pass
+                outer(event)
+
+            emit = saving
 
         def on_output(text: str) -> None:
             printed.append(text)

@@ -6,6 +6,12 @@ each run. The copy walks the widget tree, so whatever a panel shows (and whateve
 adds to it) is copied: `HTML` widgets keep their markup and CSS classes, boxes become `div`s
 laid out like them, images are embedded, and controls that only act in a live session
 (buttons, the standing-decision checkbox, the reason box) are left out.
+
+It must read the same where JupyterLab sanitizes it (a notebook that is not trusted: a shared
+file, a headless run), so the stylesheet's rules are also written into each element's `style`
+attribute in a form the sanitizer keeps (`_style.inline_styles`); the `<style>` block stays for
+trusted notebooks, where it also hides the copy next to live widgets. Each agent's panel is a
+`<details>` whose `<summary>` is its header: open, except a subagent's in a long run.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import re
 
 import ipywidgets as widgets
 
-from ._style import static_stylesheet
+from ._style import inline_styles, static_stylesheet
 
 __all__ = ["static_html", "static_text"]
 
@@ -24,11 +30,15 @@ _SKIPPED = (widgets.Button, widgets.Checkbox, widgets.Text)
 _SKIPPED_CLASSES = {"freeact-stylesheet", "freeact-live"}
 _TAG = re.compile(r"<[^>]+>")
 _BLOCK_END = re.compile(r"</(p|div|pre|h[1-6]|li|tr)>|<br\s*/?>")
+_LONG_RUN = 200
+"""Lines of a run's transcript past which its subagents' panels start folded."""
 
 
 def static_html(root: widgets.Widget) -> str:
-    """The widget tree under `root` as one self-contained HTML block (stylesheet included)."""
-    return f'{static_stylesheet()}<div class="freeact-static">{_html(root)}</div>'
+    """The widget tree under `root` as one self-contained HTML block: inline styles, and the stylesheet for trusted
+    notebooks."""
+    fold = len(static_text(root).splitlines()) > _LONG_RUN
+    return static_stylesheet() + inline_styles(f'<div class="freeact-static">{_html(root, fold)}</div>')
 
 
 def static_text(root: widgets.Widget) -> str:
@@ -44,17 +54,23 @@ def _classes(widget: widgets.Widget) -> str:
     return " ".join(c for c in getattr(widget, "_dom_classes", ()) if c not in _SKIPPED_CLASSES)
 
 
-def _html(widget: widgets.Widget) -> str:
-    if isinstance(widget, _SKIPPED) or "freeact-stylesheet" in getattr(widget, "_dom_classes", ()):
+def _html(widget: widgets.Widget, fold: bool = False) -> str:
+    classes = getattr(widget, "_dom_classes", ())
+    if isinstance(widget, _SKIPPED) or "freeact-stylesheet" in classes:
         return ""
     if isinstance(widget, widgets.HTML):
         return f'<div class="{_classes(widget)}">{widget.value}</div>' if widget.value else ""
     if isinstance(widget, widgets.Image):
         encoded = base64.b64encode(bytes(widget.value)).decode("ascii")
         return f'<img class="{_classes(widget)}" src="data:image/{widget.format};base64,{encoded}">'
+    if isinstance(widget, widgets.Box) and "freeact-panel" in classes and len(widget.children) == 2:
+        header, body = (_html(child, fold) for child in widget.children)
+        shut = fold and "freeact-subagent" in classes
+        return (f'<details class="freeact-vbox {_classes(widget)}"{"" if shut else " open"}>'
+                f'<summary class="freeact-summary">{header}</summary>{body}</details>')
     if isinstance(widget, widgets.Box):
         kind = "freeact-hbox" if isinstance(widget, widgets.HBox) else "freeact-vbox"
-        inner = "".join(_html(child) for child in widget.children)
+        inner = "".join(_html(child, fold) for child in widget.children)
         return f'<div class="{kind} {_classes(widget)}">{inner}</div>' if inner else ""
     return ""
 

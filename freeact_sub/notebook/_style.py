@@ -2,16 +2,26 @@
 
 Every colour is one of JupyterLab's theme variables, so light and dark themes (and any other
 theme) both work: code is highlighted with the editor's own colours (`--jp-mirror-editor-*`),
-badges and borders use the theme's brand / success / warn / error colours. The fallbacks after
-each variable are the light theme's values, for a rendering outside JupyterLab (the static
-transcript on GitHub or nbviewer).
+badges and borders use the theme's brand / success / warn / error colours, text on a badge is
+the theme's own text colour on a tint of the badge's colour (readable in both themes). The
+fallbacks after each variable are the light theme's values, for a rendering outside JupyterLab
+(the static transcript on GitHub or nbviewer).
+
+The static transcript is also read in notebooks that are not trusted, where JupyterLab's
+sanitizer drops `<style>` elements and every inline declaration it does not accept: a plain
+`var(--jp-…)` and a `border` shorthand with a colour are dropped, while `color`,
+`background-color` and `border-<side>-color` keep a `color-mix(…)` that holds the variable.
+`inline_styles` puts the rules into `style` attributes in that form (`css-inline` does the
+matching of selectors), so the transcript keeps its panels, badges and highlighting, in the
+theme's colours, even there.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
-__all__ = ["CODE_CLASS_PREFIX", "STYLESHEET", "static_stylesheet"]
+__all__ = ["CODE_CLASS_PREFIX", "STYLESHEET", "inline_styles", "static_stylesheet"]
 
 CODE_CLASS_PREFIX = "fa-"
 """Prefix of the Pygments token classes in highlighted code (`fa-k` for a keyword, …)."""
@@ -75,11 +85,12 @@ _RULES = """
 /* JupyterLab's output area clips and scrolls by itself, which would make the header stick to it, not the notebook */
 .jp-OutputArea:has(.freeact-run-header), .jp-OutputArea-child:has(.freeact-run-header),
 .jp-OutputArea-output:has(.freeact-run-header) { overflow: visible; }
-.freeact-pending-count { padding: 1px 6px; border-radius: 8px; font-size: 90%;
-  background: var(--jp-warn-color1, #ff9800); color: var(--jp-ui-inverse-font-color1, #fff); }
+.freeact-pending-count { padding: 1px 6px; border-radius: 8px; font-size: 90%; font-weight: bold;
+  background-color: var(--jp-warn-color1, #ff9800); color: var(--jp-layout-color0, #fff); }
 .freeact-pending-count:empty { display: none; }
-.freeact-banner { padding: 4px 8px; border-radius: 4px; margin: 2px 0;
-  background: var(--jp-warn-color3, #ffe0b2); color: var(--jp-ui-font-color1, rgba(0,0,0,.87)); }
+.freeact-banner { padding: 4px 8px; border-radius: 4px; margin: 2px 0; border-left: 4px solid;
+  border-left-color: var(--jp-warn-color1, #ff9800); background-color: var(--jp-layout-color2, #eee);
+  color: var(--jp-ui-font-color1, rgba(0,0,0,.87)); }
 .freeact-panel { border: 1px solid var(--jp-border-color1, #bdbdbd); border-radius: 6px;
   padding: 6px 8px; margin: 4px 0; width: auto; color: var(--jp-ui-font-color1, rgba(0,0,0,.87)); }
 .freeact-panel.freeact-subagent { border-left: 4px solid var(--jp-brand-color1, #2196f3); margin-left: 4px; }
@@ -91,27 +102,30 @@ _RULES = """
 .freeact-sandbox { font-size: 90%; padding: 0 5px; border-radius: 8px;
   border: 1px solid var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-sandbox-off { border-color: var(--jp-warn-color0, #f57c00); color: var(--jp-warn-color0, #f57c00); }
-.freeact-state { padding: 1px 6px; border-radius: 8px; font-size: 90%;
-  color: var(--jp-ui-inverse-font-color1, #fff); background: var(--jp-layout-color4, #757575); }
-.freeact-state-running { background: var(--jp-brand-color1, #2196f3); }
-.freeact-state-waiting { background: var(--jp-warn-color0, #f57c00); }
-.freeact-state-queued { background: var(--jp-layout-color4, #757575); }
-.freeact-state-done { background: var(--jp-success-color0, #388e3c); }
-.freeact-state-failed { background: var(--jp-error-color0, #d32f2f); }
-.freeact-state-cancelled, .freeact-state-rejected, .freeact-state-turn-limit {
-  background: var(--jp-layout-color4, #757575); }
+.freeact-state { padding: 0 6px; border-radius: 8px; font-size: 90%; border: 1px solid;
+  border-color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
+  background-color: var(--jp-layout-color1, #fff); }
+.freeact-state-running { border-color: var(--jp-brand-color1, #2196f3);
+  background-color: color-mix(in srgb, var(--jp-brand-color1, #2196f3) 22%, var(--jp-layout-color1, #fff)); }
+.freeact-state-waiting { border-color: var(--jp-warn-color1, #ff9800);
+  background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 22%, var(--jp-layout-color1, #fff)); }
+.freeact-state-done { border-color: var(--jp-success-color1, #4caf50);
+  background-color: color-mix(in srgb, var(--jp-success-color1, #4caf50) 22%, var(--jp-layout-color1, #fff)); }
+.freeact-state-failed { border-color: var(--jp-error-color1, #f44336);
+  background-color: color-mix(in srgb, var(--jp-error-color1, #f44336) 22%, var(--jp-layout-color1, #fff)); }
 .freeact-call { border: 1px solid var(--jp-border-color2, #e0e0e0); border-radius: 4px;
   padding: 4px 6px; margin: 3px 0; }
 .freeact-call.freeact-pending { border: 2px solid var(--jp-warn-color1, #ff9800); }
 .freeact-call-title { font-family: var(--jp-code-font-family, monospace); font-size: 90%; }
-.freeact-decision { padding: 0 5px; border-radius: 6px; font-size: 85%; border: 1px solid transparent; }
-.freeact-decision-approved, .freeact-decision-auto { color: var(--jp-success-color0, #388e3c);
-  border-color: var(--jp-success-color1, #4caf50); }
-.freeact-decision-rejected, .freeact-decision-cancelled { color: var(--jp-error-color0, #d32f2f);
-  border-color: var(--jp-error-color1, #f44336); }
-.freeact-decision-interrupted, .freeact-decision-timed-out { color: var(--jp-warn-color0, #f57c00);
-  border-color: var(--jp-warn-color0, #f57c00); }
-.freeact-decision-waiting { color: var(--jp-warn-color0, #f57c00); border-color: var(--jp-warn-color1, #ff9800); }
+.freeact-decision { padding: 0 5px; border-radius: 6px; font-size: 85%; border: 1px solid;
+  border-color: var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color1, rgba(0,0,0,.87)); }
+.freeact-decision-approved, .freeact-decision-auto { border-color: var(--jp-success-color1, #4caf50);
+  background-color: color-mix(in srgb, var(--jp-success-color1, #4caf50) 18%, var(--jp-layout-color1, #fff)); }
+.freeact-decision-rejected, .freeact-decision-cancelled { border-color: var(--jp-error-color1, #f44336);
+  background-color: color-mix(in srgb, var(--jp-error-color1, #f44336) 18%, var(--jp-layout-color1, #fff)); }
+.freeact-decision-interrupted, .freeact-decision-timed-out, .freeact-decision-waiting {
+  border-color: var(--jp-warn-color1, #ff9800);
+  background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 18%, var(--jp-layout-color1, #fff)); }
 .freeact-reason, .freeact-rule { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; }
 .freeact-hook-error { color: var(--jp-warn-color0, #f57c00); font-size: 90%; margin: 2px 0; }
 pre.freeact-code, pre.freeact-pre, div.freeact-static pre.freeact-code, div.freeact-static pre.freeact-pre {
@@ -131,8 +145,14 @@ pre.freeact-output, div.freeact-static pre.freeact-output {
 .freeact-hbox { display: flex; flex-direction: row; align-items: center; gap: 8px; flex-wrap: wrap; }
 .freeact-vbox { display: flex; flex-direction: column; }
 .freeact-static img { max-width: 480px; }
+.freeact-summary { display: list-item; cursor: pointer; }
+.freeact-summary > .freeact-hbox { display: inline-flex; vertical-align: middle; }
 /* in a live session the widgets show the run; the static copy is for a notebook reopened without them */
-.jp-OutputArea:has(.freeact-live) .freeact-static { display: none; }
+.jp-OutputArea:has(.freeact-live:not(.jupyter-widgets-disconnected)) .freeact-static { display: none; }
+/* reopened trusted, the widgets are rebuilt from their saved state with no kernel behind them (dead buttons, a
+   broken-link icon on each): the static copy stands for the run instead */
+.jp-OutputArea:has(.freeact-static) .jp-OutputArea-child:has(.freeact-live.jupyter-widgets-disconnected) {
+  display: none; }
 /* reopened without a kernel: a saved run shows its static copy, not "Error displaying widget: model not found" */
 .jp-OutputArea:has(.freeact-static) .jp-OutputArea-child:has(
   > .jupyter-widgets[data-mime-type="application/vnd.jupyter.widget-view+json"]:not(:has(*))) { display: none; }
@@ -146,3 +166,53 @@ def static_stylesheet() -> str:
 
 
 STYLESHEET = static_stylesheet()
+
+
+_VAR = re.compile(r"var\(--jp-[\w-]+(?:,\s*((?:[^()]|\([^()]*\))*))?\)")
+_STYLE = re.compile(r'style="([^"]*)"')
+_SIDES = ("top", "right", "bottom", "left")
+_BORDER = re.compile(r"^border(?:-(top|right|bottom|left))?$")
+
+
+def _keeps_colour(value: str) -> str:
+    """A colour value the sanitizer keeps: each theme variable inside a `color-mix()`."""
+    if value.startswith("color-mix("):
+        return value
+    return _VAR.sub(lambda m: f"color-mix(in srgb, {m.group(0)} 100%, transparent)", value)
+
+
+def _declarations(prop: str, value: str) -> list[tuple[str, str]]:
+    """One declaration as declarations that survive JupyterLab's sanitizer, with the same effect."""
+    if "var(" not in value:
+        return [(prop, value)]
+    if prop == "background":
+        prop = "background-color"
+    if prop == "color" or prop == "background-color" or re.fullmatch(r"border-(top|right|bottom|left)-color", prop):
+        return [(prop, _keeps_colour(value))]
+    if prop == "border-color":
+        return [(f"border-{side}-color", _keeps_colour(value)) for side in _SIDES]
+    border = _BORDER.match(prop)
+    if border:  # `1px solid var(--x)`: the shorthand without its colour, and the colour of each side
+        colour = _VAR.search(value)
+        assert colour is not None
+        rest = (value[: colour.start()] + value[colour.end():]).strip()
+        sides = (border.group(1),) if border.group(1) else _SIDES
+        return [(prop, rest), *((f"border-{side}-color", _keeps_colour(colour.group(0))) for side in sides)]
+    return [(prop, _VAR.sub(lambda m: (m.group(1) or "").strip(), value))]  # a font, a size: the fallback
+
+
+def _sanitizer_safe(style: str) -> str:
+    declarations = []
+    for part in style.split(";"):
+        prop, _, value = part.partition(":")
+        if prop.strip() and value.strip():
+            declarations += _declarations(prop.strip(), value.strip())
+    return "; ".join(f"{prop}: {value}" for prop, value in declarations)
+
+
+def inline_styles(markup: str) -> str:
+    """`markup` with the stylesheet's rules in each element's `style` attribute, in a form the sanitizer keeps."""
+    import css_inline
+
+    inlined = css_inline.inline_fragment(markup, f"{_RULES}{_token_rules()}")
+    return _STYLE.sub(lambda m: f'style="{_sanitizer_safe(m.group(1))}"', inlined)

@@ -74,8 +74,9 @@ class RunPanel(widgets.VBox):
         self._show_pending()
 
     def __repr__(self) -> str:
-        # what a front end without widgets shows (`text/plain`), instead of the whole widget tree
-        return f"<freeact-sub run of {self.main.agent_id}: {self.state}>"
+        # what a front end without widgets shows (`text/plain`), instead of the whole widget tree; no state: it is
+        # written once, when the run starts, and would still say "starting" in a notebook saved after the run
+        return f"<freeact-sub run of {self.main.agent_id}>"
 
     def set_status(self, text: str) -> None:
         self.state = text

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import SessionError
 from .index import SavedAgent, SessionSummary, read_index
-from .replay import RESUME_NOTE, UserPrompt, replay
+from .replay import RESUME_NOTE, SavedDecision, UserPrompt, read_shown, replay
 from .store import AgentLog, SessionStore, find_session, sessions_dir
 from .transcript import INTERRUPTED_RESULT, TranscriptWarning, read_messages, valid_for_model
 
@@ -41,6 +41,7 @@ __all__ = [
     "RESUME_NOTE",
     "AgentLog",
     "SavedAgent",
+    "SavedDecision",
     "SavedSession",
     "SessionError",
     "SessionStore",
@@ -121,7 +122,12 @@ class SavedSession:
         return valid_for_model(messages) if repaired else messages
 
     def events(self, agent_id: str | None = None, *, children: bool = True) -> list[AgentEvent]:
-        """An agent's transcript as the events its live stream had (its children's inline unless `children=False`)."""
+        """An agent's transcript as the events its live stream had (its children's inline unless `children=False`).
+
+        With each call's `ApprovalRequest` comes a `SavedDecision` saying how it was decided and by
+        whom, and a cell's MCP calls from code come before its output (sessions saved by an older
+        version have neither).
+        """
         agent_id = agent_id or self.main_id
 
         def by_call(parent: str) -> dict[str, SavedAgent]:
@@ -133,6 +139,7 @@ class SavedSession:
             children=by_call(agent_id) if children else None,
             child_messages=self.messages if children else None,
             grandchildren=by_call if children else None,
+            shown=read_shown(self.path),
         )
 
 

@@ -4,7 +4,7 @@ Records (one JSON object a line, `record` says which):
 
 - `session`: `id`, `created` (first line);
 - `agent`: an agent joined: `agent_id`, `parent_id` (None for the main agent), `tool_call_id`
-  (the parent's `task` call), `type`, `model`, `prompt`, `started`;
+  (the parent's `task` call), `type`, `model`, `sandbox` (a subagent's profile), `prompt`, `started`;
 - `usage`: an agent's running totals after a model response: `requests`, `input_tokens`, `output_tokens`;
 - `status`: an agent's state changed: `status`, `turns`, `ended`;
 - `prompt`: the main agent got a user prompt (`text`, `at`);
@@ -39,6 +39,8 @@ class SavedAgent:
     type: str = "main"
     """`main` for the main agent, else the subagent's type (`general` unless a type was named)."""
     model: str | None = None
+    sandbox: str | None = None
+    """The sandbox profile its kernel ran under (None in sessions saved before it was recorded)."""
     prompt: str = ""
     """The task's prompt (a subagent), or the first user prompt (the main agent)."""
     status: str = "running"
@@ -123,6 +125,7 @@ def _apply(summary: SessionSummary, record: dict[str, Any]) -> None:
                 tool_call_id=record.get("tool_call_id"),
                 type=record.get("type") or "main",
                 model=record.get("model"),
+                sandbox=record.get("sandbox"),
                 prompt=record.get("prompt") or "",
                 started=record.get("started"),
             )

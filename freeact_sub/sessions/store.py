@@ -4,6 +4,7 @@
         lock                 held (flock) by the one process that writes the session
         index.jsonl          who is whose child, from which `task` call, type, model, status, usage, times
         <agent-id>.jsonl     one transcript per agent (see `transcript.py`)
+        shown.jsonl          what the live view showed that no transcript holds (see `AgentLog.shown`)
 
 An agent writes through its `AgentLog`: `sync(history)` after each model response and each
 batch of tool results, `status(...)` when its state changes. Children get their log from their
@@ -30,7 +31,10 @@ from .transcript import Durability, TranscriptWriter, read_messages, valid_for_m
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-__all__ = ["AgentLog", "SessionStore", "model_name", "now", "sessions_dir"]
+__all__ = ["SHOWN_FILE", "AgentLog", "SessionStore", "model_name", "now", "sessions_dir"]
+
+SHOWN_FILE = "shown.jsonl"
+"""What the live view showed that no transcript holds: decisions and their sources, MCP calls from code."""
 
 
 def sessions_dir(working_dir: Path | str) -> Path:
@@ -70,6 +74,7 @@ class SessionStore:
         self._lock: IO[bytes] | None = None
         self._index: IO[bytes] | None = None
         self._index_durable: Durability | None = None
+        self._shown: IO[bytes] | None = None
         self._logs: dict[str, AgentLog] = {}
         self._new = new
         self._used = False
@@ -131,6 +136,9 @@ class SessionStore:
         if self._index_durable is not None:
             self._index_durable.close()
         self._index, self._index_durable = None, None
+        if self._shown is not None:
+            self._shown.close()
+            self._shown = None
         if self._lock is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
@@ -162,10 +170,12 @@ class SessionStore:
         type: str = "main",
         model: Any = None,
         prompt: str = "",
+        sandbox: str | None = None,
     ) -> AgentLog:
         """The log of a new agent of this session (its index record is written now)."""
         self.record(
             {
+                **({"sandbox": sandbox} if sandbox else {}),
                 "record": "agent",
                 "agent_id": agent_id,
                 "parent_id": parent_id,
@@ -223,6 +233,15 @@ class SessionStore:
         if fsync and self._index_durable is not None:
             self._index_durable.request()
 
+    def shown(self, record: dict[str, Any]) -> None:
+        """Append one record to `shown.jsonl`: how a call was decided, an MCP call a cell made (flushed, no fsync)."""
+        if self._index is None:
+            return
+        if self._shown is None:
+            self._shown = (self.path / SHOWN_FILE).open("ab")
+        self._shown.write(json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n")
+        self._shown.flush()
+
 
 class AgentLog:
     """Writes one agent's transcript and its index records."""
@@ -262,6 +281,16 @@ class AgentLog:
         if not self.store.closed:
             self._writer.provisional(result)
 
+    def shown(self, record: dict[str, Any]) -> None:
+        """Save what the live view showed of this agent that its transcript does not hold, as it happens.
+
+        `{"kind": "decision", "call": …, "approved": …, "by": …}`: how a call was decided and by
+        whom (`person`, `auto` (a standing decision when it was asked), `standing` (one made while it
+        waited), `rule`, `hook`, or `cancelled`: the asking ended before anyone answered);
+        `{"kind": "code_result", …}`: the result of an MCP tool a cell's code called.
+        """
+        self.store.shown({**record, "agent_id": self.agent_id})
+
     def prompt(self, text: str) -> None:
         """The main agent got a user prompt."""
         self.store.record({"record": "prompt", "agent_id": self.agent_id, "text": text, "at": now()}, used=True)
@@ -282,11 +311,13 @@ class AgentLog:
         )
 
     def child(
-        self, agent_id: str, *, tool_call_id: str, prompt: str, type: str = "general", model: Any = None
+        self, agent_id: str, *, tool_call_id: str, prompt: str, type: str = "general", model: Any = None,
+        sandbox: str | None = None,
     ) -> AgentLog:
         """The log of a subagent this agent starts with its `task` call `tool_call_id`."""
         return self.store.agent(
-            agent_id, parent_id=self.agent_id, tool_call_id=tool_call_id, type=type, model=model, prompt=prompt
+            agent_id, parent_id=self.agent_id, tool_call_id=tool_call_id, type=type, model=model, prompt=prompt,
+            sandbox=sandbox,
         )
 
     def saved_child(self, agent_id: str) -> list[ModelMessage] | None:

@@ -69,6 +69,10 @@ class Renderer:
         """Called after each printed item (the session redraws its live view)."""
         self._children: dict[str, str] = {}
         """Subagent ids by the `task` call that started them."""
+        self._background: set[str] = set()
+        """`task` calls that run their child in the background (their result comes when the child ends)."""
+        self._answers: dict[str, str] = {}
+        """Each subagent's last final answer (a background child's result is shown when it ends)."""
 
     def reset(self) -> None:
         """Forget partial text and unfinished output lines (a new turn starts; the last may have failed)."""
@@ -97,13 +101,14 @@ class Renderer:
                 self._grow(agent, "text", content)
             case Response(content=content, final=final):
                 self._partials.pop((agent, "text"), None)
+                if final and not is_main:
+                    self._answers[agent] = content
                 if content.strip() and (self.show_final or not (is_main and final)):
                     self._row(agent, Text("›", style=self.palette.colour(agent)), Markdown(content))
             case ApprovalRequest() as request:
                 by = f" by rule {request.rule}" if request.rule else f" by hook {request.hook}" if request.hook else ""
                 if request.hook and request.decision is None:
-                    self._row(agent, Text("↻", style="yellow"),
-                              Text(f"hook {request.hook} rewrote the arguments of {request.tool_name}", style="dim"))
+                    self.show_rewrite(request)
                 if request.auto_approved:
                     self.show_request(request, note=f"auto-approved{by}")
                 elif request.decision is False:  # refused before anyone was asked
@@ -150,6 +155,10 @@ class Renderer:
                     Text(f" (and {event.waited:.1f} s waiting for a slot)" if event.waited >= 0.1 else "", style="dim"),
                 )
                 self._row(agent, Text("■", style=style), body)
+                answer = self._answers.pop(child, None)
+                if event.tool_call_id in self._background and answer is not None:  # what its parent is told
+                    heading = Text.assemble("result of ", self.palette.label(child))
+                    self._row(agent, Text("←", style=self.palette.colour(agent)), Group(heading, Markdown(answer)))
             case SubagentMessage(subagent_id=child, text=text, sender=sender):
                 source = "you" if sender == "user" else agent
                 body = Text.assemble(Text(f"message from {source} to ", style="dim"), self.palette.label(child),
@@ -166,12 +175,19 @@ class Renderer:
 
     # -- approvals ------------------------------------------------------------------------
 
+    def show_rewrite(self, request: ApprovalRequest) -> None:
+        """Say that a `PreToolUse` hook rewrote a call's arguments before a person was asked."""
+        self._row(request.agent_id, Text("↻", style="yellow"),
+                  Text(f"hook {request.hook} rewrote the arguments of {request.tool_name}", style="dim"))
+
     def show_request(self, request: ApprovalRequest, *, note: str | None = None) -> None:
         """Print what an approval request would run: code with syntax highlighting, or the tool call.
 
         A `note` says the request is already approved (auto-approved, a standing decision).
         """
         agent = request.agent_id
+        if request.tool_name == "task" and request.tool_args.get("run_in_background"):
+            self._background.add(request.tool_call_id)
         if note:
             self.board.set_state(agent, _running_state(request))
         colour = self.palette.colour(agent)
@@ -294,7 +310,7 @@ class Renderer:
     def _tool_output(self, output: ToolOutput) -> None:
         agent = output.agent_id
         style = "red" if output.is_error else ""
-        if output.tool_name == "task" and not output.is_error:
+        if output.tool_name == "task" and not output.is_error and output.tool_call_id not in self._background:
             child = self._children.get(output.tool_call_id)
             heading = Text.assemble("result of ", self.palette.label(child)) if child else Text("task result")
             marker = Text("←", style=self.palette.colour(agent))

@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from freeact_sub.sessions import SavedSession
+    from freeact_sub import ApprovalRequest
+    from freeact_sub.sessions import SavedDecision, SavedSession
+
+    from .render import Renderer
 
 __all__ = ["print_transcript", "sessions_main"]
 
@@ -116,7 +119,7 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
     from rich.text import Text
 
     from freeact_sub import ApprovalRequest
-    from freeact_sub.sessions import UserPrompt
+    from freeact_sub.sessions import SavedDecision, UserPrompt
 
     from .palette import Palette
     from .render import Renderer
@@ -133,12 +136,42 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
             console.print(Text(f"… {skipped} earlier turn{'s' if skipped != 1 else ''} "
                                f"(freeact-sub sessions show {saved.session_id})", style="dim"))
             events = events[starts[-last_turns]:]
-    for event in events:
+    for index, event in enumerate(events):
         if isinstance(event, UserPrompt):
             if event.agent_id == agent_id:  # a child's task is shown by its "started" line
                 console.print()
                 console.print(Text.assemble(("you", "bold"), ("  › ", "dim"), event.content))
         elif isinstance(event, ApprovalRequest):
-            renderer.show_request(event, note="approved" if event.decision else "rejected")
-        else:
+            following = events[index + 1] if index + 1 < len(events) else None
+            if isinstance(following, SavedDecision) and following.tool_call_id == event.tool_call_id:
+                _show_decided(renderer, event, following)
+            else:  # a session saved before decisions were: only whether the call ran is known
+                renderer.show_request(event, note="approved" if event.decision else "rejected")
+        elif not isinstance(event, SavedDecision):
             renderer.handle(event)
+
+
+def _show_decided(renderer: Renderer, request: ApprovalRequest, saved: SavedDecision) -> None:
+    """Show a call and its decision in the words the live terminal used when it was decided."""
+    if saved.by in ("auto", "rule", "hook"):
+        renderer.handle(request)  # decided before anyone was asked: the live renderer said so itself
+        return
+    if request.hook:
+        renderer.show_rewrite(request)
+    agent = request.agent_id
+    if saved.by == "standing" and not saved.covered:  # a standing decision was there before it was shown
+        renderer.show_request(request, note="auto-approved (standing decision)")
+        return
+    renderer.show_request(request)  # the question as it was put to the person
+    if saved.by == "standing":
+        renderer.show_request(request, note="auto-approved (standing decision)")
+    elif saved.by == "person" and saved.approved:
+        text = {"agent": f"approved, and always for {agent} from now on",
+                "all": "approved, and always for every agent from now on"}.get(saved.always or "", "approved")
+        renderer.show_decision(request, text, approved=True)
+    elif saved.by == "person":
+        text = f"rejected, the model is told: {saved.reason}" if saved.reason else "rejected"
+        renderer.show_decision(request, text, approved=False, goes_on=saved.reason is not None)
+    elif saved.by == "cancelled" and saved.stopped_by == "the user" and agent != renderer.main_id:
+        renderer.show_decision(request, "stopping this subagent; its parent is told and goes on",
+                               approved=False, goes_on=True)

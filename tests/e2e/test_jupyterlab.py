@@ -10,6 +10,10 @@ approval buttons the widgets show: the second subagent is answered before the fi
 action is rejected. Then the same run in JupyterLab's dark theme, and the saved notebook reopened
 after its kernel is gone (the static copy of the run shows). Screenshots land in `test-artifacts/`.
 
+A second test opens a notebook run headless (nbclient, as papermill and CI do) the way a person
+who gets such a file does: not trusted (JupyterLab sanitizes its HTML), then trusted (the widgets
+are rebuilt from their saved state), each in the light and the dark theme. One server serves the module.
+
 Needs `/usr/bin/chromium` (`apt-get install chromium`); Playwright's own browser downloads are never used.
 Without Chromium the test is skipped, unless the `CI` environment variable is set: then it fails.
 """
@@ -65,6 +69,8 @@ class JupyterLab:
     token: str
     root_dir: Path
     process: subprocess.Popen[bytes]
+    data_dir: Path
+    """The server's `JUPYTER_DATA_DIR`: its notebook signatures (what trusted means) are kept there."""
 
 
 @pytest.fixture
@@ -79,9 +85,10 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture
-def jupyterlab(tmp_path: Path) -> Iterator[JupyterLab]:
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
     """A fresh JupyterLab server on 127.0.0.1 serving a copy of the notebook; stopped by PID afterwards."""
+    tmp_path = tmp_path_factory.mktemp("jupyterlab")
     home = tmp_path / "lab"
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
@@ -110,7 +117,7 @@ def jupyterlab(tmp_path: Path) -> Iterator[JupyterLab]:
     ARTIFACTS.mkdir(exist_ok=True)
     log = (ARTIFACTS / "jupyterlab-server.log").open("wb")
     process = subprocess.Popen(command, env=env, cwd=notebooks, stdout=log, stderr=subprocess.STDOUT)
-    lab = JupyterLab(f"http://127.0.0.1:{port}", token, notebooks, process)
+    lab = JupyterLab(f"http://127.0.0.1:{port}", token, notebooks, process, home / "data")
     try:
         _wait_until_serving(lab)
         yield lab
@@ -149,8 +156,8 @@ def _stop(lab: JupyterLab) -> None:
 
 
 @pytest.fixture
-def page(chromium: Path, tmp_path: Path) -> Iterator[object]:
-    """A page of a fresh headless Chromium profile; the browser is closed afterwards."""
+def page(chromium: Path, tmp_path: Path, jupyterlab: JupyterLab) -> Iterator[object]:
+    """A page of a fresh headless Chromium profile; the browser is closed afterwards, then the kernels it started."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -168,6 +175,7 @@ def page(chromium: Path, tmp_path: Path) -> Iterator[object]:
             with contextlib.suppress(Exception):  # what the page showed last, to see why a test failed
                 page.screenshot(path=str(ARTIFACTS / "jupyterlab-last.png"))
             context.close()
+            _shut_down_kernels(jupyterlab)  # the server serves the whole module; its kernels end with each test
 
 
 def scroll_to_top_of(locator) -> None:
@@ -398,3 +406,133 @@ def _shut_down_kernels(lab: JupyterLab) -> None:
     for kernel in kernels:
         request = urllib.request.Request(f"{lab.url}/api/kernels/{kernel['id']}?token={lab.token}", method="DELETE")
         urllib.request.urlopen(request, timeout=30).close()
+
+
+HEADLESS_CELLS = [
+    "from freeact_sub import Agent\nfrom freeact_sub.demo import demo_config, start_demo_server\n"
+    "from freeact_sub.notebook import AgentView\n\nserver = start_demo_server()\nagent = Agent(demo_config(server))\n"
+    "await agent.start()\nview = AgentView(agent)",
+    'await view.run("Add up the numbers from 1 to 100 in one cell.")',
+    "await agent.stop()\nserver.close()",
+]
+CONTRAST = """element => {
+  const parse = text => {
+    let found = text.match(/rgba?\\(([^)]*)\\)/);
+    if (found) { const p = found[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+                 return [p[0], p[1], p[2], p[3] ?? 1]; }
+    found = text.match(/color\\(srgb ([^)]*)\\)/);
+    if (found) { const p = found[1].split(/[\\s\\/]+/).filter(Boolean).map(Number);
+                 return [p[0] * 255, p[1] * 255, p[2] * 255, p[3] ?? 1]; }
+    throw new Error('cannot read the colour ' + text);
+  };
+  const over = (top, bottom) => [0, 1, 2].map(i => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+  const chain = [];
+  for (let e = element; e; e = e.parentElement) chain.unshift(e);
+  let background = [255, 255, 255, 1];
+  for (const e of chain) background = over(parse(getComputedStyle(e).backgroundColor), background);
+  const text = over(parse(getComputedStyle(element).color), background);
+  const luminance = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const [light, dark] = [luminance(text), luminance(background)].sort((a, b) => b - a);
+  return (light + 0.05) / (dark + 0.05);
+}"""
+
+
+def colour(css: str) -> tuple[int, ...]:
+    """A computed colour (`rgb(…)`, `rgba(…)` or `color(srgb …)`) as 0–255 channels, to compare two of them."""
+    numbers = [float(n) for n in re.findall(r"[\d.]+", css.replace("srgb", ""))]
+    scale = 255 if css.startswith("color(") else 1
+    return tuple(round(n * scale) for n in numbers[:3])
+
+
+def run_headless(path: Path) -> None:
+    """Run a notebook with nbclient, as papermill and CI pipelines do, and save it with its outputs and widget state."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in HEADLESS_CELLS]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["FREEACT_SUB_AUTO_APPROVE"] = "1"
+    NotebookClient(notebook, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
+    nbformat.write(notebook, path)
+
+
+def set_theme(lab: JupyterLab, theme: str) -> None:
+    """Choose JupyterLab's theme through its settings API (what Settings → Theme saves)."""
+    body = json.dumps({"raw": json.dumps({"theme": theme})}).encode()
+    request = urllib.request.Request(f"{lab.url}/lab/api/settings/@jupyterlab/apputils-extension:themes", data=body,
+                                     method="PUT", headers={"Authorization": f"token {lab.token}",
+                                                            "Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def test_a_notebook_run_headless_reads_like_the_live_run_untrusted_and_trusted(jupyterlab: JupyterLab, page) -> None:
+    import nbformat
+    from nbformat.sign import NotebookNotary
+    from playwright.sync_api import expect
+
+    path = jupyterlab.root_dir / "headless-run.ipynb"
+    run_headless(path)
+    url = f"{jupyterlab.url}/lab/workspaces/headless/tree/{path.name}?token={jupyterlab.token}"
+
+    def open_notebook(theme: str):  # a Playwright locator: the open notebook
+        set_theme(jupyterlab, theme)
+        page.goto(url)
+        expect(page.locator(f"body[data-jp-theme-name='{theme}']")).to_have_count(1, timeout=2 * MINUTE)
+        notebook = page.locator(".jp-NotebookPanel:visible")
+        expect(notebook.locator(".freeact-static")).to_have_count(1, timeout=MINUTE)
+        return notebook
+
+    def check(notebook, name: str, *, trusted: bool) -> None:
+        static = notebook.locator(".freeact-static")
+        expect(static).to_be_visible()
+        scroll_to_top_of(static)
+        page.screenshot(path=str(ARTIFACTS / f"jupyterlab-headless-{name}.png"))
+        # nothing broken shows: no widget error, no broken-link icon of a widget rebuilt without its kernel
+        expect(notebook.get_by_text("Error displaying widget")).to_have_count(0)
+        disconnected = notebook.locator(".jupyter-widgets-disconnected")
+        assert disconnected.evaluate_all("found => found.filter(e => e.offsetParent !== null).length") == 0
+        # styled as the live panels are: an agent panel with its border, badges, highlighted code
+        panel = static.locator(".freeact-panel.freeact-main")
+        expect(panel).to_have_css("border-left-width", "4px")
+        expect(panel).to_have_css("border-top-style", "solid")
+        expect(panel.locator("summary")).to_contain_text("main agent")  # a collapsible section per agent
+        expect(static.locator(".freeact-state")).to_have_text("done")
+        expect(static.locator(".freeact-decision")).to_have_text("auto-approved")
+        expect(static).to_contain_text("The sum of 1 to 100 is 5050.")
+        builtin = static.locator(".freeact-code .fa-nb").first  # `print`, highlighted with the theme's colour
+        code = static.locator("pre.freeact-code").first
+        theme_colour = page.evaluate("""() => { const probe = document.createElement('span');
+            probe.style.color = 'var(--jp-mirror-editor-builtin-color)'; document.body.append(probe);
+            const colour = getComputedStyle(probe).color; probe.remove(); return colour; }""")
+        assert colour(builtin.evaluate("e => getComputedStyle(e).color")) == colour(theme_colour)
+        assert "monospace" in code.evaluate("e => getComputedStyle(e).fontFamily")
+        for what, element in [("the auto-approve banner", static.locator(".freeact-banner")),
+                              ("the state badge", static.locator(".freeact-state")),
+                              ("the decision badge", static.locator(".freeact-decision")),
+                              ("a builtin in code", builtin), ("code", code)]:
+            ratio = element.evaluate(CONTRAST)
+            print(f"{name}: contrast of {what}: {ratio:.2f}")
+            assert ratio >= 4.5, f"{what} is hard to read in {name}: contrast {ratio:.2f}"
+        if not trusted:  # the sanitizer took the <style> block: what shows is the inline styling
+            assert notebook.locator(".jp-OutputArea style").count() == 0
+
+    try:
+        notebook = open_notebook("JupyterLab Light")
+        check(notebook, "untrusted-light", trusted=False)
+        notebook = open_notebook("JupyterLab Dark")
+        check(notebook, "untrusted-dark", trusted=False)
+
+        # trusted (signed on this machine, as `jupyter trust` does): the widgets come back from their saved state
+        signed = nbformat.read(path, as_version=4)
+        NotebookNotary(data_dir=str(jupyterlab.data_dir)).sign(signed)
+        notebook = open_notebook("JupyterLab Dark")
+        expect(notebook.locator(".jp-OutputArea style")).not_to_have_count(0)  # trusted: its <style> is there
+        check(notebook, "trusted-dark", trusted=True)
+        notebook = open_notebook("JupyterLab Light")
+        check(notebook, "trusted-light", trusted=True)
+    finally:
+        set_theme(jupyterlab, "JupyterLab Light")  # the module's other test starts in the light theme
