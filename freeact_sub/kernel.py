@@ -114,11 +114,17 @@ def save_image(images_dir: Path, label: str, number: int, encoded: str) -> Path:
     return path
 
 
+KERNEL_OPTIONS = ["--HistoryManager.hist_file=:memory:"]
+"""IPython's input history stays in the kernel's memory (`In`, `%history` work as ever): no kernel writes the
+user's `~/.ipython` history database, and a kernel's start does not wait for a commit to it (a third of a
+forked kernel's start, and a lock every kernel of a fan-out takes in turn)."""
+
+
 class _HostPythonSpecs(KernelSpecManager):
     """Kernel specs that always run our ipykernel launcher (`_ipykernel_launcher`) in the host's own Python."""
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        argv = [sys.executable, KERNEL_LAUNCHER, "-f", "{connection_file}"]
+        argv = [sys.executable, KERNEL_LAUNCHER, "-f", "{connection_file}", *KERNEL_OPTIONS]
         return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
 
 
@@ -515,7 +521,7 @@ class Kernel:
             # child's kernel is killed as its agent ends: its parent waits on this).
             await provisioner.kill()
             deadline = time.monotonic() + _KILL_WAIT
-            while await provisioner.poll() is None and time.monotonic() < deadline:
+            while await provisioner.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110 - a process
                 await asyncio.sleep(_KILL_POLL)
             if await provisioner.poll() is not None:
                 await provisioner.wait()

@@ -367,7 +367,11 @@ class SubagentRunner:
                 if job.background:
                     self._background_ended(job, outcome, record.stopped_by)
             tree.unregister(child.agent_id)
-            await asyncio.shield(child.stop())
+            # Its slot is free once its kernel is gone (not after its bookkeeping, events and hooks below);
+            # released when the stop is done even if this task is cancelled meanwhile.
+            stopping = asyncio.ensure_future(child.stop())
+            stopping.add_done_callback(lambda _: tree.bound.release())
+            await asyncio.shield(stopping)
             child.finished(status)
             if job is not None:
                 job.elapsed = time.monotonic() - job.started_at
@@ -397,7 +401,6 @@ class SubagentRunner:
                               "turns_used": child.turns_used, "usage": usage}
                     with contextlib.suppress(Exception):
                         await asyncio.shield(child.hooks.ask("SubagentStop", child.hook_context(), fields, emit))
-            tree.bound.release()
 
     # -- task_output, task_stop, task_list ------------------------------------------------------
 

@@ -26,6 +26,7 @@ from .kernel_pool import KernelPool
 from .kernels import KernelBackend, new_kernel, uses_local_kernels
 from .mcp_pool import McpPool, ToolListings
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
+from .tool_names import tool_allowed
 from .usage import UsageLedger
 
 if TYPE_CHECKING:
@@ -247,7 +248,8 @@ class AgentTree:
     def _renew(self) -> None:
         """New (unstarted) bound, zygote and pool from the main agent's current config."""
         self.bound = asyncio.Semaphore(self.config.max_subagents)
-        """At most `max_subagents` children exist at once, across the tree; taken before a child's kernel exists."""
+        """At most `max_subagents` children exist at once, across the tree: a child takes a slot before its kernel
+        exists and gives it back when its kernel is gone (its session record, events and hooks come after)."""
         self.zygote = KernelZygote()
         self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
         """Pre-started, never-used kernels for children."""
@@ -271,7 +273,8 @@ class AgentTree:
 
     def unregister(self, agent_id: str) -> None:
         """Remove an agent that ended."""
-        self.agents.pop(agent_id, None)
+        if self.agents.pop(agent_id, None) is not None:
+            self._expect_children()
 
     def children(self, parent_id: str) -> list[AgentRecord]:
         """The live children of `parent_id`."""
@@ -341,6 +344,7 @@ class AgentTree:
             child, parent_id=spec.parent_id, subagent_type=spec.subagent_type, description=spec.description
         )
         record.prompt = spec.prompt
+        self._expect_children()
         return child
 
     # -- kernels -----------------------------------------------------------------------------
@@ -388,8 +392,18 @@ class AgentTree:
 
     def refill(self, config: AgentConfig) -> None:
         """Top the pools up after a child started (not before: booting would slow that child's own start)."""
-        self.pool.fill()
+        self._expect_children()
         self.mcp_pool.fill(config.mcp_servers, config.working_dir)
+
+    def _expect_children(self) -> None:
+        """Tell the kernel pool how many children wait for a slot and will take a pooled kernel when they get one
+        (up to `max_subagents`): their kernels boot while the running children work."""
+        waiting = sum(
+            1 for record in self.agents.values()
+            if record.parent_id is not None and record.state == "waiting" and record.agent.sandbox == self.sandbox
+            and tool_allowed("execute_ipython_cell", (s := record.agent.settings).tools, s.disallowed_tools)
+        )
+        self.pool.expect(min(waiting, self.config.max_subagents))
 
     def start(self) -> None:
         """When the main agent has started, in the background: open the MCP pool's connections; start the
