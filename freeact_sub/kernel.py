@@ -509,8 +509,10 @@ class Kernel:
                 self._log_file.close()
                 self._log_file = None
             if self._connection_dir is not None:
-                _connection_dirs.remove(self._connection_dir)
-                self._connection_dir = None
+                folder, self._connection_dir = self._connection_dir, None
+                # in a thread: on a busy disk removing a folder takes milliseconds the event loop (every other
+                # agent's events, a fan-out's next child) should not wait for
+                await asyncio.shield(asyncio.to_thread(_connection_dirs.remove, folder))
 
     @staticmethod
     async def _stop_process(manager: AsyncKernelManager, now: bool) -> None:
