@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -372,6 +373,22 @@ class FanOut:
     peak_pool_kernels: int
     """The most kernels the pool held at once, ready or booting (fresh ones for the children to come)."""
     peak_mib: float | None = None
+    cpu: float = 0.0
+    """CPU seconds used by the run: this process, and every process under it (kernels, zygote, servers)."""
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of every process under it, the ones that ended (and were reaped) included."""
+    import psutil
+
+    total = 0.0
+    for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
 
 
 async def fan_out_run(children: int, bound: int, cell: float, *, background: bool = False, mcp: bool = False,
@@ -402,6 +419,7 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
             await wait_for_pool(agent)
             tree = agent.tree
             seen: set[int] = set()
+            running: set[int] = set()
             peak_children = peak_pool = 0
             peak_mib: float | None = None
             watching = True
@@ -411,9 +429,12 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                 while watching:
                     for record in list(tree.agents.values()):
                         kernel = getattr(record.agent, "kernel", None)
-                        if record.parent_id is not None and kernel is not None and kernel.pid is not None:
-                            seen.add(kernel.pid)
-                    peak_children = max(peak_children, sum(_alive(pid) for pid in seen))
+                        pid = kernel.pid if kernel is not None and record.parent_id is not None else None
+                        if pid is not None and pid not in seen:
+                            seen.add(pid)
+                            running.add(pid)
+                    running.difference_update([pid for pid in running if not _alive(pid)])  # a pid is not reused
+                    peak_children = max(peak_children, len(running))
                     peak_pool = max(peak_pool, tree.pool.ready + tree.pool.booting)
                     await asyncio.sleep(0.005)
 
@@ -425,6 +446,7 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
 
             watchers = [asyncio.create_task(watch()), *([asyncio.create_task(weigh())] if memory else [])]
             done = 0
+            cpu = _cpu_seconds()
             began = time.perf_counter()
 
             def count(event: object) -> None:
@@ -446,9 +468,10 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                     count(event)
                     ended += isinstance(event, SubagentFinished)
             wall = time.perf_counter() - began
+            cpu = _cpu_seconds() - cpu  # the kernels that ended were reaped by the zygote: in its children's times
             watching = False
             await asyncio.gather(*watchers)
-            return FanOut(wall, done, peak_children, peak_pool, peak_mib)
+            return FanOut(wall, done, peak_children, peak_pool, peak_mib, cpu)
 
 
 FAN_OUT_ROWS = [  # (children, bound, cell, background, mcp, memory)
@@ -477,6 +500,11 @@ async def fan_out_rows(runs: int = 1) -> None:
               f"= {wall / floor:.3f} x the {floor:.1f} s floor; the same cells without agents {base:.2f} s "
               f"({base / floor:.3f} x the floor); agents / cells {wall / base:.3f}"
               + (f" (runs: {', '.join(f'{w:.2f}' for w in walls)})" if runs > 1 else ""))
+        cpu = statistics.median(r.cpu for r in results)
+        cores = os.cpu_count() or 1
+        print(f"    CPU: {cpu:.1f} s ({cpu / children * 1000:.0f} ms a child: this process, its kernels and the "
+              f"zygote, watchers included); on {cores} cores no run can take less than {cpu / cores:.2f} s "
+              f"(ratio to that {wall / max(floor, cpu / cores):.3f} of the larger of it and the floor)")
         lost = max(children - r.done for r in results)
         peak_mib = [r.peak_mib for r in results if r.peak_mib is not None]
         print(f"    children lost: {lost}; most child kernels running at once: "
