@@ -20,8 +20,9 @@ class KernelPool:
 
     Kernels start in the background. A caller that finds the pool empty gets a kernel booted
     for it (`fill(demand)` with the number of callers waiting). `expect(n)` says how many callers
-    are known to come soon (subagents queued for a slot): the pool then keeps that many ready, so
-    their kernels boot while the running ones work, not when they get their slot. `close()` stops
+    are known to come soon (subagents queued for a slot): a pool that is on (`size` > 0) then keeps
+    that many ready, so their kernels boot while the running ones work, not when they get their
+    slot. `close()` stops
     the kernels still booting and shuts down every kernel not handed out.
     """
 
@@ -49,8 +50,11 @@ class KernelPool:
         return max(self._size, self._expected, self._waiting)
 
     def expect(self, callers: int) -> None:
-        """`callers` will ask for a kernel soon: keep as many ready (at least `size`), starting them now."""
-        self._expected = max(0, callers)
+        """`callers` will ask for a kernel soon: keep as many ready (at least `size`), starting them now.
+
+        A pool of size 0 is off: it starts no kernel ahead of a caller, expected or not.
+        """
+        self._expected = max(0, callers) if self._size > 0 else 0
         self.fill()
 
     def fill(self, demand: int = 0) -> None:
