@@ -367,11 +367,12 @@ class SubagentRunner:
                 if job.background:
                     self._background_ended(job, outcome, record.stopped_by)
             tree.unregister(child.agent_id)
-            # Its slot is free once its kernel is gone (not after its bookkeeping, events and hooks below);
-            # released when the stop is done even if this task is cancelled meanwhile.
             stopping = asyncio.ensure_future(child.stop())
-            stopping.add_done_callback(lambda _: tree.bound.release())
-            await asyncio.shield(stopping)
+            try:
+                await asyncio.shield(stopping)
+            except BaseException:  # cancelled while it stops: its slot is free once it has stopped
+                stopping.add_done_callback(lambda _: tree.bound.release())
+                raise
             child.finished(status)
             if job is not None:
                 job.elapsed = time.monotonic() - job.started_at
@@ -393,6 +394,8 @@ class SubagentRunner:
                         waited=waited,
                     )
                 )
+            tree.bound.release()  # its kernel is gone and its end is told: the next child does not wait for its hooks
+            if announced:
                 if child.hooks.wants("SubagentStop"):
                     used = tree.usage.of(child.agent_id)
                     usage = {"input_tokens": used.input_tokens, "output_tokens": used.output_tokens,

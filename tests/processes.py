@@ -17,15 +17,26 @@ def _is_kernel(process: psutil.Process) -> bool:
 
 
 def kernel_processes() -> list[int]:
-    """The IPython kernels running under this test process."""
+    """The IPython kernels running under this test process.
+
+    The scan takes a while (each process's sockets are read); a kernel that ended during it is
+    left out, so a kernel killed and its successor started meanwhile are not counted as two at once.
+    """
     found = []
     for process in psutil.Process().children(recursive=True):
         try:
             if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
-                found.append(process.pid)
+                found.append(process)
         except psutil.Error:
             continue
-    return found
+    return [process.pid for process in found if _running(process)]
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 async def is_gone(pid: int, wait: float = 5.0) -> bool:
