@@ -375,6 +375,8 @@ class FanOut:
     peak_mib: float | None = None
     cpu: float = 0.0
     """CPU seconds used by the run: this process, and every process under it (kernels, zygote, servers)."""
+    host_cpu: float = 0.0
+    """The part of `cpu` this process used (the agents, the watchers of this benchmark)."""
 
 
 def _cpu_seconds() -> float:
@@ -435,7 +437,7 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                             running.add(pid)
                     running.difference_update([pid for pid in running if not _alive(pid)])  # a pid is not reused
                     peak_children = max(peak_children, len(running))
-                    peak_pool = max(peak_pool, tree.pool.ready + tree.pool.booting)
+                    peak_pool = max(peak_pool, tree.pool.ready + getattr(tree.pool, "booting", 0))
                     await asyncio.sleep(0.005)
 
             async def weigh() -> None:
@@ -447,6 +449,7 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
             watchers = [asyncio.create_task(watch()), *([asyncio.create_task(weigh())] if memory else [])]
             done = 0
             cpu = _cpu_seconds()
+            host = time.process_time()
             began = time.perf_counter()
 
             def count(event: object) -> None:
@@ -469,9 +472,10 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                     ended += isinstance(event, SubagentFinished)
             wall = time.perf_counter() - began
             cpu = _cpu_seconds() - cpu  # the kernels that ended were reaped by the zygote: in its children's times
+            host = time.process_time() - host
             watching = False
             await asyncio.gather(*watchers)
-            return FanOut(wall, done, peak_children, peak_pool, peak_mib, cpu)
+            return FanOut(wall, done, peak_children, peak_pool, peak_mib, cpu, host)
 
 
 FAN_OUT_ROWS = [  # (children, bound, cell, background, mcp, memory)
@@ -501,9 +505,11 @@ async def fan_out_rows(runs: int = 1) -> None:
               f"({base / floor:.3f} x the floor); agents / cells {wall / base:.3f}"
               + (f" (runs: {', '.join(f'{w:.2f}' for w in walls)})" if runs > 1 else ""))
         cpu = statistics.median(r.cpu for r in results)
+        host = statistics.median(r.host_cpu for r in results)
         cores = os.cpu_count() or 1
-        print(f"    CPU: {cpu:.1f} s ({cpu / children * 1000:.0f} ms a child: this process, its kernels and the "
-              f"zygote, watchers included); on {cores} cores no run can take less than {cpu / cores:.2f} s "
+        print(f"    CPU: {cpu:.1f} s ({cpu / children * 1000:.0f} ms a child, {host / children * 1000:.0f} ms of it in "
+              f"this process: the agents and this benchmark's watchers; the rest kernels and zygote); on {cores} cores "
+              f"no run can take less than {cpu / cores:.2f} s "
               f"(ratio to that {wall / max(floor, cpu / cores):.3f} of the larger of it and the floor)")
         lost = max(children - r.done for r in results)
         peak_mib = [r.peak_mib for r in results if r.peak_mib is not None]
