@@ -1,15 +1,19 @@
 """freeact-sub: a code-action agent that acts in a managed IPython kernel.
 
 The public API: `Agent` and `AgentConfig`, the events `Agent.stream()` yields, the shared
-`ApprovalPolicy`, and the errors. The terminal and the notebook front ends use only these.
+`ApprovalPolicy`, `timeline()` (who did what when, from events or a saved session), and the
+errors. The terminal and the notebook front ends use only these.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from .agent import Agent
 from .approvals import ApprovalPolicy
+from .builtin_types import BUILTIN_TYPES
+from .commands import Command, load_commands
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .definitions import AgentDefinition
+from .direct import split_type_prompt
 from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
@@ -21,7 +25,9 @@ from .events import (
     Response,
     ResponseChunk,
     SubagentFinished,
+    SubagentMessage,
     SubagentQueued,
+    SubagentReport,
     SubagentStarted,
     Thoughts,
     ThoughtsChunk,
@@ -30,6 +36,8 @@ from .events import (
     TurnStarted,
 )
 from .hooks import HookSpec
+from .model_options import ModelOption
+from .timelines import Timeline, TimelineBuilder, timeline
 from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
 
@@ -39,6 +47,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BUILTIN_TYPES",
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",
@@ -48,6 +57,7 @@ __all__ = [
     "ApprovalRequest",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
+    "Command",
     "ConfigError",
     "FreeactError",
     "HookError",
@@ -56,16 +66,21 @@ __all__ = [
     "KernelGatewayConfig",
     "McpServerError",
     "ModelError",
+    "ModelOption",
     "ModelUsage",
     "Response",
     "ResponseChunk",
     "SessionError",
     "SubagentFinished",
     "SubagentInfo",
+    "SubagentMessage",
     "SubagentQueued",
+    "SubagentReport",
     "SubagentStarted",
     "Thoughts",
     "ThoughtsChunk",
+    "Timeline",
+    "TimelineBuilder",
     "ToolOutput",
     "TreeUsage",
     "TurnCancelled",
@@ -73,5 +88,8 @@ __all__ = [
     "Usage",
     "__version__",
     "auto_approve_from_env",
+    "load_commands",
     "load_mcp_config",
+    "split_type_prompt",
+    "timeline",
 ]

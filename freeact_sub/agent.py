@@ -33,8 +33,8 @@ from .agent_types import (
     check_types,
     compose_system_prompt,
     configure,
+    confine,
     load_agent_types,
-    sandbox_for,
     task_tool,
 )
 from .approvals import ApprovalPolicy, ApprovalRules
@@ -50,6 +50,7 @@ from .events import (
 from .hooks import Hooks
 from .kernels import KernelBackend
 from .mcp import McpConnections
+from .messages import SubagentMessages
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .sandbox import effective as effective_sandbox
 from .subagents import SubagentRunner
@@ -85,7 +86,7 @@ def new_agent_id() -> str:
 
 
 
-class Agent(TurnEngine):
+class Agent(TurnEngine, SubagentMessages):
     """A code-action agent with its own IPython kernel and its own MCP connections.
 
     Use it as an async context manager (or call `start()` and `stop()`), then iterate
@@ -154,6 +155,8 @@ class Agent(TurnEngine):
         self._history: list[ModelMessage] = saved_history
         """The conversation; a resumed agent has its saved one from the start (`start()` reads it again, locked)."""
         self._model: Model | None = None
+        self._turn_model: Model | None = None
+        """The model of the current turn's rounds when `stream(model=...)` named one (else `_model`)."""
         self._kernel: KernelBackend | None = None
         self._mcp: McpConnections | None = None
         self._toolbox: Toolbox | None = None
@@ -175,6 +178,8 @@ class Agent(TurnEngine):
         """A subagent's note that goes with its first prompt (resumed or forked: its kernel is new)."""
         self._told: list[str] = []
         """Notes on background children told to the model in the current turn."""
+        self._inbox: list[tuple[str, str]] = []
+        """Messages sent to it while it works (sender, text), read at its next model request."""
 
     def _saved_main_agent(self, session: str, agent_id: str | None) -> tuple[str, list[ModelMessage]]:
         """Check that `session` exists; the resumed agent keeps the main agent's id. Returns it and its history."""
@@ -334,18 +339,18 @@ class Agent(TurnEngine):
                 f"agent: the agent type {name!r} has mode 'subagent': it runs only through `task`, not as the main "
                 "agent (give it mode 'all' to allow both)"
             )
-        self.subagent_type, self.definition = name, types[name]
         gateway = self.config.kernel_gateway is not None
-        self._sandbox = sandbox_for(effective_sandbox(self.config.sandbox, gateway=gateway), types[name], name,
-                                    self.config)
-        self._settings = configure(self.config, types[name], name)
+        self._sandbox, definition = confine(effective_sandbox(self.config.sandbox, gateway=gateway), types[name], name,
+                                            self.config)
+        self.subagent_type, self.definition = name, definition
+        self._settings = configure(self.config, definition, name)
         self.tree.sandbox = self._sandbox
         self.tree.hooks = Hooks(self.config.hooks, cwd=str(self.config.working_dir))
         self._hooks = None
         check_types(self._settings, types, self._sandbox)
         self.tree.types = types
         self.rules = ApprovalRules(
-            [(f"agent type {name}", types[name].approvals), ("approvals", self.config.approvals)]
+            [(f"agent type {name}", definition.approvals), ("approvals", self.config.approvals)]
         )
 
     def _open_session(self) -> None:
@@ -432,11 +437,13 @@ class Agent(TurnEngine):
             and self.tree.depth(self.agent_id) < settings.max_depth
             and tool_allowed("task", settings.tools, settings.disallowed_tools)
         ):
-            specs.append(task_tool(self.tree.types))
-            specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list")]
+            specs.append(task_tool(self.tree.types, settings))
+            specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list", "task_send")]
             self._subagents = SubagentRunner(self.tree, self)
             if not self.is_subagent:
                 self.tree.start()
+        if self.is_subagent:
+            specs.append(builtin_tool("task_report"))
         if settings.mcp_tools != "code" or self._kernel is None:  # without a kernel, MCP tools are calls
             specs += [
                 ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
@@ -458,6 +465,7 @@ class Agent(TurnEngine):
             hooks=self.hooks,
             hook_context=self.hook_context,
             model_sees_images=accepts_images(self._model),
+            report=self.report_to_parent if self.is_subagent else None,
         )
         try:
             if self._kernel is not None:
@@ -552,11 +560,21 @@ class Agent(TurnEngine):
         async for event in self.tree.background.iterate():
             yield event
 
-    async def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]:
+    async def stream(
+        self, prompt: str, max_turns: int | None = None, *, subagent_type: str | None = None,
+        model: str | Model | None = None,
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn and yield its events as they happen (subagents' events included).
 
         `max_turns` bounds the model rounds (one model response plus its tool calls) of this turn;
         default `config.max_turns`. Raises `ModelError` if the model request fails.
+
+        `subagent_type="explore"` runs the turn as your own `task` call instead (what `@explore …`
+        does in the terminal and the notebook): that type starts as a subagent of this agent with
+        `prompt` as its job, asked and approved as any `task` call, and its answer goes into this
+        agent's history as the call's result. `model` is the model of this turn (of that subagent,
+        with `subagent_type`). A type this agent cannot start raises `ValueError`, an unknown
+        model `ConfigError`, before the turn begins.
 
         The turn goes only as far as you read: it starts a model round or a round of tool calls
         only once you have taken every event so far. Leaving the loop early (`break`) leaves the
@@ -566,11 +584,17 @@ class Agent(TurnEngine):
         """
         if not self._started:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
+        turn_model, child_model = None, None
+        if subagent_type is not None:
+            child_model = self.check_direct(subagent_type, model, self.tree.types)
+        elif model is not None:
+            turn_model = self.settings.model_copy(update={"model": model}).resolve_model()
         await self._end_previous_turn()
         reader = Reader()
         limit = max_turns if max_turns is not None else self.settings.max_turns
-        turn = asyncio.create_task(self._turn_keeping_history(prompt, limit, reader.emit),
-                                   name=f"turn:{self.agent_id}")
+        body = self._turn_keeping_history(prompt, limit, reader.emit, subagent_type=subagent_type,
+                                          model=child_model, turn_model=turn_model)
+        turn = asyncio.create_task(body, name=f"turn:{self.agent_id}")
         background = self.tree.background if not self.is_subagent else None
         if background is not None:
             background.attach(reader.emit)  # background subagents' events join this turn while it runs
@@ -634,7 +658,7 @@ class Agent(TurnEngine):
         if self._log is None:
             return None
         if spec.agent_id is not None and self._log.has_saved_child(spec.agent_id):
-            return self._log.resume_child(spec.agent_id)
+            return self._log.resume_child(spec.agent_id, model=spec.config.model)
         return self._log.child(child_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
                                model=spec.config.model)
 

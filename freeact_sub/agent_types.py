@@ -2,7 +2,8 @@
 
 Where definitions come from, later ones replacing earlier ones by name:
 
-1. the built-in `general` (a clone of its parent: everything inherited);
+1. the built-ins: `general` (a clone of its parent: everything inherited), and the read-only
+   `explore`, `plan` and `review` (`builtin_types.py`);
 2. user files `~/.config/freeact-sub/agents/*.md`;
 3. project files `<working_dir>/.freeact-sub/agents/*.md`;
 4. `AgentConfig.agents` — the config file's `agents` table, then the `agents` given in code.
@@ -23,10 +24,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .builtin_types import BUILTIN_TYPES
 from .config import AgentConfig
 from .definitions import GENERAL, AgentDefinition, ApprovalRule, definition_fields
 from .errors import ConfigError
 from .mcp_config import McpServerConfig, StdioServerConfig
+from .model_options import ModelOption, find_option
 from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile
 from .tool_names import tool_allowed, unmatched_patterns
@@ -40,23 +43,19 @@ __all__ = [
     "check_types",
     "compose_system_prompt",
     "configure",
+    "confine",
     "definition_fields",
+    "front_matter",
     "load_agent_file",
     "load_agent_types",
+    "model_options",
     "parse_agent_markdown",
+    "pick_model",
     "task_tool",
     "tool_allowed",
     "unmatched_patterns",
     "user_agents_dir",
 ]
-
-BUILTIN_TYPES: dict[str, AgentDefinition] = {
-    GENERAL: AgentDefinition(
-        description="A general-purpose agent with the same model and tools as you (code execution and MCP "
-        "tools), for any isolated multi-step job."
-    ),
-}
-
 
 def user_agents_dir() -> Path:
     """`~/.config/freeact-sub/agents`: the person's own agent types."""
@@ -86,6 +85,18 @@ def validated(name: str, value: Any, source: str) -> AgentDefinition:
 
 def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str, AgentDefinition]:
     """`(name, definition)` from a Markdown file's text: YAML front matter between `---` lines, body = prompt."""
+    front, body = front_matter(text, source)
+    name = front.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{source}: name: expected a non-empty string")
+    if body and "prompt" in front:
+        raise ConfigError(f"{source}: prompt: given both in the front matter and as the body; use one")
+    fields = {**front, "prompt": front.get("prompt", body)}
+    return name.strip(), validated(name.strip(), fields, source)
+
+
+def front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
+    """A Markdown file's YAML front matter (between `---` lines) and its stripped body; errors name `source`."""
     import yaml
 
     lines = text.lstrip("\ufeff").splitlines(keepends=True)
@@ -104,14 +115,7 @@ def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str
         front = {}
     if not isinstance(front, dict):
         raise ConfigError(f"{source}: the front matter must be a mapping of fields, got {type(front).__name__}")
-    name = front.get("name", default_name)
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{source}: name: expected a non-empty string")
-    body = "".join(lines[end + 1 :]).strip()
-    if body and "prompt" in front:
-        raise ConfigError(f"{source}: prompt: given both in the front matter and as the body; use one")
-    fields = {**front, "prompt": front.get("prompt", body)}
-    return name.strip(), validated(name.strip(), fields, source)
+    return front, "".join(lines[end + 1 :]).strip()
 
 
 def load_agent_file(path: Path) -> tuple[str, AgentDefinition]:
@@ -150,16 +154,22 @@ def load_agent_types(
     return types
 
 
-def configure(base: AgentConfig, definition: AgentDefinition, name: str, *, model: Any = None) -> AgentConfig:
+def configure(
+    base: AgentConfig, definition: AgentDefinition, name: str, *, model: Any = None, choice: ModelOption | None = None
+) -> AgentConfig:
     """The config an agent of type `name` runs with: `base` (its parent's, or the main agent's) with the type applied.
 
     A type that names a `model` brings its own connection: its `base_url`, `api_key_env` and
     `model_settings` (unset: the provider's defaults), never the parent's. A type without a
     `model` keeps the parent's (`model`: the parent's resolved `Model`, when given); a
     `base_url` or `api_key_env` of its own then points the parent's model name elsewhere.
+    `choice` (a model the `task` call picked from the allowlist) replaces the model, with its own connection.
     """
     update: dict[str, Any] = {}
-    if definition.model is not None:
+    if choice is not None:
+        update.update(model=choice.model, base_url=choice.base_url, api_key_env=choice.api_key_env,
+                      model_settings=choice.model_settings)
+    elif definition.model is not None:
         update.update(
             model=definition.model,
             base_url=definition.base_url,
@@ -212,18 +222,70 @@ def sandbox_for(parent: SandboxProfile, definition: AgentDefinition, name: str, 
     return profile
 
 
+def confine(
+    parent: SandboxProfile, definition: AgentDefinition, name: str, base: AgentConfig
+) -> tuple[SandboxProfile, AgentDefinition]:
+    """The sandbox profile an agent of type `name` runs under, and the definition it runs with.
+
+    As `sandbox_for`, except for a built-in type (`explore`, `plan`, `review`) where the platform
+    cannot enforce its profile: it runs under its parent's profile instead of failing, without the
+    rules that only the sandbox made safe (`explore`'s cells are then asked, as any other).
+    """
+    try:
+        return sandbox_for(parent, definition, name, base), definition
+    except ConfigError:
+        if BUILTIN_TYPES.get(name) is not definition:
+            raise
+        return parent, definition.model_copy(update={"approvals": {}})
+
+
+def model_options(definition: AgentDefinition, settings: AgentConfig) -> list[ModelOption]:
+    """The models a `task` call may pick for a child of this type: the type's `models`, else the config's."""
+    return list(definition.models) if definition.models is not None else list(settings.subagent_models)
+
+
+def pick_model(
+    definition: AgentDefinition, name: str, settings: AgentConfig, model: Any, picked: str
+) -> ModelOption | str:
+    """The model a `task` call's `model` (`picked`) names for a child of type `name`, or the refusal the model reads.
+
+    Allowed: the type's `models` (else `settings.subagent_models`, the calling agent's), and the
+    model the child would run on anyway, by name (the type's own, else the caller's: `settings`'
+    model string, or `model`, its resolved `Model`).
+    """
+    options = model_options(definition, settings)
+    if definition.model is not None:
+        default = ModelOption(model=definition.model, base_url=definition.base_url,
+                              api_key_env=definition.api_key_env, model_settings=definition.model_settings)
+    else:
+        default = ModelOption(model=settings.model if isinstance(settings.model, str) else model,
+                              base_url=settings.base_url, api_key_env=settings.api_key_env,
+                              model_settings=settings.model_settings)
+    found = find_option([*options, default], picked)
+    if found is not None:
+        return found
+    if not options:
+        return (f"No models are offered to pick for a `{name}` subagent: no subagent started. Leave out "
+                f"`model` (it runs on `{default.name}`).")
+    names = ", ".join(f"`{option.name}`" for option in options)
+    return (f"The model {picked!r} is not one you may pick for a `{name}` subagent: no subagent started. "
+            f"The allowed models are {names} (or leave out `model` for `{default.name}`).")
+
+
 def check_types(
     main: AgentConfig, types: Mapping[str, AgentDefinition], sandbox: SandboxProfile | None = None
 ) -> None:
     """Raise a `ConfigError` for any type that could not start, before the main agent starts anything.
 
     Each type that brings its own model (or endpoint) has it resolved (an unknown provider prefix,
-    a bare model name without `base_url`, a missing `api_key_env` variable); each stdio MCP server
-    of the main agent and of every type must name a command that exists; a type that asks for
+    a bare model name without `base_url`, a missing `api_key_env` variable), and so has every model
+    a `task` call may pick (`subagent_models`, a type's `models`); each stdio MCP server of the
+    main agent and of every type must name a command that exists; a type that asks for
     `mcp_tools: code` must be able to run code. Without this, such a type failed only when the
     model first picked it.
     """
     check_server_commands(main.mcp_servers, "mcp_servers")
+    check_model_options(main, main.subagent_models, "subagent_models")
     for name, definition in types.items():
         settings = configure(main, definition, name)
         if definition.model is not None or definition.base_url is not None or definition.api_key_env is not None:
@@ -231,9 +293,11 @@ def check_types(
                 settings.resolve_model()
             except ConfigError as exc:
                 raise ConfigError(f"agent type {name!r}: {exc}") from None
+        if definition.models is not None:
+            check_model_options(main, definition.models, f"agent type {name!r}: models")
         check_server_commands(definition.mcp_servers, f"agent type {name!r}: mcp_servers")
         if sandbox is not None:
-            sandbox_for(sandbox, definition, name, main)  # a profile this platform cannot enforce
+            confine(sandbox, definition, name, main)  # a profile this platform cannot enforce
         if definition.mcp_tools == "code" and not tool_allowed(
             "execute_ipython_cell", settings.tools, settings.disallowed_tools
         ):
@@ -242,6 +306,15 @@ def check_types(
                 "execute_ipython_cell), so it could not call its MCP tools; use 'calls' or 'both', or allow "
                 "execute_ipython_cell"
             )
+
+
+def check_model_options(main: AgentConfig, options: list[ModelOption], field: str) -> None:
+    """A `ConfigError` naming `field` and the entry for a listed model that does not resolve."""
+    for index, option in enumerate(options):
+        try:
+            configure(main, BUILTIN_TYPES[GENERAL], GENERAL, choice=option).resolve_model()
+        except ConfigError as exc:
+            raise ConfigError(f"{field}[{index}]: {exc}") from None
 
 
 def check_server_commands(servers: Mapping[str, McpServerConfig], field: str) -> None:
@@ -267,11 +340,27 @@ def compose_system_prompt(base: str, role: str, mcp_section: str = "") -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def task_tool(types: Mapping[str, AgentDefinition]) -> ToolSpec:
-    """The `task` tool as the model sees it: its JSON definition, with the available agent types listed."""
+def task_tool(types: Mapping[str, AgentDefinition], settings: AgentConfig | None = None) -> ToolSpec:
+    """The `task` tool as the model sees it: its JSON definition, with the agent types and the models it may
+    pick for them listed (`settings`: the calling agent's, whose `subagent_models` apply to types without a list)."""
     spec = builtin_tool("task")
-    listed = "\n".join(
-        f"- `{name}`: {' '.join(d.description.split())}" for name, d in types.items() if d.mode != "primary"
-    )
-    description = f"{spec.description}\n\nAgent types for `subagent_type` (default `general`):\n{listed}"
-    return ToolSpec(name=spec.name, description=description, parameters=spec.parameters)
+    shared = list(settings.subagent_models) if settings is not None else []
+    lines = []
+    for name, definition in types.items():
+        if definition.mode == "primary":
+            continue
+        line = f"- `{name}`: {' '.join(definition.description.split())}"
+        if definition.models is not None and [o.name for o in definition.models] != [o.name for o in shared]:
+            names = ", ".join(f"`{option.name}`" for option in definition.models)
+            line += f" (`model`: {names})" if names else " (no `model` choice)"
+        lines.append(line)
+    description = f"{spec.description}\n\nAgent types for `subagent_type` (default `general`):\n" + "\n".join(lines)
+    if shared:
+        names = ", ".join(f"`{option.name}`" for option in shared)
+        description += (f"\n\nModels for `model` (leave it out for the agent type's own model; a type that lists its "
+                        f"own above takes only those): {names}")
+    parameters = spec.parameters
+    if not shared and not any(definition.models for definition in types.values()):  # nothing to choose from
+        properties = {k: v for k, v in parameters["properties"].items() if k != "model"}
+        parameters = {**parameters, "properties": properties}
+    return ToolSpec(name=spec.name, description=description, parameters=parameters)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError
 from .hooks import HookTable
 from .mcp_config import HttpServerConfig, McpServerConfig, StdioServerConfig, servers_by_shape, with_location
+from .model_options import ModelOption, option_list
 from .sandbox.profiles import SandboxSetting
 
 if TYPE_CHECKING:
@@ -197,13 +198,17 @@ class AgentConfig(BaseModel):
     max_subagents: int = Field(default=5, ge=1)
     """How many subagents may run at once."""
     enable_subagents: bool = True
-    """Offer the `task` tool (and `task_output`, `task_stop`, `task_list`)."""
+    """Offer the `task` tool (and `task_output`, `task_stop`, `task_list`, `task_send`)."""
     max_cost: float | None = Field(default=None, gt=0)
     """A budget in USD for the whole tree (the main agent and every subagent): once their model requests
     have cost this much, each agent stops before its next request. The models' prices must be known."""
     max_children: int | None = Field(default=None, ge=1)
     """How many subagents one agent may start over its life (each agent counts its own; a resumed child is not
     a new one); None: no limit. An agent type's `max_children` wins for agents of that type."""
+    subagent_models: list[ModelOption] = Field(default_factory=list)
+    """Models a `task` call may pick for its subagent (`model`), for every agent type without a `models` list of
+    its own: model strings, or tables `{model, base_url, api_key_env, model_settings}` with their own connection.
+    Empty: a call cannot pick one (the type's model, else the parent's, is used)."""
     max_depth: int = Field(default=1, ge=1)
     """How deep agents may nest: 1 lets only the main agent start subagents, 2 lets its children start
     their own, and so on. `max_subagents` bounds the children of the whole tree at once, at any depth."""
@@ -289,6 +294,11 @@ class AgentConfig(BaseModel):
                 "name different users: set one of them"
             )
         return self
+
+    @field_validator("subagent_models", mode="before")
+    @classmethod
+    def _model_list(cls, value: Any) -> Any:
+        return option_list(value)
 
     @field_validator("mcp_servers", mode="before")
     @classmethod

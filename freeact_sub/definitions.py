@@ -13,6 +13,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from .hooks import HookTable
 from .mcp_config import McpServerConfig, servers_by_shape
+from .model_options import ModelOption, option_list
 from .sandbox.profiles import SandboxSetting
 from .tool_names import tool_allowed
 
@@ -45,6 +46,9 @@ class AgentDefinition(BaseModel):
         default=None, validation_alias=_alias("model_settings", "modelSettings")
     )
     """pydantic-ai `ModelSettings`; unset: the parent's (when the model is inherited too)."""
+    models: list[ModelOption] | None = None
+    """Models a `task` call may pick for this type (`model`), each a string or a table with its own connection;
+    unset: the config's `subagent_models`. The type's own (or inherited) model stays the default."""
     base_url: str | None = Field(default=None, validation_alias=_alias("base_url", "baseUrl"))
     """Points the provider the model's prefix names at another endpoint (a bare model name: OpenAI-compatible)."""
     api_key_env: str | None = Field(default=None, validation_alias=_alias("api_key_env", "apiKeyEnv"))
@@ -87,6 +91,11 @@ class AgentDefinition(BaseModel):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _model_list(cls, value: Any) -> Any:
+        return option_list(value)
 
     @field_validator("model", mode="before")
     @classmethod

@@ -18,6 +18,8 @@ Event family::
     ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
     ├── SubagentStarted              a `task` call started a child agent
     ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
+    ├── SubagentMessage              a message to a running background child (its parent's model or the person)
+    ├── SubagentReport               a running child tells its parent something before it finishes
     └── TurnCancelled                the turn was cancelled; the history says how far it got
 
 All events are frozen dataclasses; dispatch on them with `match`.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -45,7 +48,9 @@ __all__ = [
     "Response",
     "ResponseChunk",
     "SubagentFinished",
+    "SubagentMessage",
     "SubagentQueued",
+    "SubagentReport",
     "SubagentStarted",
     "SubagentStatus",
     "Thoughts",
@@ -62,6 +67,8 @@ class AgentEvent:
 
     agent_id: str
     """Id of the agent that produced the event (`agent-` plus hex)."""
+    at: float = field(default_factory=time.time, compare=False, repr=False)
+    """When the event happened: seconds since the epoch (`time.time()`). A replayed event has the time saved."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,13 +139,16 @@ class _Verdict:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.value: tuple[bool, str | None] | None = None
+        self.at: float | None = None
+        """When the decision was made (`time.time()`)."""
 
-    def claim(self, decision: bool, reason: str | None) -> bool:
+    def claim(self, decision: bool, reason: str | None, at: float | None = None) -> bool:
         """Record the decision unless one was made already; True if this call decided."""
         with self._lock:
             if self.value is not None:
                 return False
             self.value = (decision, reason)
+            self.at = time.time() if at is None else at
             return True
 
 
@@ -174,16 +184,16 @@ class ApprovalRequest(AgentEvent):
     _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
     _verdict: _Verdict = field(default_factory=_Verdict, repr=False, compare=False)
 
-    def approve(self, decision: bool = True, reason: str | None = None) -> None:
+    def approve(self, decision: bool = True, reason: str | None = None, *, at: float | None = None) -> None:
         """Decide the request: True runs the call, False rejects it. Only the first decision counts.
 
         `reason` goes with a rejection: the model receives it as the call's result and the turn
         goes on. Without a reason (or with a blank one) a rejection ends the turn. Safe to call
         from any thread (e.g. a widget callback); `decided` and `reason` reflect the decision
-        at once.
+        at once. `at` is when it was decided (default now; a replayed request passes the saved time).
         """
         text = reason.strip() if isinstance(reason, str) else None
-        if not self._verdict.claim(bool(decision), text or None):
+        if not self._verdict.claim(bool(decision), text or None, at):
             return
         loop = self._decision.get_loop()
         try:
@@ -213,6 +223,11 @@ class ApprovalRequest(AgentEvent):
         """True once approved, False once rejected, None while undecided."""
         verdict = self._verdict.value
         return verdict[0] if verdict is not None else None
+
+    @property
+    def decided_at(self) -> float | None:
+        """When the decision was made (seconds since the epoch); None while undecided."""
+        return self._verdict.at
 
     @property
     def reason(self) -> str | None:
@@ -320,6 +335,31 @@ class SubagentFinished(AgentEvent):
     """The child's tokens and cost over its life."""
     waited: float = 0.0
     """Seconds it waited for a slot before it started (0 when one was free)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubagentMessage(AgentEvent):
+    """A message sent to a running background child: by its parent's model (`task_send`) or by the person
+    (`Agent.send`, `/send` in the terminal, the message box of its notebook panel). `agent_id` is the parent's id.
+
+    The child reads it at its next model request (it is queued while a round runs).
+    """
+
+    subagent_id: str
+    text: str
+    sender: Literal["parent", "user"]
+    """`parent`: its parent's model sent it; `user`: the person did."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubagentReport(AgentEvent):
+    """A running child told its parent something before it finished (`task_report`). `agent_id` is the child's id.
+
+    The parent's model reads it at its next model request, as it reads the end of a background child.
+    """
+
+    parent_id: str
+    text: str
 
 
 @dataclass(frozen=True, kw_only=True)

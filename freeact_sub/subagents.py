@@ -19,17 +19,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .agent_types import GENERAL, configure, sandbox_for
+from .agent_types import GENERAL, configure, confine, model_options, pick_model
 from .errors import ConfigError
 from .events import (
     AgentEvent,
     ApprovalRequest,
     Response,
     SubagentFinished,
+    SubagentMessage,
     SubagentQueued,
     SubagentStarted,
     SubagentStatus,
 )
+from .model_options import ModelOption, find_option, model_label
 from .tree import AgentTree, ChildSpec, TreeMember
 
 Emit = Callable[[AgentEvent], None]
@@ -66,6 +68,8 @@ class _Job:
     subagent_type: str
     started_at: float
     background: bool = False
+    model: str = ""
+    """The name of the model it runs on."""
     task: asyncio.Task[None] | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     status: SubagentStatus | None = None
@@ -77,11 +81,18 @@ class _Job:
     """Model rounds it used (set when it ends)."""
     told: bool = False
     """Whether the parent's model has been told how it ended (by `task_output`, or `task_stop` said it won't be)."""
+    unread: int = 0
+    """Messages sent to it (`task_send`, the person's) that it ended before reading."""
 
     @property
     def note(self) -> str:
         """What the parent's model reads, once, when this background child has ended."""
-        return f"[The background subagent {self.agent_id} has ended ({self.status}). Its result:]\n{self.result}"
+        unread = ""
+        if self.unread:
+            plural = "s" if self.unread != 1 else ""
+            unread = f" It ended before it read {self.unread} message{plural} sent to it."
+        ended = f"[The background subagent {self.agent_id} has ended ({self.status}).{unread} Its result:]"
+        return f"{ended}\n{self.result}"
 
 
 class SubagentRunner:
@@ -122,9 +133,14 @@ class SubagentRunner:
         Its arguments fit the schema already; this catches what the schema cannot know: an empty
         prompt, an unknown agent type, `resume` with `fork`, an id that is no child of this agent.
         """
-        if name in ("task_output", "task_stop"):
+        if name in ("task_output", "task_stop", "task_send"):
             job = self._own(arguments["agent_id"])
-            return job if isinstance(job, str) else None
+            if isinstance(job, str):
+                return job
+            if name == "task_send" and (job.finished.is_set() or job.agent_id not in self.running):
+                return (f"The subagent {job.agent_id} has ended ({job.status or 'ending'}): it cannot read messages "
+                        f"any more. `task(resume=\"{job.agent_id}\", prompt=...)` continues it with your message.")
+            return None
         if name != "task":
             return None
         if not str(arguments.get("prompt") or "").strip():
@@ -133,6 +149,8 @@ class SubagentRunner:
         if resume is not None and fork:
             return "Give either `resume` or `fork`, not both: no subagent started."
         subagent_type = arguments.get("subagent_type") or GENERAL
+        if resume is not None and subagent_type == GENERAL:
+            subagent_type = self._resumed_type(resume)
         startable = [name for name, definition in self._tree.types.items() if definition.mode != "primary"]
         known = ", ".join(f"`{name}`" for name in startable)
         if subagent_type not in self._tree.types:
@@ -142,6 +160,10 @@ class SubagentRunner:
                     f"started. The types you can start are {known}.")
         if resume is None and (over := self._over_child_limit()) is not None:
             return over
+        if isinstance(model := arguments.get("model"), str):
+            picked = self._pick_model(subagent_type, model)
+            if isinstance(picked, str):
+                return picked
         if resume is not None:
             if resume in self.running:
                 return f"Cannot resume {resume!r}: it is still running."
@@ -149,6 +171,32 @@ class SubagentRunner:
                 why = "it is not a subagent of yours that has finished. `task_list` lists them"
                 return f"Cannot resume {resume!r}: {why}."
         return None
+
+    def _resumed_type(self, agent_id: str) -> str:
+        """The type a child to resume had (one that ended in this process, else as its session saved it)."""
+        ended = self._ended.get(agent_id)
+        if ended is not None:
+            return str(getattr(ended, "subagent_type", GENERAL))
+        saved = next((s for s in self._parent.saved_subagents() if s.agent_id == agent_id), None)
+        return saved.type if saved is not None and saved.type in self._tree.types else GENERAL
+
+    def _resumed_model(self, agent_id: str, subagent_type: str) -> ModelOption | None:
+        """The model a child to resume ran on; None: its type's default (a saved model no longer offered too)."""
+        ended = self._ended.get(agent_id)
+        if ended is not None:
+            return ModelOption(model=ended.config.model, model_settings=ended.config.model_settings)
+        saved = next((s for s in self._parent.saved_subagents() if s.agent_id == agent_id), None)
+        if saved is None or not saved.model:
+            return None
+        definition = self._tree.types[subagent_type]
+        return find_option(model_options(definition, self._parent.settings), saved.model)
+
+    def _pick_model(self, subagent_type: str, name: str) -> ModelOption | str:
+        """The model a `task` call's `model` picks for a child of `subagent_type`, or the refusal the model reads."""
+        definition = self._tree.types.get(subagent_type)
+        if definition is None:
+            return f"Unknown subagent_type {subagent_type!r}: no subagent started."
+        return pick_model(definition, subagent_type, self._parent.settings, self._parent.model, name)
 
     def _over_child_limit(self) -> str | None:
         """The refusal of a new child past `max_children`; None while under it."""
@@ -167,35 +215,43 @@ class SubagentRunner:
             return self._stop(arguments["agent_id"])
         if name == "task_list":
             return self._list(), False
+        if name == "task_send":
+            return self._send(arguments["agent_id"], arguments["message"], emit)
         return await self.run(
             tool_call_id, arguments["prompt"], arguments.get("max_turns"), emit,
             background=arguments.get("run_in_background", False), resume=arguments.get("resume"),
             fork=arguments.get("fork", False), max_tokens=arguments.get("max_tokens"),
             max_tool_calls=arguments.get("max_tool_calls"), max_cost=arguments.get("max_cost"),
             subagent_type=arguments.get("subagent_type") or GENERAL,
-            description=" ".join(str(arguments.get("description") or "").split()),
+            description=" ".join(str(arguments.get("description") or "").split()), model=arguments.get("model"),
         )
 
     async def run(
         self, tool_call_id: str, prompt: str, max_turns: int | None, emit: Emit, *, background: bool = False,
         resume: str | None = None, fork: bool = False, max_tokens: int | None = None,
         max_tool_calls: int | None = None, subagent_type: str = GENERAL, description: str = "",
-        max_cost: float | None = None,
+        max_cost: float | None = None, model: str | None = None,
     ) -> tuple[str, bool]:
         """Run one child to its end (or start it in the background); returns the `task` call's result and
         whether it is an error.
 
         The result is an error when the child failed, stopped at its turn limit or a budget, was
         stopped, or stopped because the user rejected one of its calls: the parent model should
-        not take it for a finished job.
+        not take it for a finished job. `model` names one of the models the type allows; a resumed
+        child keeps the model it had unless `model` names another.
         """
         parent, tree = self._parent, self._tree
         if resume is not None and subagent_type == GENERAL:  # a resumed child keeps its type
-            subagent_type = getattr(self._ended.get(resume), "subagent_type", GENERAL)
+            subagent_type = self._resumed_type(resume)
         definition = tree.types.get(subagent_type)
         if definition is None:
             known = ", ".join(f"`{name}`" for name in tree.types)
             return f"Unknown subagent_type {subagent_type!r}: no subagent started. The agent types are {known}.", True
+        picked = self._pick_model(subagent_type, model) if model is not None else None
+        if isinstance(picked, str):
+            return picked, True
+        if picked is None and resume is not None:  # a resumed child keeps its model
+            picked = self._resumed_model(resume, subagent_type)
         turns = max_turns or definition.max_turns or DEFAULT_MAX_TURNS
         if not background and tree.slot_never_frees(parent.agent_id):
             slots = tree.config.max_subagents
@@ -205,9 +261,9 @@ class SubagentRunner:
                 f"for this one. Do this job yourself."
             ), True
         try:
-            config = configure(parent.settings, definition, subagent_type, model=parent.model)
+            config = configure(parent.settings, definition, subagent_type, model=parent.model, choice=picked)
             config = config.model_copy(update={"model": config.resolve_model()})
-            sandbox = sandbox_for(parent.sandbox, definition, subagent_type, config)
+            sandbox, definition = confine(parent.sandbox, definition, subagent_type, config)
         except ConfigError as exc:
             return f"The agent type {subagent_type!r} cannot start: {exc}", True
         max_cost = max_cost if max_cost is not None else definition.max_cost
@@ -237,7 +293,8 @@ class SubagentRunner:
             spec = replace(spec, history=history, note=_FORK_NOTE.format(parent=parent.agent_id))
         child = tree.new_child(spec)
         record = tree.agents[child.agent_id]
-        job = _Job(child.agent_id, spec.description, spec.subagent_type, time.monotonic(), background=background)
+        job = _Job(child.agent_id, spec.description, spec.subagent_type, time.monotonic(), background=background,
+                   model=model_label(config.model))
         self._children.pop(child.agent_id, None)  # a resumed child is listed once, as its latest run
         self._children[child.agent_id] = job
         if not background:
@@ -364,6 +421,7 @@ class SubagentRunner:
         finally:
             if job is not None:
                 job.status = status
+                job.unread = child.drop_unread()
                 if job.background:
                     self._background_ended(job, outcome, record.stopped_by)
             tree.unregister(child.agent_id)
@@ -436,6 +494,19 @@ class SubagentRunner:
             f"The end of what it has said so far:\n{said}"
         ), False
 
+    def _send(self, agent_id: str, message: str, emit: Emit) -> tuple[str, bool]:
+        """`task_send`: queue the parent's message for a running background child."""
+        if (problem := self.check("task_send", {"agent_id": agent_id})) is not None:
+            return problem, True  # it ended while the call waited for approval
+        self.running[agent_id].tell(message, f"your parent {self._parent.agent_id}")
+        emit(SubagentMessage(agent_id=self._parent.agent_id, subagent_id=agent_id, text=message, sender="parent"))
+        return (f"Sent to {agent_id}: it reads your message at its next step. Its answer comes as its result, or "
+                "earlier if it reports."), False
+
+    def report(self, child_id: str, text: str) -> None:
+        """A running child's `task_report`: the parent's model reads it at its next model request."""
+        self._notes.append(f"[The subagent {child_id} reports (it is still working):]\n{text}")
+
     def _stop(self, agent_id: str) -> tuple[str, bool]:
         job = self._own(agent_id)
         if isinstance(job, str):
@@ -468,7 +539,7 @@ class SubagentRunner:
             lines.append(
                 f"{job.agent_id} type={job.subagent_type} {'background' if job.background else 'foreground'} "
                 f"state={state} turns={turns} "
-                f"elapsed={elapsed:.0f}s tokens={used.total_tokens}"
+                f"elapsed={elapsed:.0f}s tokens={used.total_tokens} model={job.model}"
                 + (f" description={job.description!r}" if job.description else "")
             )
         return "\n".join(lines)

@@ -17,13 +17,16 @@ def _count(value: Any, one: str, many: str) -> str | None:
 def task_call_notes(arguments: Mapping[str, Any]) -> list[str]:
     """The settings of a `task` call beside its prompt, each a short phrase; empty for a plain call.
 
-    E.g. `["reviewer", "“Review the summary”", "at most 4 turns", "in the background"]`. Values
+    E.g. `["reviewer", "on claude-haiku-4-5", "“Review the summary”", "at most 4 turns", "in the background"]`. Values
     of the wrong type are left out (the call itself reports them to the model).
     """
     notes: list[str] = []
     kind = arguments.get("subagent_type")
     if isinstance(kind, str) and kind and kind != "general":
         notes.append(kind)
+    model = arguments.get("model")
+    if isinstance(model, str) and model.strip():
+        notes.append(f"on {model.strip()}")
     title = arguments.get("description")
     if isinstance(title, str) and title.strip():
         notes.append(f"“{' '.join(title.split())}”")

@@ -9,6 +9,7 @@ an event tagged with the agent's id.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -61,8 +62,11 @@ class ToolCallRunner:
         sandbox: SandboxProfile | None = None,
         hooks: Hooks | None = None,
         hook_context: Callable[[], dict[str, Any]] | None = None,
+        report: Callable[[str, Emit], None] | None = None,
     ) -> None:
         self.agent_id = agent_id
+        self.report = report
+        """A subagent's `task_report`: hands the text to its parent (and emits `SubagentReport`)."""
         self.model_sees_images = model_sees_images
         """Whether cells' images go back to the model as images (its profile accepts them)."""
         self.config = config
@@ -105,9 +109,13 @@ class ToolCallRunner:
         from pydantic_ai.messages import ToolReturnPart
 
         name, call_id = call.tool_name, call.tool_call_id
+        times: dict[str, float] = {}
+        """When the call was asked about, decided and started (saved with its result, for the timeline)."""
 
         def result(content: Any, rejected: bool = False) -> tuple[ToolReturnPart, bool, AgentEvent | None]:
-            return ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id), rejected, None
+            metadata = {"timeline": times} if times else None
+            part = ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id, metadata=metadata)
+            return part, rejected, None
 
         def refuse(message: str) -> tuple[ToolReturnPart, bool, AgentEvent | None]:
             part, _, _ = result(message)
@@ -124,6 +132,9 @@ class ToolCallRunner:
         if self.subagents is not None and (problem := self.subagents.check(name, arguments)):
             return refuse(problem)  # a call that cannot work is answered at once: nobody is asked
         request = await self.ask(name, arguments, call_id, emit)
+        times["asked"] = request.at
+        if request.decided_at is not None:
+            times["decided"] = request.decided_at
         if not await request.approved():
             if request.hook is not None and request.rule is None and request.reason is not None:
                 return result(hook_refusal(name, request.hook, request.reason))
@@ -134,6 +145,7 @@ class ToolCallRunner:
             return result(rejection_with_reason(request.reason))
         arguments = request.tool_args  # as a hook may have rewritten them
         self._started.add(call_id)
+        times["started"] = time.time()
         content, reported = await self._execute(name, arguments, call_id, emit)
         if self.hooks is not None and self.hooks.wants("PostToolUse"):
             content = await self._after(name, arguments, call_id, content, emit)
@@ -257,7 +269,11 @@ class ToolCallRunner:
             assert self.kernel is not None  # only offered with a kernel
             await self.kernel.reset()
             text = "The kernel was restarted: all variables, imports and definitions are gone."
-        elif name in ("task", "task_output", "task_stop", "task_list"):
+        elif name == "task_report":
+            assert self.report is not None  # only offered to a subagent
+            self.report(arguments["text"], emit)
+            text = "Reported: your parent reads it at its next step. Go on with your job."
+        elif name in ("task", "task_output", "task_stop", "task_list", "task_send"):
             assert self.subagents is not None
             text, is_error = await self.subagents.call(name, arguments, call_id, emit)
         else:

@@ -84,6 +84,18 @@ class TreeMember(Protocol):
 
     def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]: ...
 
+    def tell(self, text: str, sender: str) -> None:
+        """Queue a message for the agent's next model request (`sender`: who sent it, as the model reads it)."""
+        ...
+
+    def drop_unread(self) -> int:
+        """Forget the messages it has not read (it ended); returns how many there were."""
+        ...
+
+    def take_report(self, child_id: str, text: str) -> None:
+        """A running child's `task_report`: the agent's model reads it at its next model request."""
+        ...
+
     async def stop(self) -> None: ...
 
     def finished(self, status: str) -> None:
@@ -253,6 +265,9 @@ class AgentTree:
         self.zygote = KernelZygote()
         self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
         """Pre-started, never-used kernels for children."""
+        self.profile_pools: dict[SandboxProfile, KernelPool] = {}
+        """Pools for children under another profile than the main agent's (a read-only `explore`), made the
+        first time such a child starts, so the next one finds its kernel ready."""
         self.mcp_pool = McpPool(self.config.mcp_pool_size)
         """Pre-opened, never-used MCP connections for children, per server configuration."""
 
@@ -287,6 +302,25 @@ class AgentTree:
             depth += 1
             record = self.agents.get(record.parent_id)
         return depth
+
+    def send(self, agent_id: str, text: str) -> None:
+        """The person's message to a running subagent (at any depth): it reads it at its next model request.
+
+        Raises `ValueError` for an empty message or an id that is no running subagent.
+        """
+        from .events import SubagentMessage
+
+        if not text.strip():
+            raise ValueError("the message is empty")
+        record = self.agents.get(agent_id)
+        if record is None or record.parent_id is None:
+            raise ValueError(
+                f"no running subagent {agent_id!r}: a message reaches only a subagent that is running "
+                "(one that has ended can be resumed by its parent with `task(resume=...)`)"
+            )
+        record.agent.tell(text, "the user")
+        self.background.emit(SubagentMessage(agent_id=record.parent_id, subagent_id=agent_id, text=text,
+                                              sender="user"))
 
     def cancel(self, agent_id: str, by: str = "the user") -> bool:
         """Stop one subagent (at any depth): its parent's `task` result says who stopped it. False if not live."""
@@ -374,11 +408,18 @@ class AgentTree:
     async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile) -> KernelBackend:
         """A started kernel for `agent_id` confined to `sandbox`.
 
-        Launched for the main agent; for a child, from the pool when it runs under the main
-        agent's profile, else forked for it.
+        Launched for the main agent; for a child, from the pool of its profile (the main agent's,
+        or one made when the first child under another profile starts).
         """
         if self.is_child(agent_id) and sandbox == self.sandbox:
             kernel = await self.pool.acquire()
+        elif self.is_child(agent_id) and uses_local_kernels(self.config):
+            pool = self.profile_pools.get(sandbox)
+            if pool is None:
+                pool = self.profile_pools[sandbox] = KernelPool(
+                    lambda: self.new_kernel("pooled", sandbox, launcher=self.zygote), self.config.kernel_pool_size
+                )
+            kernel = await pool.acquire()
         else:
             launcher = self.zygote if self.is_child(agent_id) and self.zygote.running else None
             kernel = self.new_kernel(agent_id, sandbox, launcher=launcher)
@@ -393,17 +434,21 @@ class AgentTree:
     def refill(self, config: AgentConfig) -> None:
         """Top the pools up after a child started (not before: booting would slow that child's own start)."""
         self._expect_children()
+        for pool in self.profile_pools.values():
+            pool.fill()
         self.mcp_pool.fill(config.mcp_servers, config.working_dir)
 
     def _expect_children(self) -> None:
-        """Tell the kernel pool how many children wait for a slot and will take a pooled kernel when they get one
-        (up to `max_subagents`): their kernels boot while the running children work."""
-        waiting = sum(
-            1 for record in self.agents.values()
-            if record.parent_id is not None and record.state == "waiting" and record.agent.sandbox == self.sandbox
-            and tool_allowed("execute_ipython_cell", (s := record.agent.settings).tools, s.disallowed_tools)
-        )
-        self.pool.expect(min(waiting, self.config.max_subagents))
+        """Tell each kernel pool how many children wait for a slot and will take one of its kernels when they get
+        one (up to `max_subagents`): their kernels boot while the running children work."""
+        waiting: dict[SandboxProfile, int] = {}
+        for record in self.agents.values():
+            settings = record.agent.settings if record.parent_id is not None and record.state == "waiting" else None
+            if settings is not None and tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools):
+                waiting[record.agent.sandbox] = waiting.get(record.agent.sandbox, 0) + 1
+        self.pool.expect(min(waiting.get(self.sandbox, 0), self.config.max_subagents))
+        for profile, pool in self.profile_pools.items():
+            pool.expect(min(waiting.get(profile, 0), self.config.max_subagents))
 
     def start(self) -> None:
         """When the main agent has started, in the background: open the MCP pool's connections; start the
@@ -428,7 +473,7 @@ class AgentTree:
         self._warming = None
         self.background.close()
         self.background = BackgroundEvents()
-        pool, zygote, mcp_pool = self.pool, self.zygote, self.mcp_pool
+        pool, zygote, mcp_pool, others = self.pool, self.zygote, self.mcp_pool, list(self.profile_pools.values())
         self._renew()  # a main agent may be started again after it stopped
-        await asyncio.gather(pool.close(), mcp_pool.close(), return_exceptions=True)
+        await asyncio.gather(pool.close(), mcp_pool.close(), *(p.close() for p in others), return_exceptions=True)
         await zygote.close()

@@ -10,9 +10,11 @@ kernel, tools, session log) and its lifecycle; `Reader` is the consumer's side o
 from __future__ import annotations
 
 import asyncio
+import time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from .direct import DirectTurns
 from .errors import ModelError
 from .events import (
     AgentEvent,
@@ -66,7 +68,7 @@ class Reader:
         await self._waiting.wait()
 
 
-class TurnEngine:
+class TurnEngine(DirectTurns):
     """Runs the turns of an `Agent` (its base class); the state it works on is the agent's."""
 
     if TYPE_CHECKING:  # the agent's state this engine reads and writes (set in `Agent.__init__`)
@@ -86,7 +88,9 @@ class TurnEngine:
         _subagents: SubagentRunner | None
         _toolbox: Toolbox | None
         _model: Model | None
+        _turn_model: Model | None
         _told: list[str]
+        _inbox: list[tuple[str, str]]
         _prompt_notes: list[str]
         _first_note: str | None
         _resume_note: bool
@@ -102,8 +106,15 @@ class TurnEngine:
         def hook_context(self) -> dict[str, Any]: ...
         async def wait_for_reader(self) -> None: ...
 
-    async def _turn_keeping_history(self, prompt: str, limit: int | None, emit: Emit) -> None:
-        """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed."""
+    async def _turn_keeping_history(
+        self, prompt: str, limit: int | None, emit: Emit, *, subagent_type: str | None = None,
+        model: str | None = None, turn_model: Model | None = None,
+    ) -> None:
+        """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed.
+
+        With `subagent_type` it is the person's directed `task` call (`model` for that subagent);
+        `turn_model` is the model of this turn's rounds instead of the agent's own.
+        """
         before = list(self._history)
         self._told = []
         if self._log is not None and not self.is_subagent:
@@ -113,7 +124,11 @@ class TurnEngine:
             answers = await hooks.ask("UserPromptSubmit", self.hook_context(), {"prompt": prompt}, emit)
             self._prompt_notes = [f"[hook {a.hook}] {a.note}" for a in answers if a.note]
         try:
-            await self._run_turn(prompt, limit, emit)
+            if subagent_type is not None:
+                await self._direct_turn(prompt, subagent_type, model, emit)
+            else:
+                self._turn_model = turn_model
+                await self._run_turn(prompt, limit, emit)
             if hooks.wants("Stop"):
                 await hooks.ask("Stop", self.hook_context(), {"final_answer": self._final_answer()}, emit)
         except asyncio.CancelledError:
@@ -127,6 +142,7 @@ class TurnEngine:
                 self._subagents.put_back(self._told)  # the history that told them is gone: tell them again
             raise
         finally:
+            self._turn_model = None
             self._save()
 
     def _save(self, *, durable: bool = True) -> None:
@@ -252,14 +268,17 @@ class TurnEngine:
         return None
 
     def _tell_background_results(self) -> None:
-        """Add the notes on background children that ended to the request the model is about to get."""
+        """Add to the request the model is about to get: the notes on background children that ended or
+        reported, and the messages sent to this agent while it works (`task_send`, the person's)."""
         from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-        if self._subagents is None or not isinstance(last := self._history[-1], ModelRequest):
+        if not isinstance(last := self._history[-1], ModelRequest):
             return
-        notes = self._subagents.take_notes()
+        notes = self._subagents.take_notes() if self._subagents is not None else []
+        self._told.extend(notes)
+        messages, self._inbox = self._inbox, []
+        notes += [f"[A message from {sender}, sent while you work:]\n{text}" for sender, text in messages]
         if notes:
-            self._told.extend(notes)
             self._history[-1] = ModelRequest(parts=[*last.parts, *(UserPromptPart(note) for note in notes)])
 
     async def _run_calls(self, calls: list[ToolCallPart], emit: Emit) -> list[tuple[ToolReturnPart, bool]]:
@@ -312,9 +331,11 @@ class TurnEngine:
         assert self._model is not None and self._toolbox is not None
         parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
         settings: Any = self.settings.model_settings
+        sent = time.time()
         try:
             async with model_request_stream(
-                self._model, self._history, model_settings=settings, model_request_parameters=parameters
+                self._turn_model or self._model, self._history, model_settings=settings,
+                model_request_parameters=parameters,
             ) as stream:
                 async for event in stream:
                     if isinstance(event, PartStartEvent):
@@ -330,6 +351,8 @@ class TurnEngine:
                         elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
                             emit(ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta))
                 response = stream.get()
+            # when the request went out and the response was complete, saved with it (for the timeline)
+            response.metadata = {**(response.metadata or {}), "timeline": {"sent": sent, "received": time.time()}}
         except asyncio.CancelledError:
             raise
         except Exception as exc:

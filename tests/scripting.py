@@ -118,12 +118,12 @@ class Script:
     infos: list[AgentInfo] = field(default_factory=list)
     """What each request was offered (tools and their schemas: `infos[i].function_tools`)."""
 
-    def __init__(self, *steps: Step) -> None:
+    def __init__(self, *steps: Step, model_name: str = "scripted") -> None:
         self.steps = list(steps)
         self.requests = []
         self.infos = []
         self._ids = itertools.count(1)
-        self.model = FunctionModel(stream_function=self._stream, model_name="scripted")
+        self.model = FunctionModel(stream_function=self._stream, model_name=model_name)
         """The `FunctionModel` to put in `AgentConfig(model=...)`."""
 
     @property

@@ -34,7 +34,9 @@ Main agent scripts, chosen by words in the user's prompt:
   turn; a later prompt mentioning ``background`` is answered with the note the agent adds when
   that subagent has ended (its result), or with "nothing has ended" when no note came.
 
-Subagents follow the script their prompt names (review, primes or π); each thinks aloud, asks
+A subagent whose latest user message is a message sent to it while it works (`task_send`, `/send`)
+answers that it read it (quoting it) and ends. Subagents follow the script their prompt names
+(review, primes or π); each thinks aloud, asks
 for approval of its code (the reviewer's rule approves its one MCP call), and reports what the
 main agent quotes. A subagent whose last call was rejected with a reason (the reason comes back
 as the call's result) stops and answers by quoting that result, so a person sees the reason
@@ -142,6 +144,10 @@ def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
         rejection = _rejection(conversation)
         if rejection is not None:
             return Reply(reasoning="The user rejected my call and said why.", text=f"I stopped: {rejection}")
+        if prompt.startswith("[a message from") and conversation.step == 0:
+            message = conversation.prompt.partition("\n")[2].strip()
+            return Reply(reasoning="A message came while I worked; I take it into account and finish.",
+                         text=f"I read your message ({message!r}) and finish here.")
         if "review" in prompt:
             return _reviewer_subagent(conversation)
         if "pi" in re.findall(r"[a-z]+", prompt):

@@ -19,6 +19,8 @@ from freeact_sub import (
     ModelUsage,
     Response,
     ResponseChunk,
+    SubagentMessage,
+    SubagentReport,
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
@@ -59,6 +61,7 @@ class AgentPanel(widgets.VBox):
         max_turns: int | None = None,
         on_change: Callable[[], None] = lambda: None,
         on_stop: Callable[[str], None] | None = None,
+        on_send: Callable[[str, str], str | None] | None = None,
     ) -> None:
         super().__init__()
         self.agent_id = agent_id
@@ -116,7 +119,33 @@ class AgentPanel(widgets.VBox):
         header = widgets.HBox(header_parts)
         header.add_class("freeact-panel-header")
         self._body = widgets.VBox()
-        self.children = (header, self._body)
+        self.message_box: widgets.HBox | None = None
+        """A subagent's message box: the person's message reaches it at its next step (`Agent.send`)."""
+        self.message_text = widgets.Text(placeholder=f"A message to {agent_id} while it works",
+                                         layout=widgets.Layout(width="60%"))
+        self.send_button = widgets.Button(description="Send", icon="paper-plane", tooltip=f"Send to {agent_id}",
+                                          layout=widgets.Layout(width="auto"))
+        self.send_note = widgets.HTML()
+        parts: list[widgets.Widget] = [header, self._body]
+        if on_send is not None:
+            self.message_text.add_class("freeact-message-text")
+            self.send_button.add_class("freeact-send")
+
+            def send(_: object) -> None:
+                text = self.message_text.value.strip()
+                if not text:
+                    return
+                refused = on_send(agent_id, text)
+                if refused is None:
+                    self.message_text.value = ""
+                self.send_note.value = "" if refused is None else (
+                    f'<span class="freeact-error">Not sent: {_html.escape(refused)}</span>')
+
+            self.send_button.on_click(send)
+            self.message_box = widgets.HBox([self.message_text, self.send_button, self.send_note])
+            self.message_box.add_class("freeact-message-box")
+            parts.append(self.message_box)
+        self.children = tuple(parts)
         self.add_class("freeact-panel")
         self.add_class("freeact-subagent" if subagent else "freeact-main")
         self.add_class(f"freeact-panel-{agent_id}")
@@ -291,6 +320,13 @@ class AgentPanel(widgets.VBox):
                     "went on as without it)</div>"
                 )
                 self._append(note)
+            case SubagentMessage(text=text, sender=sender):
+                source = "you" if sender == "user" else f"its parent {event.agent_id}"
+                self._append(widgets.HTML(f'<div class="freeact-message">→ message from {_html.escape(source)}: '
+                                          f"{_html.escape(text)}</div>"))
+            case SubagentReport(parent_id=parent, text=text):
+                self._append(widgets.HTML(f'<div class="freeact-report">↑ reports to {_html.escape(parent)}: '
+                                          f"{_html.escape(text)}</div>"))
             case TurnCancelled():
                 self.finish("cancelled")
         self.refresh()
@@ -314,6 +350,8 @@ class AgentPanel(widgets.VBox):
             call.cancel()
         if self.stop_button is not None:
             self.stop_button.disabled = True
+        if self.message_box is not None:
+            self.message_text.disabled = self.send_button.disabled = True
         self.refresh()
 
     def fail(self, message: str) -> None:

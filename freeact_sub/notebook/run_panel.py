@@ -6,11 +6,12 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 
-from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentQueued, SubagentStarted
+from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentMessage, SubagentQueued, SubagentStarted
 
 from . import _html, _static
 from ._style import STYLESHEET
 from .agent_panel import AgentPanel, AgentState
+from .timeline_view import TimelineView
 
 __all__ = ["RunPanel"]
 
@@ -32,9 +33,11 @@ class RunPanel(widgets.VBox):
         on_stop: Callable[[], None],
         auto_approve_note: str | None = None,
         on_stop_agent: Callable[[str], None] | None = None,
+        on_send: Callable[[str, str], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._on_stop_agent = on_stop_agent
+        self._on_send = on_send
         self.add_class("freeact-run")
         self.add_class("freeact-live")  # only the live widgets: the static copy hides itself next to them
         self._policy = policy
@@ -61,6 +64,9 @@ class RunPanel(widgets.VBox):
             banner.add_class("freeact-auto-approve")
             parts.append(banner)
         parts.append(self.main)
+        self.timeline = TimelineView()
+        """The run's timeline, under the agents' panels."""
+        parts.append(self.timeline)
         self.children = tuple(parts)
         self.state = "starting"
         """The run's status as the header shows it (`done`, `cancelled`, `failed` once it ended)."""
@@ -92,7 +98,7 @@ class RunPanel(widgets.VBox):
     def _new_panel(self, agent_id: str, *, subagent: bool = True, max_turns: int | None = None) -> AgentPanel:
         return AgentPanel(
             agent_id, policy=self._policy, subagent=subagent, max_turns=max_turns, on_change=self._show_pending,
-            on_stop=self._on_stop_agent if subagent else None,
+            on_stop=self._on_stop_agent if subagent else None, on_send=self._on_send if subagent else None,
         )
 
     def static_html(self) -> str:
@@ -104,7 +110,8 @@ class RunPanel(widgets.VBox):
         return _static.static_text(self)
 
     def handle(self, event: AgentEvent) -> None:
-        """Show one event in the panel of the agent it belongs to."""
+        """Show one event in the panel of the agent it belongs to (and on the timeline)."""
+        self.timeline.add(event)
         match event:
             case SubagentQueued(subagent_id=child_id, tool_call_id=call_id):
                 panel = self._new_panel(child_id)
@@ -128,6 +135,8 @@ class RunPanel(widgets.VBox):
                 if event.waited >= 0.1:
                     self._panel(child_id).set_waited(event.waited)
                 self._panel(child_id).finish(state, elapsed=elapsed, turns=turns)
+            case SubagentMessage(subagent_id=child_id):
+                self._panel(child_id).handle(event)  # shown where it is read: in the subagent's panel
             case _:
                 self._panel(event.agent_id).handle(event)
 
@@ -135,7 +144,7 @@ class RunPanel(widgets.VBox):
         panel = self.panels.get(agent_id)
         if panel is None:  # an agent we were not told about: show it rather than drop its events
             panel = self.panels[agent_id] = self._new_panel(agent_id)
-            self.children = (*self.children, panel)
+            self.children = (*self.children[:-1], panel, self.timeline)
         return panel
 
     def tick(self) -> None:
@@ -143,6 +152,7 @@ class RunPanel(widgets.VBox):
         for panel in self.panels.values():
             if not panel.finished:
                 panel.refresh()
+        self.timeline.refresh()
 
     def end(self, state: AgentState, error: str | None = None, *, still_running: frozenset[str] = frozenset()) -> None:
         """The run is over: every agent still shown as running ends with it, except background subagents that go on
@@ -156,3 +166,4 @@ class RunPanel(widgets.VBox):
             self.main.finish(state)
         self.stop_button.disabled = True
         self.set_status(state)
+        self.timeline.refresh(force=True)

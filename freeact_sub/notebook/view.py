@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from freeact_sub import Agent, AgentEvent, Response, TurnCancelled, auto_approve_from_env
+from freeact_sub import Agent, AgentEvent, Response, ToolOutput, TurnCancelled, auto_approve_from_env, split_type_prompt
 
 from . import _replaced
 from .run_panel import RunPanel
@@ -38,6 +38,10 @@ class AgentView:
 
     With `auto_approve=True`, or the environment variable `FREEACT_SUB_AUTO_APPROVE=1` when
     `auto_approve` is not given, every action of every agent is approved and the output says so.
+
+    A prompt `@explore …` runs that agent type as your own subagent of the main agent, and
+    `/name args` runs your command `.freeact-sub/commands/name.md` (as in the terminal); a
+    running subagent's panel has a message box whose text reaches it at its next step.
 
     `view` (or `display(view)`) shows the last run's panel again. When a run ends, its cell also
     keeps a static copy of the transcript, which is what a notebook reopened without a kernel
@@ -125,6 +129,7 @@ class AgentView:
             on_stop=self.stop,
             auto_approve_note=AUTO_APPROVE_NOTE if self.agent.approvals.everything else None,
             on_stop_agent=lambda agent_id: self._in_loop(lambda: self.agent.cancel_subagent(agent_id)),
+            on_send=self._send,
         )
         self.panel = panel
         self.events = []
@@ -179,6 +184,29 @@ class AgentView:
             self._in_loop(lambda: panel.set_status("stopping"))
         self._in_loop(self.agent.cancel)
 
+    def _send(self, agent_id: str, text: str) -> str | None:
+        """A subagent panel's message box: the person's message to it; returns why it was not sent, or None."""
+        if self._loop is not None and threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self.agent.send, agent_id, text)
+            return None
+        try:
+            self.agent.send(agent_id, text)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def directed(self, prompt: str) -> tuple[str, str | None, str | None]:
+        """What a prompt asks for: `(prompt, subagent_type, model)` of `/name args` (a command of the person's),
+        of `@type prompt` (a known agent type), else the prompt itself for the main agent."""
+        name, _, rest = prompt.strip().partition(" ")
+        if name.startswith("/") and len(name) > 1 and "/" not in name[1:]:
+            command = self.agent.commands().get(name[1:])
+            if command is not None:
+                command.check(self.agent.tree.types)  # an unknown `agent` is an error naming the file
+                return command.prompt(rest), command.agent, command.model
+        subagent_type, text = split_type_prompt(prompt, self.agent.tree.types)
+        return text, subagent_type, None
+
     def _in_loop(self, action: Callable[[], object]) -> None:
         # Widget callbacks run on the kernel's loop thread in ipykernel 7.4; be safe if one does not.
         if self._loop is None or threading.get_ident() == self._loop_thread:
@@ -195,7 +223,8 @@ class AgentView:
                 await self.agent.start()
             panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note)
             panel.set_status("running")
-            stream = self.agent.stream(prompt, max_turns=max_turns)
+            prompt, subagent_type, model = self.directed(prompt)
+            stream = self.agent.stream(prompt, max_turns=max_turns, subagent_type=subagent_type, model=model)
             try:
                 async for event in stream:
                     self.events.append(event)
@@ -203,6 +232,9 @@ class AgentView:
                         state = "cancelled"
                     elif isinstance(event, Response) and event.final and event.agent_id == self.agent.agent_id:
                         self.answer = event.content
+                    elif subagent_type is not None and isinstance(event, ToolOutput) and (
+                            event.agent_id == self.agent.agent_id):
+                        self.answer = event.content  # a directed run's answer is its subagent's
                     panel.handle(event)
             finally:
                 await stream.aclose()

@@ -126,8 +126,9 @@ def _apply(summary: SessionSummary, record: dict[str, Any]) -> None:
                 prompt=record.get("prompt") or "",
                 started=record.get("started"),
             )
-        else:  # the agent was resumed: it runs again
+        else:  # the agent was resumed: it runs again (on another model, if the record names one)
             known.status, known.ended = "running", None
+            known.model = record.get("model") or known.model
     elif kind == "usage":
         agent = summary.agents[record["agent_id"]]
         agent.requests = int(record.get("requests", 0))

@@ -74,7 +74,9 @@ def _did_not_run(result: str) -> bool:
     return result.startswith(_NOT_RUN)
 
 
-def _decided_request(agent_id: str, name: str, args: dict[str, Any], call_id: str, approved: bool) -> ApprovalRequest:
+def _decided_request(
+    agent_id: str, name: str, args: dict[str, Any], call_id: str, approved: bool, asked: float, decided: float
+) -> ApprovalRequest:
     """An `ApprovalRequest` that was decided long ago (no event loop needs to run for it)."""
     global _loop
     try:
@@ -86,8 +88,8 @@ def _decided_request(agent_id: str, name: str, args: dict[str, Any], call_id: st
     decision: asyncio.Future[bool] = loop.create_future()
     decision.set_result(approved)
     request = ApprovalRequest(agent_id=agent_id, tool_name=name, tool_args=args, tool_call_id=call_id,
-                              _decision=decision)
-    request.approve(approved)
+                              _decision=decision, at=asked)
+    request.approve(approved, at=decided)
     return request
 
 
@@ -114,25 +116,32 @@ def replay(
 
     children = children or {}
     results: dict[str, str] = {}
+    times: dict[str, dict[str, float]] = {}
+    """Per call: when it was asked about, decided, started and ended (saved with its result)."""
     for message in messages:
         if not isinstance(message, ModelResponse):
             for part in message.parts:
                 if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id:
                     results[part.tool_call_id] = part.model_response() if isinstance(part, RetryPromptPart) \
                         else part.model_response_str()
+                    times[part.tool_call_id] = {**_saved_times(getattr(part, "metadata", None)),
+                                                "ended": part.timestamp.timestamp()}
     events: list[AgentEvent] = []
     turn = 0
     for message in messages:
         if isinstance(message, ModelResponse):
             turn += 1
-            events.append(TurnStarted(agent_id=agent_id, turn=turn))
+            saved = _saved_times(message.metadata)
+            sent = saved.get("sent", message.timestamp.timestamp())
+            received = saved.get("received", sent)
+            events.append(TurnStarted(agent_id=agent_id, turn=turn, at=sent))
             calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
             text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
             for thinking in message.parts:
                 if isinstance(thinking, ThinkingPart) and thinking.content:
-                    events.append(Thoughts(agent_id=agent_id, content=thinking.content))
+                    events.append(Thoughts(agent_id=agent_id, content=thinking.content, at=received))
             if text or not calls:
-                events.append(Response(agent_id=agent_id, content=text, final=not calls))
+                events.append(Response(agent_id=agent_id, content=text, final=not calls, at=received))
             for call in calls:
                 try:
                     args = _with_defaults(call.tool_name, parse_arguments(call.args))  # type: ignore[arg-type]
@@ -140,12 +149,17 @@ def replay(
                     continue  # refused before approval: only its result (a ToolOutput) was shown
                 result = results.get(call.tool_call_id, "")
                 approved = not _did_not_run(result)
-                events.append(_decided_request(agent_id, call.tool_name, args, call.tool_call_id, approved))
+                when = times.get(call.tool_call_id, {})
+                asked = when.get("asked", received)
+                decided = when.get("decided", asked)
+                events.append(_decided_request(agent_id, call.tool_name, args, call.tool_call_id, approved,
+                                               asked, decided))
                 child = children.get(call.tool_call_id)
                 if call.tool_name == "task" and child is not None:
                     events.append(
                         SubagentStarted(
                             agent_id=agent_id,
+                            at=when.get("started", decided),
                             subagent_id=child.agent_id,
                             tool_call_id=call.tool_call_id,
                             prompt=str(args.get("prompt", child.prompt)),
@@ -168,12 +182,14 @@ def replay(
             if isinstance(part, UserPromptPart):
                 if isinstance(part.content, str) and not _is_note(part.content):
                     turn = 0
-                    events.append(UserPrompt(agent_id=agent_id, content=part.content))
+                    events.append(UserPrompt(agent_id=agent_id, content=part.content, at=part.timestamp.timestamp()))
             elif isinstance(part, RetryPromptPart) and part.tool_call_id:
                 events.append(ToolOutput(agent_id=agent_id, content=part.model_response(),
-                                         tool_name=part.tool_name or "", tool_call_id=part.tool_call_id, is_error=True))
+                                         tool_name=part.tool_name or "", tool_call_id=part.tool_call_id, is_error=True,
+                                         at=part.timestamp.timestamp()))
             elif isinstance(part, ToolReturnPart):
-                events += _result(agent_id, part.tool_name, part.model_response_str(), part.tool_call_id, children)
+                events += _result(agent_id, part.tool_name, part.model_response_str(), part.tool_call_id, children,
+                                  part.timestamp.timestamp())
     return events
 
 
@@ -200,16 +216,24 @@ def _builtin_toolbox(tool_name: str) -> Any:
         return None
 
 
+def _saved_times(metadata: Any) -> dict[str, float]:
+    """The times a message or a tool result was saved with (`{"timeline": {...}}` in its metadata)."""
+    found = metadata.get("timeline") if isinstance(metadata, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {key: float(value) for key, value in found.items() if isinstance(value, int | float)}
+
+
 def _result(
-    agent_id: str, tool_name: str, content: str, call_id: str, children: dict[str, SavedAgent]
+    agent_id: str, tool_name: str, content: str, call_id: str, children: dict[str, SavedAgent], at: float
 ) -> list[AgentEvent]:
     if tool_name == "execute_ipython_cell":
         text = "" if content == _NOTHING_PRINTED else content
         images = tuple(Path(found) for found in _IMAGE.findall(text))
-        output = CodeExecutionOutput(agent_id=agent_id, text=text, images=images, tool_call_id=call_id)
+        output = CodeExecutionOutput(agent_id=agent_id, text=text, images=images, tool_call_id=call_id, at=at)
         if not text:
             return [output]
-        return [CodeExecutionOutputChunk(agent_id=agent_id, text=text, tool_call_id=call_id), output]
+        return [CodeExecutionOutputChunk(agent_id=agent_id, text=text, tool_call_id=call_id, at=at), output]
     events: list[AgentEvent] = []
     child = children.get(call_id) if tool_name == "task" else None
     if child is not None:
@@ -221,9 +245,10 @@ def _result(
                 status=_FINISHED.get(child.status, "cancelled"),
                 turns_used=child.turns,
                 elapsed=_seconds(child.started, child.ended),
+                at=at,
             )
         )
-    events.append(ToolOutput(agent_id=agent_id, content=content, tool_name=tool_name, tool_call_id=call_id,
+    events.append(ToolOutput(agent_id=agent_id, content=content, tool_name=tool_name, tool_call_id=call_id, at=at,
                              is_error=content.startswith("Invalid arguments") or content.startswith("Unknown tool")))
     return events
 

@@ -178,14 +178,19 @@ class SessionStore:
         )
         return self._open_log(agent_id, ())
 
-    def resume_agent(self, agent_id: str) -> tuple[AgentLog, list[ModelMessage]]:
-        """The log of an agent saved earlier, and its history ready for the model; it continues its own file."""
+    def resume_agent(self, agent_id: str, *, model: Any = None) -> tuple[AgentLog, list[ModelMessage]]:
+        """The log of an agent saved earlier, and its history ready for the model; it continues its own file.
+
+        `model`: the model it runs on now, when that may differ from the one the index has for it."""
         saved = read_messages(self.path / f"{agent_id}.jsonl")
         summary = self.summary()
         if agent_id not in summary.agents:
             raise SessionError(f"session {self.session_id} has no agent {agent_id}")
         record = summary.agents[agent_id]
-        self.record({"record": "agent", "agent_id": agent_id, "parent_id": record.parent_id, "resumed": now()})
+        resumed = {"record": "agent", "agent_id": agent_id, "parent_id": record.parent_id, "resumed": now()}
+        if model is not None:
+            resumed["model"] = model_name(model)
+        self.record(resumed)
         log = self._open_log(agent_id, saved)
         log.turns = record.turns
         log.usage = [record.requests, record.input_tokens, record.output_tokens]
@@ -300,9 +305,9 @@ class AgentLog:
         record = self.store.summary().agents.get(agent_id)
         return record is not None and record.parent_id == self.agent_id
 
-    def resume_child(self, agent_id: str) -> AgentLog:
-        """The log of a saved child of this agent that runs again: it continues its own transcript."""
-        log, _ = self.store.resume_agent(agent_id)
+    def resume_child(self, agent_id: str, *, model: Any = None) -> AgentLog:
+        """The log of a saved child of this agent that runs again (on `model`): it continues its own transcript."""
+        log, _ = self.store.resume_agent(agent_id, model=model)
         return log
 
     def close(self) -> None:

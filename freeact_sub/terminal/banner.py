@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from freeact_sub import __version__
+from freeact_sub import BUILTIN_TYPES, __version__
 from freeact_sub.tools import BUILTIN_TOOL_NAMES
 
 from .palette import Palette
@@ -47,13 +47,17 @@ def banner(
     kind = f" {agent.subagent_type}" if agent.subagent_type != "general" else ""
     grid.add_row("agent", Text.assemble(palette.label(agent.agent_id), f"{kind} (main) · {subagents}"))
     types = agent.tree.types
-    if len(types) > 1 or agent.subagent_type != "general":
-        listed = Text()
-        for index, (name, definition) in enumerate(types.items()):
-            model = definition.model if isinstance(definition.model, str) else "inherited model"
-            listed.append(("\n" if index else "") + name, style="bold")
-            listed.append(f" · {model} · {textwrap.shorten(definition.description, 70, placeholder=' …')}", style="dim")
-        grid.add_row("agent types", Text.assemble(listed, ("\n/agents shows their models and tools", "dim")))
+    built_in = [name for name, definition in types.items() if BUILTIN_TYPES.get(name) is definition]
+    listed = Text.assemble(("built-in ", "dim"), (", ".join(built_in), "bold")) if built_in else Text()
+    for name, definition in types.items():  # the user's own (and built-ins they replaced) in full
+        if name in built_in:
+            continue
+        model = definition.model if isinstance(definition.model, str) else "inherited model"
+        listed.append(("\n" if listed.plain else "") + name, style="bold")
+        listed.append(f" · {model} · {textwrap.shorten(definition.description, 70, placeholder=' …')}", style="dim")
+    grid.add_row("agent types", Text.assemble(listed, ("\n/agents shows their models and tools", "dim")))
+    if config.subagent_models:
+        grid.add_row("subagent models", ", ".join(option.name for option in config.subagent_models))
     mcp_tools = [name for name in agent.tool_names if name not in BUILTIN_TOOL_NAMES]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
@@ -105,13 +109,19 @@ def agent_types_table(agent: Agent) -> RenderableType:
     table = Table(box=None, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
     for column in ("type", "model", "tools", "description"):
         table.add_column(column, overflow="fold")
+    shared = agent.settings.subagent_models
     for name, definition in agent.tree.types.items():
         model = definition.model if isinstance(definition.model, str) else "(inherited)"
+        options = definition.models if definition.models is not None else shared
+        if options:
+            model += "; a task may pick " + ", ".join(option.name for option in options)
         tools = ", ".join(definition.tools) if definition.tools is not None else "all of its parent's"
         if definition.disallowed_tools:
             tools += " except " + ", ".join(definition.disallowed_tools)
         if not definition.needs_kernel:
             tools += " (no kernel)"
+        if definition.sandbox is not None:
+            tools += f", sandbox {definition.sandbox.name}"
         marker = " (main)" if name == agent.subagent_type else ""
         table.add_row(Text(name + marker, style="bold"), model, tools, " ".join(definition.description.split()))
     return table

@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-p", "--prompt", help="one-shot mode: run this prompt, print the final answer, exit")
     parser.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="with -p: draw who did what when into FILE (.svg, .png or .html) when the run ends",
+    )
+    parser.add_argument(
         "--model",
         help="a pydantic-ai model string (openai:gpt-4.1, anthropic:…), or with --base-url the server's model name",
     )
@@ -82,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the user the gateway starts kernels for (KERNEL_USERNAME; default: yours; Enterprise Gateway checks "
         "it; also FREEACT_SUB_GATEWAY_USERNAME)",
+    )
+    parser.add_argument(
+        "--subagent-models",
+        metavar="MODELS",
+        help="models the agent may pick for a subagent, comma-separated "
+        "(anthropic:claude-haiku-4-5,openai:gpt-4.1-mini; also FREEACT_SUB_SUBAGENT_MODELS)",
     )
     parser.add_argument("--config", metavar="FILE", help="a JSON or TOML file with AgentConfig fields")
     parser.add_argument(
@@ -172,6 +183,8 @@ class _Runner:
 
         args = self.args
         one_shot = args.prompt is not None
+        if args.timeline is not None:
+            _check_timeline_file(args.timeline, one_shot)
         if not one_shot and not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("the interactive session needs a terminal; use -p PROMPT for one-shot mode")
         working_dir = _working_dir(args.working_dir)
@@ -226,10 +239,17 @@ class _Runner:
 
             await session.interactive(PromptReader(config.working_dir / ".freeact-sub" / "history"))
             return EXIT_OK
+        if args.timeline is not None:
+            from freeact_sub import TimelineBuilder
+
+            session.timeline = TimelineBuilder()
         outcome = await session.run_turn(args.prompt)
         from .status import usage_report
 
         print(usage_report(agent.usage, agent.agent_id), file=sys.stderr)
+        if session.timeline is not None:
+            path = session.timeline.build().save(args.timeline)
+            print(f"timeline: {path}", file=sys.stderr)
         if outcome.status == "failed":
             print(f"freeact-sub: {outcome.error}", file=sys.stderr)
             return EXIT_FAILED
@@ -256,6 +276,16 @@ def _show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: st
     console.print()
     console.print(Text(f"Resumed session {session_id}. The conversation goes on; the kernel is new "
                        "(earlier variables are gone, files remain).", style="yellow"))
+
+
+def _check_timeline_file(name: str, one_shot: bool) -> None:
+    """`--timeline FILE` goes with `-p` and names a file the timeline can be drawn as."""
+    if not one_shot:
+        raise UsageError(
+            "--timeline goes with -p PROMPT; for a saved session: freeact-sub sessions show ID --timeline FILE"
+        )
+    if Path(name).suffix.lower() not in (".svg", ".png", ".html", ".htm"):
+        raise UsageError(f"--timeline {name}: name a .svg, .png or .html file")
 
 
 def _working_dir(flag: str | None) -> Path:
@@ -302,6 +332,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "auto_approve": args.auto_approve,
         "kernel_gateway": args.kernel_gateway,
         "agent": args.agent,
+        "subagent_models": args.subagent_models,
     }
     mcp_config = args.mcp_config
     if demo is not None:

@@ -28,7 +28,9 @@ from freeact_sub import (
     Response,
     ResponseChunk,
     SubagentFinished,
+    SubagentMessage,
     SubagentQueued,
+    SubagentReport,
     SubagentStarted,
     Thoughts,
     ThoughtsChunk,
@@ -148,6 +150,15 @@ class Renderer:
                     Text(f" (and {event.waited:.1f} s waiting for a slot)" if event.waited >= 0.1 else "", style="dim"),
                 )
                 self._row(agent, Text("■", style=style), body)
+            case SubagentMessage(subagent_id=child, text=text, sender=sender):
+                source = "you" if sender == "user" else agent
+                body = Text.assemble(Text(f"message from {source} to ", style="dim"), self.palette.label(child),
+                                     Text(": ", style="dim"), Text(text))
+                self._row(agent, Text("→", style="bold"), body)
+            case SubagentReport(parent_id=parent, text=text):
+                body = Text.assemble(Text("reports to ", style="dim"), self.palette.label(parent),
+                                     Text(": ", style="dim"), Text(text))
+                self._row(agent, Text("↑", style=self.palette.colour(agent)), body)
             case TurnCancelled():
                 self._flush_lines()
                 self._partials.clear()

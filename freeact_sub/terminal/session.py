@@ -22,7 +22,16 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, TurnCancelled
+from freeact_sub import (
+    Agent,
+    ApprovalRequest,
+    FreeactError,
+    Response,
+    TimelineBuilder,
+    ToolOutput,
+    TurnCancelled,
+    split_type_prompt,
+)
 
 from .approvals import ApprovalDesk
 from .keys import KeyReader
@@ -34,6 +43,16 @@ from .status import SubagentBoard, agents_table
 __all__ = ["Session", "TurnOutcome"]
 
 TurnStatus = Literal["done", "cancelled", "failed", "rejected", "turn_limit"]
+
+BUILT_IN_COMMANDS = {
+    "/agents": ("/agents", "list the live subagents and the agent types"),
+    "/stop": ("/stop AGENT-ID", "stop a running subagent"),
+    "/send": ("/send AGENT-ID TEXT", "send a message to a running subagent (it reads it at its next step)"),
+    "/y": ("/y", "approve the oldest waiting question"),
+    "/n": ("/n [reason]", "reject it"),
+    "/s": ("/s", "stop the subagent that asks it"),
+    "/help": ("/help", "this list"),
+}
 
 
 @dataclass(frozen=True)
@@ -60,10 +79,32 @@ class Session:
         self._cancelling = False
         self._spinner = Spinner("dots", style="dim")
         self._turn_started = 0.0
+        self.timeline: TimelineBuilder | None = None
+        """Set to collect the turns' events for a timeline (`-p … --timeline FILE`)."""
+
+    def directed(self, line: str) -> tuple[str, str | None, str | None]:
+        """What a line asks for: `(prompt, subagent_type, model)` of a command of the person's (`/name args`), of
+        `@type prompt` (a known agent type), else the line as the main agent's prompt. `ConfigError` for a bad
+        command file."""
+        name, _, rest = line.strip().partition(" ")
+        if name.startswith("/") and name not in BUILT_IN_COMMANDS:
+            command = self.agent.commands().get(name[1:])
+            if command is not None:
+                command.check(self.agent.tree.types)  # an unknown `agent` is an error naming the file
+                return command.prompt(rest), command.agent, command.model
+        subagent_type, text = split_type_prompt(line, self.agent.tree.types)
+        return text, subagent_type, None
 
     async def run_turn(self, prompt: str) -> TurnOutcome:
-        """Run one turn to its end (answered, rejected, cancelled with Ctrl-C, or failed)."""
+        """Run one turn to its end (answered, rejected, cancelled with Ctrl-C, or failed).
+
+        A line `@type …` runs that agent type as the person's own subagent, `/name …` the person's command.
+        """
         main = self.agent.agent_id
+        try:
+            prompt, subagent_type, model = self.directed(prompt)
+        except FreeactError as exc:  # a bad command file
+            return TurnOutcome("failed", error=str(exc))
         keys = KeyReader() if self._ask_keys else None
         desk = self.desk
         self.board.clear()
@@ -71,6 +112,7 @@ class Session:
         self._cancelling = False
         self._turn_started = time.monotonic()
         answer: str | None = None
+        directed_answer: str | None = None
         status: TurnStatus = "done"
         error: str | None = None
         with contextlib.ExitStack() as stack:
@@ -81,15 +123,19 @@ class Session:
             asker = asyncio.create_task(desk.run(keys), name="approvals")
             asker.add_done_callback(self._desk_ended)
             try:
-                async for event in self.agent.stream(prompt):
+                async for event in self.agent.stream(prompt, subagent_type=subagent_type, model=model):
                     self.renderer.handle(event)
+                    if self.timeline is not None:
+                        self.timeline.add(event)
                     if isinstance(event, ApprovalRequest) and not event.decided:
                         desk.submit(event)
                     elif isinstance(event, Response) and event.final and event.agent_id == main:
                         answer = event.content
+                    elif isinstance(event, ToolOutput) and event.agent_id == main and subagent_type is not None:
+                        directed_answer = event.content  # a directed turn's answer is its subagent's
                     elif isinstance(event, TurnCancelled) and event.agent_id == main:
                         status = "cancelled"
-            except FreeactError as exc:  # the model request failed (or a kernel could not be restarted)
+            except (FreeactError, ValueError) as exc:  # the model request failed, or a directed turn could not start
                 status, error = "failed", str(exc)
             finally:
                 asker.cancel()
@@ -99,7 +145,7 @@ class Session:
             status = "rejected"
         elif status == "done" and self.agent.turn_limit_reached:
             status = "turn_limit"
-        return TurnOutcome(status, answer, error)
+        return TurnOutcome(status, answer if answer is not None else directed_answer, error)
 
     async def interactive(self, reader: PromptReader) -> None:
         """Read prompts and run turns until the person exits (Ctrl-D, or Ctrl-C at an empty prompt).
@@ -179,6 +225,17 @@ class Session:
                 self.renderer.note(f"Stopping {target}.", style="yellow")
             else:
                 self.renderer.note(f"No running subagent {target!r} (see /agents).", style="yellow")
+        elif name == "/send":
+            target, _, text = rest.strip().partition(" ")
+            if not target or not text.strip():
+                self.renderer.note("usage: /send AGENT-ID TEXT (see /agents)", style="yellow")
+                return True
+            try:
+                self.agent.send(target, text.strip())
+            except ValueError as exc:
+                self.renderer.note(f"Not sent: {exc}.", style="yellow")
+            else:
+                self.renderer.note(f"Sent to {target}: it reads it at its next step.", style="dim")
         elif name in ("/y", "/n", "/s"):
             if self.desk.selected is None:
                 self.renderer.note("No question is waiting.", style="dim")
@@ -190,13 +247,31 @@ class Session:
                 self.desk.press("\r")
         elif name == "/help" or (name.startswith("/") and "/" not in name[1:] and len(name) > 1):
             # a path such as /etc/hosts is a prompt; /word is a command, and an unknown one goes nowhere
-            known = "/agents, /stop AGENT-ID, /y, /n [reason], /s, /help"
+            try:
+                commands = self.agent.commands()
+            except FreeactError as exc:
+                self.renderer.note(f"Your commands cannot be read: {exc}", style="red")
+                commands = {}
+            if name != "/help" and name[1:] in commands:
+                return False  # the person's command: `run_turn` runs it
             if name != "/help":
                 self.renderer.note(f"Unknown command {name}: nothing was sent to the model.", style="yellow")
-            self.renderer.note(f"Commands: {known}. Ctrl-D or Ctrl-C at an empty prompt exits.", style="dim")
+            self._help(commands)
         else:
             return False
         return True
+
+    def _help(self, commands: dict[str, Any]) -> None:
+        lines = [f"{usage}: {what}" for usage, what in BUILT_IN_COMMANDS.values()]
+        lines.append("@TYPE PROMPT: run an agent type as your own subagent (" + ", ".join(self.agent.tree.types) + ")")
+        for name, command in sorted(commands.items()):
+            hidden = " (hidden by the built-in)" if f"/{name}" in BUILT_IN_COMMANDS else ""
+            agent = f" [as @{command.agent}]" if command.agent else ""
+            lines.append(f"/{name}{agent}: {command.description or '(no description)'}{hidden}")
+        if not commands:
+            lines.append("Your own commands: none (add .freeact-sub/commands/NAME.md)")
+        self.renderer.note("Commands:\n  " + "\n  ".join(lines) + "\nCtrl-D or Ctrl-C at an empty prompt exits.",
+                           style="dim")
 
     # -- during a turn --------------------------------------------------------------------
 

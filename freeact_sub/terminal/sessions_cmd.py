@@ -3,6 +3,7 @@
     freeact-sub sessions                         id, start, status, first prompt, agents, tokens
     freeact-sub sessions show [ID]               the main agent's transcript, children included
     freeact-sub sessions show ID --agent agent-3fa2
+    freeact-sub sessions show ID --timeline t.svg    who did what when, drawn (.svg, .png or .html)
 
 A transcript is replayed into the events a live run produced and printed by the same
 `Renderer` the live session uses.
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         subcommand.add_argument("--working-dir", metavar="DIR", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     show.add_argument("session_id", nargs="?", default="latest", metavar="ID", help="a session id (default: latest)")
     show.add_argument("--agent", metavar="AGENT_ID", help="a subagent's transcript instead of the main agent's")
+    show.add_argument(
+        "--timeline", metavar="FILE", help="draw the session's timeline into FILE (.svg, .png or .html) instead"
+    )
     return parser
 
 
@@ -61,6 +65,8 @@ def sessions_main(argv: list[str]) -> int:
             if agent_id not in saved.agents:
                 known = ", ".join(saved.agents)
                 raise SessionError(f"session {saved.session_id} has no agent {agent_id!r} (it has {known})")
+            if args.timeline is not None:
+                return _draw_timeline(saved, args.timeline)
             print_transcript(console, saved, agent_id)
             return EXIT_OK
         sessions = list_sessions(working_dir)
@@ -71,6 +77,21 @@ def sessions_main(argv: list[str]) -> int:
         console.print(f"No saved sessions in {working_dir}.", style="dim")
         return EXIT_OK
     console.print(_table(sessions))
+    return EXIT_OK
+
+
+def _draw_timeline(saved: SavedSession, target: str) -> int:
+    from freeact_sub import timeline
+
+    try:
+        path = timeline(saved).save(target)
+    except ValueError as exc:  # a file type it cannot draw, or a session with no messages yet
+        print(f"freeact-sub: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"freeact-sub: cannot write the timeline to {target}: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"timeline of session {saved.session_id} ({len(saved.agents)} agents): {path}")
     return EXIT_OK
 
 

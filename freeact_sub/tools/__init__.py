@@ -21,7 +21,9 @@ from typing import Any
 
 __all__ = ["BUILTIN_TOOL_NAMES", "ToolSpec", "Toolbox", "builtin_tool", "definitions_dir", "parse_arguments"]
 
-BUILTIN_TOOL_NAMES = ("execute_ipython_cell", "reset_kernel", "task", "task_output", "task_stop", "task_list")
+BUILTIN_TOOL_NAMES = (
+    "execute_ipython_cell", "reset_kernel", "task", "task_output", "task_stop", "task_list", "task_send", "task_report",
+)
 
 
 @dataclass(frozen=True)

@@ -140,3 +140,11 @@ def test_a_configuration_error_found_at_start_exits_2_before_any_kernel_starts(
     assert says in done.stderr and done.stdout == ""
     assert "Traceback" not in done.stderr
     assert processes_in(workdir) == []
+
+
+def test_one_shot_at_type_prints_the_subagents_answer(workdir: Path) -> None:
+    done = _run("--demo", "-p", "@general count the primes", "--auto-approve", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "There are 17984 primes below 200,000.\n"
+    assert re.search(rf"{AGENT} +\+ started {AGENT} +count the primes", strip_control(done.stderr))
+    assert processes_in(workdir) == []

@@ -112,6 +112,13 @@ def test_parallel_subagents_runs_headless(tmp_path: Path, monkeypatch: pytest.Mo
     task_calls = [c for c in calls if ">task</span>" in models[ws.children(models[c])[0]]["value"]]
     assert [ws.subagent_panels(models, c) for c in task_calls] == [[p] for p in subagents]
     assert [ws.panel_state(models, p) for p in (main, *subagents)] == ["done"] * 4
+    # the run's timeline: a lane per agent under the run, and the same in the static copy a reopened notebook shows
+    (line,) = ws.with_classes(models, "freeact-timeline", under=run)
+    drawn = models[line]["value"]
+    assert drawn.count('class="fs-tl-lane"') == 4 and 'data-state="running_code"' in drawn
+    run_cell = next(c for c in notebook.cells if c.cell_type == "code" and "await view.run(" in c.source)
+    (static,) = [o for o in run_cell.outputs if "freeact-static" in o.get("data", {}).get("text/html", "")]
+    assert static.data["text/html"].count('class="fs-tl-lane"') == 4
     # the main agent's MCP calls from code: shown with the cell that made them, answered
     (cell,) = [c for c in calls if "reference values: pi = 3.141593, e = 2.718282" in ws.text(models, c)]
     shown = ws.text(models, cell)

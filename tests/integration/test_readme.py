@@ -44,7 +44,7 @@ def run(program: str, stdin: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_readme_has_the_programs_this_test_runs() -> None:
-    assert len(readme_programs()) == 4
+    assert len(readme_programs()) == 5
 
 
 def test_stream_example_runs_a_multi_step_task_with_approvals(workdir: Path) -> None:
@@ -97,3 +97,13 @@ def test_code_tools_example_asks_for_each_call_from_code(workdir: Path) -> None:
         assert re.search(rf"\[agent-[0-9a-f]+\] code in \S+ calls demo_constant\(\{{'name': '{name}'\}}\)", out), out
     assert "demo_constant -> 3.141592653589793" in out
     assert "the sentence has **13** words" in out
+
+
+def test_directed_turn_and_command_example_runs_the_persons_own_subagents(workdir: Path) -> None:
+    program = next(p for p in readme_programs() if "stream_command" in p)
+    done = run(on_demo_model(program, workdir), stdin="")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "the subagent's answer: There are 17984 primes below 200,000." in out, out
+    assert "{'primes': 'Count primes'}" in out
+    assert "the command's answer: There are 17984 primes below 200,000." in out, out

@@ -437,8 +437,9 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
             assert info.model_settings is not None
             assert {k: info.model_settings.get(k) for k in settings} == settings
     for script in children.values():
-        family = ("task", "task_output", "task_stop", "task_list")
-        assert sorted(t.name for t in script.infos[0].function_tools) == [n for n in parent_tools if n not in family]
+        family = ("task", "task_output", "task_stop", "task_list", "task_send")
+        expected = sorted([*(n for n in parent_tools if n not in family), "task_report"])  # only a child reports
+        assert sorted(t.name for t in script.infos[0].function_tools) == expected
 
 
 # Both halves of an agent's start wait, each in its own process, until the other half has been

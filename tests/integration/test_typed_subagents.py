@@ -187,7 +187,8 @@ async def test_a_kernel_less_main_agent_starts_no_kernel(workdir: Path, calc_ser
 async def test_a_bad_type_is_reported_before_any_kernel_starts(workdir: Path) -> None:
     script = Script()
     unknown = AgentConfig(model=script.model, working_dir=workdir, agent="ghost", save_sessions=False)
-    with pytest.raises(ConfigError, match=r"agent: unknown agent type 'ghost'; the known types are general"):
+    known = "explore, general, plan, review"
+    with pytest.raises(ConfigError, match=rf"agent: unknown agent type 'ghost'; the known types are {known}"):
         await Agent(unknown).start()
     folder = workdir / ".freeact-sub" / "agents"
     folder.mkdir(parents=True)

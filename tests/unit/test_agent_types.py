@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from freeact_sub import AgentConfig, AgentDefinition, ConfigError
 from freeact_sub.agent_types import (
+    BUILTIN_TYPES,
     compose_system_prompt,
     configure,
     load_agent_file,
@@ -112,6 +114,7 @@ def test_precedence_builtin_user_project_config_code(tmp_path: Path) -> None:
     write(user, "general.md", "---\ndescription: user general\n---\n")
     write(project / ".freeact-sub" / "agents", "b.md", "---\ndescription: project b\n---\n")
     write(project / ".freeact-sub" / "agents", "c.md", "---\ndescription: project c\n---\n")
+    write(project / ".freeact-sub" / "agents", "explore.md", "---\ndescription: project explore\n---\n")
     config_file = write(
         tmp_path, "freeact.toml", '[agents.c]\ndescription = "config c"\n[agents.d]\ndescription = "config d"\n'
     )
@@ -120,8 +123,12 @@ def test_precedence_builtin_user_project_config_code(tmp_path: Path) -> None:
     )
     types = load_agent_types(config.agents, project, user_dir=user)
     described = {name: d.description for name, d in types.items()}
+    assert types["plan"] is BUILTIN_TYPES["plan"] and types["review"] is BUILTIN_TYPES["review"]
+    assert types["explore"].sandbox is None and not types["explore"].approvals, "a file replaces a built-in whole"
+    del described["plan"], described["review"]
     assert described == {
         "general": "user general",
+        "explore": "project explore",
         "a": "user a",
         "b": "project b",
         "c": "config c",
@@ -269,3 +276,49 @@ def test_an_mcp_server_is_needed_only_if_one_of_its_tools_could_pass_the_pattern
     tools: list[str] | None, disallowed: list[str], expected: dict[str, bool]
 ) -> None:
     assert {server: server_may_offer(server, tools, disallowed) for server in expected} == expected
+
+
+def test_the_task_tool_lists_the_models_and_offers_model_only_when_there_is_a_choice() -> None:
+    types = {
+        "general": AgentDefinition(description="Anything."),
+        "cheap": AgentDefinition(description="Cheap.", models=["openai:gpt-4.1-mini"]),
+    }
+    plain = task_tool({"general": types["general"]}, AgentConfig())
+    assert "model" not in plain.parameters["properties"] and "Models for" not in plain.description
+    spec = task_tool(types, AgentConfig(subagent_models="anthropic:claude-haiku-4-5,openai:o4-mini"))
+    assert "model" in spec.parameters["properties"]
+    assert spec.description.endswith("takes only those): `anthropic:claude-haiku-4-5`, `openai:o4-mini`")
+    assert "- `cheap`: Cheap. (`model`: `openai:gpt-4.1-mini`)" in spec.description
+
+
+def test_a_model_is_found_by_its_name_with_or_without_the_provider_prefix() -> None:
+    from freeact_sub.model_options import ModelOption, find_option
+
+    names = ("anthropic:claude-haiku-4-5", "llama3.2", "openai:x", "google:x")
+    options = [ModelOption.model_validate(name) for name in names]
+    assert find_option(options, "anthropic:claude-haiku-4-5") is options[0]
+    assert find_option(options, "claude-haiku-4-5") is options[0]
+    assert find_option(options, "openai:llama3.2") is options[1]  # how a session's index names it
+    assert find_option(options, "x") is None, "two candidates pick neither"
+    with pytest.raises(ValueError, match="non-empty"):
+        ModelOption.model_validate("  ")
+
+
+def test_the_readme_built_in_and_model_examples_run() -> None:
+    """The README's override of a built-in and its allowlist example build the configs they describe."""
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (copy,) = [b for b in blocks if 'BUILTIN_TYPES["explore"]' in b]
+    scope: dict[str, Any] = {}
+    exec(copy, scope)
+    explore = scope["config"].agents["explore"]
+    assert explore.model == "anthropic:claude-haiku-4-5" and explore.prompt == BUILTIN_TYPES["explore"].prompt
+    (allowlist,) = [b for b in blocks if "subagent_models=" in b]
+    exec(allowlist, scope)
+    config = scope["config"]
+    assert [o.name for o in config.subagent_models] == ["anthropic:claude-haiku-4-5", "openai:gpt-4.1-mini"]
+    assert config.agents["summarizer"].models[1].base_url == "http://localhost:11434/v1"
+    (call,) = [b for b in re.findall(r"```json\n(.*?)```", text, flags=re.S) if '"explore"' in b]
+    assert "thoroughness: medium" in json.loads(call)["prompt"]

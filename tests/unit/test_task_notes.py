@@ -30,6 +30,12 @@ def test_a_typed_background_call_lists_its_settings_in_words() -> None:
     ]
 
 
+def test_a_picked_model_is_named() -> None:
+    assert task_call_notes({"prompt": "p", "subagent_type": "explore", "model": "claude-haiku-4-5"}) == [
+        "explore", "on claude-haiku-4-5",
+    ]
+
+
 def test_a_plain_call_has_no_notes_and_wrong_types_are_left_out() -> None:
     assert task_call_notes({"prompt": "p"}) == []
     assert task_call_notes({"prompt": "p", "subagent_type": "general", "max_turns": None, "fork": "yes"}) == []

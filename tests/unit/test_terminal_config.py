@@ -151,3 +151,18 @@ def test_the_sandbox_comes_from_the_flag_the_environment_or_the_config_file(tmp_
     assert custom.name == "custom" and not custom.network
     with pytest.raises(ConfigError, match="unknown sandbox profile 'strict'"):
         _config(tmp_path, "--sandbox", "strict")
+
+
+def test_subagent_models_from_the_config_file_the_environment_and_the_flag(tmp_path: Path) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(
+        'subagent_models = ["anthropic:claude-haiku-4-5", {model = "llama3.2", base_url = "http://127.0.0.1:9/v1"}]\n'
+    )
+    listed = _config(tmp_path, "--config", str(config_file)).subagent_models
+    assert [o.name for o in listed] == ["anthropic:claude-haiku-4-5", "llama3.2"]
+    assert listed[1].base_url == "http://127.0.0.1:9/v1"
+    os.environ["FREEACT_SUB_SUBAGENT_MODELS"] = "openai:gpt-4.1-mini, anthropic:claude-haiku-4-5"
+    names = [o.name for o in _config(tmp_path, "--config", str(config_file)).subagent_models]
+    assert names == ["openai:gpt-4.1-mini", "anthropic:claude-haiku-4-5"]
+    names = [o.name for o in _config(tmp_path, "--subagent-models", "openai:o4-mini").subagent_models]
+    assert names == ["openai:o4-mini"]

@@ -1,0 +1,401 @@
+"""The benchmark suite: every number a person comparing code-action agents asks for, offline, in one run.
+
+    python -m bench [--quick] [--out DIR]
+
+Run from the repository's root (it uses the scripted model, real kernels and a real stdio MCP
+server from `tests/servers/`; no API key, no network). It measures, on this machine, now:
+
+- spawn: from approving a `task` call to the child's first model request, p50 / p95, for a
+  child with a kernel (pool warm), a child with one stdio MCP server configured (pools warm),
+  and a kernel-less agent type (no pool);
+- fan-out: N children each running a cell of fixed length under a bound, wall time against
+  the floor (waves x cell), for N = 10, 50, 200;
+- approval round trip: the `ApprovalRequest` leaves the agent -> the consumer decides ->
+  the cell starts in the kernel (read from the kernel's own clock);
+- per-cell overhead: a trivial cell's round trip through our kernel client against raw
+  `jupyter_client`, and a whole agent round (model response + cell) without a session store;
+- session store: the same round with and without saving the session, and loading a session.
+
+It prints a table, writes `bench.json` and draws `bench.png` (one summary figure) into
+`--out` (default `./bench-results`). Timings depend on the machine and on what else runs:
+compare ratios measured in the same run, and note the load (`os.getloadavg()`, in the JSON).
+`--quick` runs each part small (a smoke test of the suite, not a measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:  # `python -m bench` from the root has it; a copy run elsewhere may not
+    sys.path.insert(0, str(_ROOT))
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much of each part to run."""
+
+    spawns: int
+    fan_outs: tuple[tuple[int, int, float], ...]
+    """(children, bound, cell seconds) per fan-out row."""
+    approvals: int
+    cell_rounds: int
+    store_rounds: int
+    session_messages: int
+
+
+FULL = Sizes(
+    spawns=20,
+    fan_outs=((10, 5, 1.0), (50, 10, 0.5), (200, 20, 0.5)),
+    approvals=40,
+    cell_rounds=200,
+    store_rounds=100,
+    session_messages=1000,
+)
+QUICK = Sizes(spawns=3, fan_outs=((4, 2, 0.2),), approvals=5, cell_rounds=20, store_rounds=20, session_messages=50)
+
+
+def percentiles(samples: list[float]) -> dict[str, Any]:
+    """p50 and p95 (seconds) and the samples."""
+    ordered = sorted(samples)
+    p95 = statistics.quantiles(ordered, n=20, method="inclusive")[-1] if len(ordered) > 1 else ordered[0]
+    return {"p50": statistics.median(ordered), "p95": p95, "n": len(ordered), "samples": ordered}
+
+
+# -- the parts -----------------------------------------------------------------------------------
+
+
+async def spawn(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench.subagent_bench import spawn_latencies
+
+    return {
+        "kernel": percentiles(await spawn_latencies(sizes.spawns, pool_size=2, mcp=False)),
+        "mcp": percentiles(await spawn_latencies(sizes.spawns, pool_size=2, mcp=True, mcp_pool_size=1)),
+        "kernel_less": percentiles(
+            await spawn_latencies(sizes.spawns, pool_size=0, mcp=False, subagent_type="thinker")
+        ),
+    }
+
+
+async def fan_out(sizes: Sizes, timelines: Path | None) -> list[dict[str, Any]]:
+    """Each row: wall time against the floor, and where a child's time went (mean seconds per state, from the
+    run's timeline); with `timelines`, each run's timeline is drawn there as `fan-out-<N>.svg`."""
+    import tempfile
+
+    from pydantic_ai.models.function import FunctionModel
+
+    from bench.subagent_bench import SpawnScript, wait_for_pool
+    from freeact_sub import Agent, AgentConfig, TimelineBuilder
+
+    rows = []
+    for children, bound, cell in sizes.fan_outs:
+        floor = -(-children // bound) * cell
+        builder = TimelineBuilder()
+        with tempfile.TemporaryDirectory() as work:
+            script = SpawnScript(children=children, child_code=f"import time; time.sleep({cell})")
+            config = AgentConfig(
+                model=FunctionModel(stream_function=script),
+                working_dir=Path(work),
+                max_subagents=bound,
+                auto_approve=True,
+            )
+            async with Agent(config) as agent:
+                await wait_for_pool(agent)
+                began = time.perf_counter()
+                async for event in agent.stream("fan out"):
+                    builder.add(event)
+                wall = time.perf_counter() - began
+        picture = builder.build()
+        lanes = picture.lanes[1:]
+        per_state: dict[str, float] = {}
+        for lane in lanes:
+            for span in lane.spans:
+                per_state[span.state] = per_state.get(span.state, 0.0) + span.duration(picture.end)
+        row = {
+            "children": children,
+            "bound": bound,
+            "cell": cell,
+            "floor": floor,
+            "wall": wall,
+            "ratio": wall / floor,
+            "lost": children - sum(1 for lane in lanes if lane.status == "done"),
+            "per_child": {state: total / max(1, len(lanes)) for state, total in per_state.items()},
+        }
+        if timelines is not None:
+            row["timeline"] = str(picture.save(timelines / f"fan-out-{children}.svg"))
+        rows.append(row)
+    return rows
+
+
+async def approval_round_trip(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    """Rounds of one turn, each a cell that prints the kernel's clock; the consumer approves each request at once."""
+    import tempfile
+
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+    from freeact_sub import Agent, AgentConfig, ApprovalRequest, CodeExecutionOutput
+
+    counter = iter(range(10**9))
+    code = json.dumps({"code": "import time; print(repr(time.time()))"})
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=code, tool_call_id=f"call-{next(counter)}")}
+
+    to_consumer, to_cell, total = [], [], []
+    with tempfile.TemporaryDirectory() as work:
+        config = AgentConfig(
+            model=FunctionModel(stream_function=stream),
+            working_dir=Path(work),
+            enable_subagents=False,
+            save_sessions=False,
+        )
+        async with Agent(config) as agent:
+            requests: dict[str, ApprovalRequest] = {}
+            async for event in agent.stream("loop", max_turns=sizes.approvals + 1):
+                if isinstance(event, ApprovalRequest):
+                    to_consumer.append(time.time() - event.at)
+                    event.approve()
+                    requests[event.tool_call_id] = event
+                elif isinstance(event, CodeExecutionOutput) and event.tool_call_id in requests:
+                    request = requests[event.tool_call_id]
+                    started = float(event.text.strip())
+                    assert request.decided_at is not None
+                    to_cell.append(started - request.decided_at)
+                    total.append(started - request.at)
+    return {
+        "request_to_consumer": percentiles(to_consumer),
+        "decision_to_cell_start": percentiles(to_cell),
+        "request_to_cell_start": percentiles(total),
+    }
+
+
+async def cell_overhead(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench.kernel_bench import OurKernel, RawKernel, round_trips
+
+    raw, ours = RawKernel(), OurKernel()
+    await raw.start()
+    await ours.start()
+    try:
+        rt_raw, rt_ours = await round_trips(raw, ours, sizes.cell_rounds)
+    finally:
+        await raw.shutdown()
+        await ours.shutdown()
+    return {"raw_jupyter_client": rt_raw, "ours": rt_ours, "ratio": rt_ours / rt_raw, "rounds": sizes.cell_rounds}
+
+
+async def session_store(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench import session_bench  # measures the store's own share of a round while it is imported
+
+    with_store, without = await session_bench.overhead(sizes.store_rounds)
+    in_store = statistics.median(session_bench.SYNC_TIMES) * 2 if session_bench.SYNC_TIMES else 0.0
+    loaded, history_time, event_time = await asyncio.to_thread(session_bench.load_times, sizes.session_messages, 5)
+    return {
+        "round_without_store": without,
+        "round_with_store": with_store,
+        "overhead": (with_store - without) / without,
+        "in_store_per_round": in_store,
+        "load_messages": loaded,
+        "load_history": history_time,
+        "load_events": event_time,
+    }
+
+
+# -- output --------------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    value = seconds * 1000
+    return f"{value:.2f} ms" if abs(value) < 1 else f"{value:.1f} ms"
+
+
+_SHORT = {
+    "waiting_for_slot": "slot",
+    "starting": "start",
+    "thinking": "think",
+    "running_code": "cell",
+    "finishing": "finish",
+}
+"""The states of a fan-out child's timeline, as its row names them."""
+
+
+def table(results: dict[str, Any]) -> Any:
+    """The results as a rich `Table`: what, the measurement, and the same-run reference it is compared with."""
+    from rich.table import Table
+
+    rows = Table(title="freeact-sub benchmark", header_style="bold")
+    rows.add_column("measure")
+    rows.add_column("result", justify="right")
+    rows.add_column("compared with", justify="right")
+    names = {
+        "kernel": "kernel, pool warm",
+        "mcp": "kernel + 1 stdio MCP server, pools warm",
+        "kernel_less": "kernel-less type, no pool",
+    }
+    for kind, found in results["spawn"].items():
+        rows.add_row(f"spawn: {names[kind]}", f"p50 {ms(found['p50'])} / p95 {ms(found['p95'])}", "")
+    for row in results["fan_out"]:
+        rows.add_row(
+            f"fan-out: {row['children']} children x {row['cell']:g} s cell, bound {row['bound']}",
+            f"{row['wall']:.2f} s",
+            f"{row['ratio']:.2f} x the {row['floor']:.1f} s floor",
+        )
+        per_child = row["per_child"]
+        where = " · ".join(
+            f"{short} {per_child[state]:.2f}" for state, short in _SHORT.items() if per_child.get(state) is not None
+        )
+        rows.add_row("  per child, mean seconds", where, f"{row['lost']} children lost")
+    approval = results["approval"]
+    total, seen, started = (
+        approval[key] for key in ("request_to_cell_start", "request_to_consumer", "decision_to_cell_start")
+    )
+    rows.add_row(
+        "approval round trip: request -> decision -> cell starts",
+        f"p50 {ms(total['p50'])} / p95 {ms(total['p95'])}",
+        f"request to consumer {ms(seen['p50'])}, decision to cell start {ms(started['p50'])} (p50)",
+    )
+    cell = results["cell"]
+    rows.add_row(
+        "cell round trip (x = 1), our kernel client",
+        ms(cell["ours"]),
+        f"{cell['ratio']:.2f} x raw jupyter_client ({ms(cell['raw_jupyter_client'])})",
+    )
+    store = results["session"]
+    rows.add_row(
+        "agent round (model + cell), no session store",
+        ms(store["round_without_store"]),
+        f"{store['round_without_store'] / cell['ours']:.1f} x the bare cell",
+    )
+    share = store["in_store_per_round"] / store["round_without_store"]
+    rows.add_row(
+        "session store: its own time per round",
+        ms(store["in_store_per_round"]),
+        f"{share * 100:.1f} % of the round (with / without: {ms(store['round_with_store'])} / "
+        f"{ms(store['round_without_store'])})",
+    )
+    rows.add_row(
+        f"load a saved session of {store['load_messages']} messages",
+        ms(store["load_history"]),
+        f"as events: {ms(store['load_events'])}",
+    )
+    return rows
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """One summary figure: spawn p50/p95, fan-out against its floor, approval round trip, per-cell overhead."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 3.4), layout="constrained")
+    spawn_ax, fan_ax, approval_ax, cell_ax = fig.subplots(1, 4)
+    kinds = list(results["spawn"])
+    spawn_ax.bar(
+        [k.replace("_", "-") for k in kinds],
+        [results["spawn"][k]["p95"] * 1000 for k in kinds],
+        color="#90caf9",
+        label="p95",
+    )
+    spawn_ax.bar(
+        [k.replace("_", "-") for k in kinds],
+        [results["spawn"][k]["p50"] * 1000 for k in kinds],
+        color="#1976d2",
+        label="p50",
+    )
+    spawn_ax.set(title="spawn (ms)")
+    spawn_ax.legend(frameon=False)
+    rows = results["fan_out"]
+    labels = [f"N={r['children']}" for r in rows]
+    fan_ax.bar(labels, [r["wall"] for r in rows], color="#388e3c", label="wall")
+    fan_ax.scatter(labels, [r["floor"] for r in rows], color="black", marker="_", s=400, label="floor", zorder=3)
+    fan_ax.set(title="fan-out (s)")
+    fan_ax.legend(frameon=False)
+    approval = results["approval"]
+    parts = ["request_to_consumer", "decision_to_cell_start", "request_to_cell_start"]
+    approval_ax.bar(
+        ["request\nto consumer", "decision\nto cell start", "request\nto cell start"],
+        [approval[p]["p50"] * 1000 for p in parts],
+        color="#f57c00",
+    )
+    approval_ax.set(title="approval round trip, p50 (ms)")
+    cell, store = results["cell"], results["session"]
+    cell_ax.bar(
+        ["raw\nclient", "our\nclient", "agent\nround", "round\n+ store"],
+        [
+            cell["raw_jupyter_client"] * 1000,
+            cell["ours"] * 1000,
+            store["round_without_store"] * 1000,
+            store["round_with_store"] * 1000,
+        ],
+        color=["#9e9e9e", "#00838f", "#00838f", "#00838f"],
+    )
+    cell_ax.set(title="per cell (ms)")
+    load = results["machine"]["load"]
+    fig.suptitle(f"freeact-sub benchmark — {results['machine']['cpus']} cores, load {load[0]:.1f} at the start")
+    fig.savefig(path, dpi=110)
+
+
+async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
+    began = time.perf_counter()
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load": list(os.getloadavg()),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "quick": sizes is QUICK,
+    }
+    steps = (
+        ("cell", cell_overhead),
+        ("approval", approval_round_trip),
+        ("spawn", spawn),
+        ("fan_out", fan_out),
+        ("session", session_store),
+    )
+    for name, step in steps:
+        print(f"… {name}", file=sys.stderr, flush=True)
+        results[name] = await step(sizes, timelines)
+    results["machine"]["load_after"] = list(os.getloadavg())
+    results["seconds"] = time.perf_counter() - began
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="each part small: checks the suite runs, measures little")
+    parser.add_argument("--out", metavar="DIR", default="bench-results", help="where bench.json and bench.png go")
+    parser.add_argument("--no-plot", action="store_true", help="skip the figure and the fan-out runs' timelines")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = asyncio.run(run(QUICK if args.quick else FULL, None if args.no_plot else out))
+    from rich.console import Console
+
+    Console(width=None if sys.stdout.isatty() else 120).print(table(results))
+    machine = results["machine"]
+    print(
+        f"{machine['cpus']} cores, load {machine['load'][0]:.2f} before and {machine['load_after'][0]:.2f} after; "
+        f"{results['seconds']:.0f} s in all"
+    )
+    (out / "bench.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    written = [out / "bench.json"]
+    if not args.no_plot:
+        plot(results, out / "bench.png")
+        written.append(out / "bench.png")
+    print("wrote " + ", ".join(str(path) for path in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

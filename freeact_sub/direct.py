@@ -1,0 +1,153 @@
+"""Turns the person directs: `@explore …` runs one agent type as a subagent of the main agent.
+
+A directed turn does not ask the main agent's model what to do: it is a `task` call the person
+made in the main agent's name. The call goes through everything a model's `task` call goes
+through (its checks, the hooks, the rules, the person's approval), the child runs as any child
+does, and the main agent's history gets the person's prompt, the call and its result, so the
+main agent's model knows what the subagent found when the person talks to it next.
+
+`split_type_prompt` reads the `@type` prefix the terminal and the notebook accept.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import AsyncGenerator, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+    from .commands import Command
+    from .config import AgentConfig
+    from .events import AgentEvent
+    from .subagents import SubagentRunner
+    from .tool_calls import Emit, ToolCallRunner
+    from .tools import Toolbox
+    from .tree import AgentTree
+
+__all__ = ["DIRECT_NOTE", "DirectTurns", "split_type_prompt"]
+
+DIRECT_NOTE = (
+    "[The user started a subagent of type `{type}` directly, with the prompt below. The `task` call that follows is "
+    "theirs, made in your name; its result is the subagent's answer.]"
+)
+_AT_TYPE = re.compile(r"@([A-Za-z0-9][A-Za-z0-9_.-]*)(?=\s|$)")
+
+
+def split_type_prompt(prompt: str, types: Iterable[str]) -> tuple[str | None, str]:
+    """`("explore", "find the parser")` for `"@explore find the parser"` when `explore` is one of `types`.
+
+    A prompt that does not start with `@` and a known type name is `(None, prompt)` unchanged
+    (an e-mail address or a decorator stays a prompt).
+    """
+    text = prompt.lstrip()
+    match = _AT_TYPE.match(text)
+    if match is None or match.group(1) not in set(types):
+        return None, prompt
+    return match.group(1), text[match.end():].strip()
+
+
+class DirectTurns:
+    """The directed turn of an `Agent` (a base class of its turn engine); the state it uses is the agent's."""
+
+    if TYPE_CHECKING:
+        turns_used: int
+        turn_limit_reached: bool
+        last_turn_rejected: bool
+        _history: list[ModelMessage]
+        _calls: ToolCallRunner | None
+        _subagents: SubagentRunner | None
+        _toolbox: Toolbox | None
+        tree: AgentTree
+
+        @property
+        def system_prompt(self) -> str: ...
+        @property
+        def settings(self) -> AgentConfig: ...
+        def _save(self, *, durable: bool = True) -> None: ...
+        def stream(
+            self, prompt: str, max_turns: int | None = None, *, subagent_type: str | None = None,
+            model: Any = None,
+        ) -> AsyncGenerator[AgentEvent, None]: ...
+
+    def commands(self) -> dict[str, Command]:
+        """The person's and the project's commands (`.freeact-sub/commands/*.md`), read afresh; `ConfigError` for a
+        bad file (naming it and the field)."""
+        from .commands import load_commands
+
+        return load_commands(self.settings.working_dir)
+
+    def stream_command(
+        self, name: str, arguments: str = "", max_turns: int | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the command `name` with `arguments` as one turn (what `/name arguments` does in the terminal).
+
+        A command with an `agent` runs as a subagent of that type (as `stream(..., subagent_type=...)`);
+        its `model` is the model of the turn. `ConfigError` for an unknown command or a bad file.
+        """
+        from .errors import ConfigError
+
+        commands = self.commands()
+        if name not in commands:
+            known = ", ".join(f"/{c}" for c in sorted(commands)) or "none (add .freeact-sub/commands/NAME.md)"
+            raise ConfigError(f"unknown command {name!r}; the commands are {known}")
+        command = commands[name].check(self.tree.types)
+        return self.stream(command.prompt(arguments), max_turns, subagent_type=command.agent, model=command.model)
+
+    def check_direct(self, subagent_type: str, model: Any, known: Iterable[str]) -> str | None:
+        """Raise `ValueError` if this agent cannot start `subagent_type` directly (before any turn begins); returns
+        the subagent's model string."""
+        if self._subagents is None or self._toolbox is None or "task" not in self._toolbox:
+            raise ValueError(
+                "subagent_type: this agent cannot start subagents (enable_subagents is off, or its type or "
+                "`tools` leave out `task`)"
+            )
+        names = list(known)
+        if subagent_type not in names:
+            raise ValueError(
+                f"subagent_type: unknown agent type {subagent_type!r}; the known types are {', '.join(sorted(names))}"
+            )
+        if model is not None and not isinstance(model, str):
+            raise ValueError("model: a directed subagent's model is a model string (`provider:name`)")
+        if model is not None and not self._task_takes("model"):
+            raise ValueError("model: the `task` tool of this version takes no `model`, so a directed subagent "
+                             "cannot be given one; set the type's `model` instead")
+        return model
+
+    def _task_takes(self, argument: str) -> bool:
+        from .tools import builtin_tool
+
+        return argument in builtin_tool("task").parameters.get("properties", {})
+
+    async def _direct_turn(self, prompt: str, subagent_type: str, model: str | None, emit: Emit) -> None:
+        """The person's `task` call: asked, run and recorded as if the main agent's model had made it."""
+        from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart, ToolCallPart, UserPromptPart
+
+        assert self._calls is not None
+        self.turns_used, self.turn_limit_reached, self.last_turn_rejected = 0, False, False
+        user = [UserPromptPart(DIRECT_NOTE.format(type=subagent_type)), UserPromptPart(prompt)]
+        if not self._history:
+            self._history.append(ModelRequest(parts=[SystemPromptPart(self.system_prompt), *user]))
+        elif isinstance(last := self._history[-1], ModelRequest):
+            self._history[-1] = ModelRequest(parts=[*last.parts, *user])
+        else:
+            self._history.append(ModelRequest(parts=user))
+        arguments: dict[str, Any] = {"prompt": prompt, "subagent_type": subagent_type,
+                                     "description": _title(prompt)}
+        if model is not None:
+            arguments["model"] = model
+        call = ToolCallPart(tool_name="task", args=arguments, tool_call_id=f"direct-{secrets.token_hex(4)}")
+        self._history.append(ModelResponse(parts=[call]))
+        self._save(durable=False)
+        part, rejected = await self._calls.run(call, emit)
+        self._history.append(ModelRequest(parts=[part]))
+        self.last_turn_rejected = rejected  # a bare rejection: the terminal's one-shot mode exits 1, as for the model's
+        self._save()
+
+
+def _title(prompt: str) -> str:
+    """A short title for a directed subagent: the prompt's first words."""
+    words = prompt.split()
+    return " ".join(words[:6]) + (" …" if len(words) > 6 else "")

@@ -1,0 +1,76 @@
+"""The person's own directed turns and messages in the real terminal (`freeact-sub --demo` in a pseudo-terminal):
+a command file run as `/name args` (as `@type prompt` is), `/help` listing both, `/send` to a background subagent,
+and a bad command file named in the error."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from terminal_driver import AGENT, Terminal, processes_in
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture
+def demo(workdir: Path) -> Iterator[Terminal]:
+    commands = workdir / ".freeact-sub" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "primes.md").write_text(
+        "---\ndescription: Count the primes below a number\nagent: general\n---\nCount the primes $ARGUMENTS.\n",
+        encoding="utf-8")
+    term = Terminal("--demo", cwd=workdir)
+    try:
+        yield term
+    finally:
+        term.kill()
+
+
+def _approve(term: Terminal, agent: str, question: str) -> None:
+    term.expect(rf"\[{agent}\] {re.escape(question)}  \[y\]es")
+    term.send("y")
+    term.expect(rf"{agent} +✓ approved")
+
+
+def _directed_primes(term: Terminal, main: str, line: str) -> None:
+    term.send(line + "\r")
+    _approve(term, main, "Start this subagent?")  # the person's own task call is asked as the model's would be
+    child = term.expect(rf"{main} +\+ started ({AGENT})").group(1)
+    _approve(term, child, "Run this code?")
+    term.expect(rf"{main} +← result of {child}")
+    term.expect(r"There are \d+ primes below 200,000")
+    term.expect(r"you ›")
+
+
+def test_at_type_a_command_help_send_and_a_bad_command_file(demo: Terminal, workdir: Path) -> None:
+    term = demo
+    term.expect(r"scripted demo model")
+    main = term.expect(rf"({AGENT}) \(main\)").group(1)
+    term.expect(r"you ›")
+    term.send("/help\r")
+    term.expect(r"/send AGENT-ID TEXT: send a message to a running subagent")
+    term.expect(r"@TYPE PROMPT: run an agent type as your own subagent \(general, reviewer\)")
+    term.expect(r"/primes \[as @general\]: Count the primes below a number")
+
+    _directed_primes(term, main, "/primes below 200,000")  # `@general …` runs the same way (test_terminal_oneshot)
+
+    term.send("count some words in the background\r")
+    _approve(term, main, "Start this subagent?")
+    term.expect(rf"{main} +› It runs in the background")
+    child = term.expect(rf"({AGENT}) waits for your answer: /y approves").group(1)
+    term.send(f"/send {child} count in French please\r")
+    term.expect(rf"{main} +→ message from you to {child}: count in French please")
+    term.send("/send agent-0000 hello\r")
+    term.expect(r"Not sent: no running subagent 'agent-0000'")
+    term.send("/y\r")
+    term.expect(rf"{child} +› I read your message \('count in French please'\) and finish here\.")
+    term.expect(rf"{main} +■ {child} done")
+
+    (workdir / ".freeact-sub" / "commands" / "bad.md").write_text("---\nagnt: general\n---\nx\n", encoding="utf-8")
+    term.send("/help\r")
+    term.expect(r"Your commands cannot be read: \S*bad\.md: agnt: unknown field \(use description, agent, model\)")
+    term.send("\x04")
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
