@@ -262,7 +262,7 @@ class SubagentRunner:
             ), True
         try:
             config = configure(parent.settings, definition, subagent_type, model=parent.model, choice=picked)
-            config = config.model_copy(update={"model": config.resolve_model()})
+            config = config.model_copy(update={"model": tree.resolve_model(config)})
             sandbox, definition = confine(parent.sandbox, definition, subagent_type, config)
         except ConfigError as exc:
             return f"The agent type {subagent_type!r} cannot start: {exc}", True

@@ -255,10 +255,13 @@ class AgentTree:
         self.sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
         """The main agent's sandbox profile; the pool's kernels are confined to it (set when the main agent starts)."""
         self._plans: dict[tuple[SandboxProfile, Path, str], dict[str, Any]] = {}
+        self._models: dict[tuple[str, str | None, str | None], Any] = {}
+        """Resolved models by name and connection, shared by the children (`resolve_model`)."""
         self._renew()
 
     def _renew(self) -> None:
         """New (unstarted) bound, zygote and pool from the main agent's current config."""
+        self._models = {}  # a key read from the environment may have changed since
         self.bound = asyncio.Semaphore(self.config.max_subagents)
         """At most `max_subagents` children exist at once, across the tree: a child takes a slot before its kernel
         exists and gives it back when its kernel is gone (its session record, events and hooks come after)."""
@@ -388,6 +391,20 @@ class AgentTree:
     ) -> KernelBackend:
         """A kernel (not started) with the tree's settings, confined to `sandbox`: local, or on the kernel gateway."""
         return new_kernel(self.config, label=label, launcher=launcher, sandbox=self.sandbox_plan(sandbox))
+
+    def resolve_model(self, config: AgentConfig) -> Any:
+        """The pydantic-ai `Model` `config` names, one per model name and connection for the whole tree.
+
+        Children of one agent type (or any with the same model, `base_url` and key variable) share
+        it, and so its provider's HTTP client and open connections, instead of each building its
+        own. A `ConfigError` says what is missing or unknown, as `AgentConfig.resolve_model` does.
+        """
+        if not isinstance(config.model, str):
+            return config.resolve_model()
+        key = (config.model, config.base_url, config.api_key_env)
+        if key not in self._models:
+            self._models[key] = config.resolve_model()
+        return self._models[key]
 
     def sandbox_plan(self, profile: SandboxProfile) -> dict[str, Any] | None:
         """`profile` for the tree's working folder as absolute paths (looked up once per tree); None for `off`."""
