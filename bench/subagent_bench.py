@@ -14,6 +14,13 @@
 (5) `--only mcp-fan-out`: 30 children x 0.5 s cell, `max_subagents=10`, with one stdio MCP server
     configured that no child calls, and without (alternated, same run); each as a ratio to the
     1.5 s floor. Target: <= 1.3 x with the server.
+(6) `--only fan-out`: the rows of issue 21, each child running one cell of a fixed length, with
+    its wall time as a ratio to its floor (waves x cell) and to a baseline of the same run: the
+    same cells on `bound` warm kernels, `bound` at a time, with no agents at all (what this
+    machine's load makes of the cells themselves). Rows: 10 x 1 s under 5; 50 x 0.5 s under 10 in
+    the foreground and in the background; 30 x 0.5 s under 10 with one stdio MCP server no child
+    calls; 200 x 0.5 s under 20, with the most child kernels alive at once, children lost, and the
+    peak memory (PSS) of this process and everything under it. `--runs N` repeats each row.
 """
 
 from __future__ import annotations
@@ -21,16 +28,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
-from freeact_sub import Agent, AgentConfig, ApprovalRequest, SubagentFinished
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, SubagentFinished, ToolOutput
 from freeact_sub.kernel import Kernel
 from freeact_sub.kernel_launcher import KernelZygote
 from freeact_sub.mcp import McpConnections
@@ -302,6 +311,214 @@ async def lifecycle() -> None:
           f"ratio {forked / launched:.2f}")
 
 
+# -- (6) fan-out rows: wall time against the floor and a same-run baseline ------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _tree_pss() -> float:
+    """MiB of PSS of this process and every process under it."""
+    import psutil
+
+    total = 0
+    for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        try:
+            total += process.memory_full_info().pss
+        except psutil.Error:
+            continue
+    return total / 2**20
+
+
+async def baseline_cells(children: int, bound: int, cell: float) -> float:
+    """Wall time of `children` cells of `cell` seconds on `bound` warm forked kernels, `bound` at a time."""
+    with tempfile.TemporaryDirectory() as work:
+        zygote = KernelZygote()
+        await zygote.start()
+        kernels = [Kernel(working_dir=work, launcher=zygote) for _ in range(bound)]
+        try:
+            await asyncio.gather(*(k.start() for k in kernels))
+            jobs: asyncio.Queue[int] = asyncio.Queue()
+            for i in range(children):
+                jobs.put_nowait(i)
+
+            async def worker(kernel: Kernel) -> None:
+                while not jobs.empty():
+                    jobs.get_nowait()
+                    await kernel.execute(f"import time; time.sleep({cell})")
+
+            began = time.perf_counter()
+            await asyncio.gather(*(worker(k) for k in kernels))
+            return time.perf_counter() - began
+        finally:
+            await asyncio.gather(*(k.shutdown(now=True) for k in kernels), return_exceptions=True)
+            await zygote.close()
+
+
+@dataclass
+class FanOut:
+    """What one fan-out run measured."""
+
+    wall: float
+    done: int
+    """Children whose `task` result was their answer."""
+    peak_child_kernels: int
+    """The most kernels of children running at once (what `max_subagents` bounds)."""
+    peak_pool_kernels: int
+    """The most kernels the pool held at once, ready or booting (fresh ones for the children to come)."""
+    peak_mib: float | None = None
+    cpu: float = 0.0
+    """CPU seconds used by the run: this process, and every process under it (kernels, zygote, servers)."""
+    host_cpu: float = 0.0
+    """The part of `cpu` this process used (the agents, the watchers of this benchmark)."""
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of every process under it, the ones that ended (and were reaped) included."""
+    import psutil
+
+    total = 0.0
+    for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+async def fan_out_run(children: int, bound: int, cell: float, *, background: bool = False, mcp: bool = False,
+                      memory: bool = False) -> FanOut:
+    """One parent turn that starts `children` children of one `cell`-second cell each, under `bound`."""
+    code = f"import time; time.sleep({cell})"
+
+    async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+        prompt = first_prompt(messages)
+        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if prompt.startswith("child"):
+            if returns:
+                yield "child done"
+            else:
+                yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": code}),
+                                        tool_call_id="cell")}
+        elif returns:
+            yield "parent done"
+        else:
+            yield {i: DeltaToolCall(name="task", tool_call_id=f"task-{i}", json_args=json.dumps(
+                {"prompt": f"child {i}", "run_in_background": background})) for i in range(children)}
+
+    with tempfile.TemporaryDirectory() as work:
+        servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
+        config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, max_subagents=bound,
+                             auto_approve=True, mcp_servers=servers)
+        async with Agent(config) as agent:
+            await wait_for_pool(agent)
+            tree = agent.tree
+            seen: set[int] = set()
+            running: set[int] = set()
+            peak_children = peak_pool = 0
+            peak_mib: float | None = None
+            watching = True
+
+            async def watch() -> None:
+                nonlocal peak_children, peak_pool
+                while watching:
+                    for record in list(tree.agents.values()):
+                        kernel = getattr(record.agent, "kernel", None)
+                        pid = kernel.pid if kernel is not None and record.parent_id is not None else None
+                        if pid is not None and pid not in seen:
+                            seen.add(pid)
+                            running.add(pid)
+                    running.difference_update([pid for pid in running if not _alive(pid)])  # a pid is not reused
+                    peak_children = max(peak_children, len(running))
+                    peak_pool = max(peak_pool, tree.pool.ready + getattr(tree.pool, "booting", 0))
+                    await asyncio.sleep(0.005)
+
+            async def weigh() -> None:
+                nonlocal peak_mib
+                while watching:
+                    peak_mib = max(peak_mib or 0.0, await asyncio.to_thread(_tree_pss))
+                    await asyncio.sleep(0.2)
+
+            watchers = [asyncio.create_task(watch()), *([asyncio.create_task(weigh())] if memory else [])]
+            done = 0
+            cpu = _cpu_seconds()
+            host = time.process_time()
+            began = time.perf_counter()
+
+            def count(event: object) -> None:
+                nonlocal done
+                if background:
+                    done += isinstance(event, SubagentFinished) and event.status == "done"
+                else:
+                    answered = isinstance(event, ToolOutput) and event.tool_name == "task"
+                    done += answered and event.content == "child done"
+
+            ended = 0
+            async for event in agent.stream("fan out"):
+                count(event)
+                ended += isinstance(event, SubagentFinished)
+            if background:
+                events = agent.background_events()
+                while ended < children:
+                    event = await anext(events)
+                    count(event)
+                    ended += isinstance(event, SubagentFinished)
+            wall = time.perf_counter() - began
+            cpu = _cpu_seconds() - cpu  # the kernels that ended were reaped by the zygote: in its children's times
+            host = time.process_time() - host
+            watching = False
+            await asyncio.gather(*watchers)
+            return FanOut(wall, done, peak_children, peak_pool, peak_mib, cpu, host)
+
+
+FAN_OUT_ROWS = [  # (children, bound, cell, background, mcp, memory)
+    (10, 5, 1.0, False, False, False),
+    (50, 10, 0.5, False, False, False),
+    (50, 10, 0.5, True, False, False),
+    (30, 10, 0.5, False, True, False),
+    (200, 20, 0.5, False, False, True),
+]
+
+
+async def fan_out_rows(runs: int = 1) -> None:
+    """Every row of (6): the agents' wall time, the floor, and the same cells without agents, alternated."""
+    await fan_out_run(5, 5, 0.1)  # this process's one-time costs (imports, schemas) are no row's
+    for children, bound, cell, background, mcp, memory in FAN_OUT_ROWS:
+        floor = -(-children // bound) * cell
+        walls, bases, results = [], [], []
+        for _ in range(runs):
+            bases.append(await baseline_cells(children, bound, cell))
+            result = await fan_out_run(children, bound, cell, background=background, mcp=mcp, memory=memory)
+            results.append(result)
+            walls.append(result.wall)
+        wall, base = statistics.median(walls), statistics.median(bases)
+        what = ("background" if background else "foreground") + (", one stdio MCP server no child calls" if mcp else "")
+        print(f"fan-out {children} x {cell:g} s cell, max_subagents={bound}, {what}: {wall:.2f} s "
+              f"= {wall / floor:.3f} x the {floor:.1f} s floor; the same cells without agents {base:.2f} s "
+              f"({base / floor:.3f} x the floor); agents / cells {wall / base:.3f}"
+              + (f" (runs: {', '.join(f'{w:.2f}' for w in walls)})" if runs > 1 else ""))
+        cpu = statistics.median(r.cpu for r in results)
+        host = statistics.median(r.host_cpu for r in results)
+        cores = os.cpu_count() or 1
+        print(f"    CPU: {cpu:.1f} s ({cpu / children * 1000:.0f} ms a child, {host / children * 1000:.0f} ms of it in "
+              f"this process: the agents and this benchmark's watchers; the rest kernels and zygote); on {cores} cores "
+              f"no run can take less than {cpu / cores:.2f} s "
+              f"(ratio to that {wall / max(floor, cpu / cores):.3f} of the larger of it and the floor)")
+        lost = max(children - r.done for r in results)
+        peak_mib = [r.peak_mib for r in results if r.peak_mib is not None]
+        print(f"    children lost: {lost}; most child kernels running at once: "
+              f"{max(r.peak_child_kernels for r in results)} (bound {bound}); most pool kernels at once (ready or "
+              f"booting): {max(r.peak_pool_kernels for r in results)}"
+              + (f"; peak memory (PSS of this process and all under it): {max(peak_mib):.0f} MiB" if peak_mib else ""))
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms"
 
@@ -334,8 +551,13 @@ async def main(spawns: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spawns", type=int, default=7)
-    parser.add_argument("--only", choices=["lifecycle", "mcp-fan-out"],
-                        help="run only (3) background children and (4) memory, or (5) the MCP fan-out")
+    parser.add_argument("--only", choices=["lifecycle", "mcp-fan-out", "fan-out"],
+                        help="run only (3) background children and (4) memory, (5) the MCP fan-out, or (6) the "
+                             "fan-out rows")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each fan-out row (6), medians reported")
     options = parser.parse_args()
-    work = {"lifecycle": lifecycle, "mcp-fan-out": mcp_fan_outs}.get(options.only or "")
-    asyncio.run(work() if work is not None else main(options.spawns))
+    if options.only == "fan-out":
+        asyncio.run(fan_out_rows(options.runs))
+    else:
+        work = {"lifecycle": lifecycle, "mcp-fan-out": mcp_fan_outs}.get(options.only or "")
+        asyncio.run(work() if work is not None else main(options.spawns))

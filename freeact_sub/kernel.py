@@ -56,6 +56,9 @@ _INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ"
 _RECONNECT_INTERVAL_MS = 10
 _LIVENESS_POLL = 0.5
 _STARTUP_TIMEOUT = 60.0
+_KILL_POLL = 0.002
+"""Seconds between looks at a killed kernel: is it gone yet?"""
+_KILL_WAIT = 5.0
 
 
 @dataclass
@@ -111,11 +114,17 @@ def save_image(images_dir: Path, label: str, number: int, encoded: str) -> Path:
     return path
 
 
+KERNEL_OPTIONS = ["--HistoryManager.hist_file=:memory:"]
+"""IPython's input history stays in the kernel's memory (`In`, `%history` work as ever): no kernel writes the
+user's `~/.ipython` history database, and a kernel's start does not wait for a commit to it (a third of a
+forked kernel's start, and a lock every kernel of a fan-out takes in turn)."""
+
+
 class _HostPythonSpecs(KernelSpecManager):
     """Kernel specs that always run our ipykernel launcher (`_ipykernel_launcher`) in the host's own Python."""
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        argv = [sys.executable, KERNEL_LAUNCHER, "-f", "{connection_file}"]
+        argv = [sys.executable, KERNEL_LAUNCHER, "-f", "{connection_file}", *KERNEL_OPTIONS]
         return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
 
 
@@ -500,10 +509,25 @@ class Kernel:
                 self._log_file.close()
                 self._log_file = None
             if self._connection_dir is not None:
-                _connection_dirs.remove(self._connection_dir)
-                self._connection_dir = None
+                folder, self._connection_dir = self._connection_dir, None
+                # in a thread: on a busy disk removing a folder takes milliseconds the event loop (every other
+                # agent's events, a fan-out's next child) should not wait for
+                await asyncio.shield(asyncio.to_thread(_connection_dirs.remove, folder))
 
     @staticmethod
     async def _stop_process(manager: AsyncKernelManager, now: bool) -> None:
+        provisioner = manager.provisioner
+        if now and manager.has_kernel and provisioner is not None:
+            # What `shutdown_kernel(now=True)` does, without its waits: jupyter_client looks for the killed
+            # process every 0.1 s and then sleeps 10 ms more, where a killed kernel is gone in a few ms (a
+            # child's kernel is killed as its agent ends: its parent waits on this).
+            await provisioner.kill()
+            deadline = time.monotonic() + _KILL_WAIT
+            while await provisioner.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110 - a process
+                await asyncio.sleep(_KILL_POLL)
+            if await provisioner.poll() is not None:
+                await provisioner.wait()
+                await manager.cleanup_resources()
+                return
         if manager.has_kernel:
             await manager.shutdown_kernel(now=now)

@@ -19,8 +19,11 @@ class KernelPool:
     """Hands out started kernels, each exactly once, and keeps `size` of them ready.
 
     Kernels start in the background. A caller that finds the pool empty gets a kernel booted
-    for it (`fill(demand)` with the number of callers waiting). `close()` stops the kernels
-    still booting and shuts down every kernel not handed out.
+    for it (`fill(demand)` with the number of callers waiting). `expect(n)` says how many callers
+    are known to come soon (subagents queued for a slot): a pool that is on (`size` > 0) then keeps
+    that many ready, so their kernels boot while the running ones work, not when they get their
+    slot. `close()` stops
+    the kernels still booting and shuts down every kernel not handed out.
     """
 
     def __init__(self, new_kernel: Callable[[], KernelBackend], size: int) -> None:
@@ -30,6 +33,7 @@ class KernelPool:
         self._booting: set[asyncio.Task[None]] = set()
         self._start_slots = asyncio.Semaphore(_CONCURRENT_STARTS)
         self._waiting = 0
+        self._expected = 0
         self._closed = False
 
     @property
@@ -37,11 +41,27 @@ class KernelPool:
         """How many started kernels wait in the pool."""
         return self._ready.qsize()
 
+    @property
+    def booting(self) -> int:
+        """How many kernels are starting for the pool."""
+        return len(self._booting)
+
+    def _target(self) -> int:
+        return max(self._size, self._expected, self._waiting)
+
+    def expect(self, callers: int) -> None:
+        """`callers` will ask for a kernel soon: keep as many ready (at least `size`), starting them now.
+
+        A pool of size 0 is off: it starts no kernel ahead of a caller, expected or not.
+        """
+        self._expected = max(0, callers) if self._size > 0 else 0
+        self.fill()
+
     def fill(self, demand: int = 0) -> None:
-        """Start kernels in the background until `max(size, demand)` are ready or booting."""
+        """Start kernels in the background until `max(size, expected, demand)` are ready or booting."""
         if self._closed:
             return
-        wanted = max(self._size, demand) - self._ready.qsize() - len(self._booting)
+        wanted = max(self._target(), demand) - self._ready.qsize() - len(self._booting)
         for _ in range(wanted):
             task = asyncio.create_task(self._boot(), name="kernel-pool-boot")
             self._booting.add(task)
@@ -60,7 +80,7 @@ class KernelPool:
             if self._waiting > self._ready.qsize():  # tell a waiting caller why it gets no kernel
                 self._ready.put_nowait(exc)
             return  # else a later caller starts a kernel of its own rather than fail with a stale error
-        if self._closed or self._ready.qsize() >= max(self._size, self._waiting):
+        if self._closed or self._ready.qsize() >= self._target():
             await kernel.shutdown()  # the caller it was booted for is gone and the pool is full
         else:
             self._ready.put_nowait(kernel)
@@ -84,7 +104,7 @@ class KernelPool:
     async def _stop_surplus_boots(self) -> None:
         """Stop the kernels still booting beyond the pool's size and the callers still waiting."""
         active = [task for task in self._booting if not task.cancelling()]  # not already being stopped
-        surplus = self._ready.qsize() + len(active) - max(self._size, self._waiting)
+        surplus = self._ready.qsize() + len(active) - self._target()
         boots = active[: max(0, surplus)]
         for task in boots:
             task.cancel()

@@ -262,7 +262,7 @@ class SubagentRunner:
             ), True
         try:
             config = configure(parent.settings, definition, subagent_type, model=parent.model, choice=picked)
-            config = config.model_copy(update={"model": config.resolve_model()})
+            config = config.model_copy(update={"model": tree.resolve_model(config)})
             sandbox, definition = confine(parent.sandbox, definition, subagent_type, config)
         except ConfigError as exc:
             return f"The agent type {subagent_type!r} cannot start: {exc}", True
@@ -425,7 +425,12 @@ class SubagentRunner:
                 if job.background:
                     self._background_ended(job, outcome, record.stopped_by)
             tree.unregister(child.agent_id)
-            await asyncio.shield(child.stop())
+            stopping = asyncio.ensure_future(child.stop())
+            try:
+                await asyncio.shield(stopping)
+            except BaseException:  # cancelled while it stops: its slot is free once it has stopped
+                stopping.add_done_callback(lambda _: tree.bound.release())
+                raise
             child.finished(status)
             if job is not None:
                 job.elapsed = time.monotonic() - job.started_at
@@ -447,6 +452,8 @@ class SubagentRunner:
                         waited=waited,
                     )
                 )
+            tree.bound.release()  # its kernel is gone and its end is told: the next child does not wait for its hooks
+            if announced:
                 if child.hooks.wants("SubagentStop"):
                     used = tree.usage.of(child.agent_id)
                     usage = {"input_tokens": used.input_tokens, "output_tokens": used.output_tokens,
@@ -455,7 +462,6 @@ class SubagentRunner:
                               "turns_used": child.turns_used, "usage": usage}
                     with contextlib.suppress(Exception):
                         await asyncio.shield(child.hooks.ask("SubagentStop", child.hook_context(), fields, emit))
-            tree.bound.release()
 
     # -- task_output, task_stop, task_list ------------------------------------------------------
 

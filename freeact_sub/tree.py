@@ -26,6 +26,7 @@ from .kernel_pool import KernelPool
 from .kernels import KernelBackend, new_kernel, uses_local_kernels
 from .mcp_pool import McpPool, ToolListings
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
+from .tool_names import tool_allowed
 from .usage import UsageLedger
 
 if TYPE_CHECKING:
@@ -254,12 +255,16 @@ class AgentTree:
         self.sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
         """The main agent's sandbox profile; the pool's kernels are confined to it (set when the main agent starts)."""
         self._plans: dict[tuple[SandboxProfile, Path, str], dict[str, Any]] = {}
+        self._models: dict[tuple[str, str | None, str | None], Any] = {}
+        """Resolved models by name and connection, shared by the children (`resolve_model`)."""
         self._renew()
 
     def _renew(self) -> None:
         """New (unstarted) bound, zygote and pool from the main agent's current config."""
+        self._models = {}  # a key read from the environment may have changed since
         self.bound = asyncio.Semaphore(self.config.max_subagents)
-        """At most `max_subagents` children exist at once, across the tree; taken before a child's kernel exists."""
+        """At most `max_subagents` children exist at once, across the tree: a child takes a slot before its kernel
+        exists and gives it back when its kernel is gone (its session record, events and hooks come after)."""
         self.zygote = KernelZygote()
         self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
         """Pre-started, never-used kernels for children."""
@@ -286,7 +291,8 @@ class AgentTree:
 
     def unregister(self, agent_id: str) -> None:
         """Remove an agent that ended."""
-        self.agents.pop(agent_id, None)
+        if self.agents.pop(agent_id, None) is not None:
+            self._expect_children()
 
     def children(self, parent_id: str) -> list[AgentRecord]:
         """The live children of `parent_id`."""
@@ -375,6 +381,7 @@ class AgentTree:
             child, parent_id=spec.parent_id, subagent_type=spec.subagent_type, description=spec.description
         )
         record.prompt = spec.prompt
+        self._expect_children()
         return child
 
     # -- kernels -----------------------------------------------------------------------------
@@ -384,6 +391,20 @@ class AgentTree:
     ) -> KernelBackend:
         """A kernel (not started) with the tree's settings, confined to `sandbox`: local, or on the kernel gateway."""
         return new_kernel(self.config, label=label, launcher=launcher, sandbox=self.sandbox_plan(sandbox))
+
+    def resolve_model(self, config: AgentConfig) -> Any:
+        """The pydantic-ai `Model` `config` names, one per model name and connection for the whole tree.
+
+        Children of one agent type (or any with the same model, `base_url` and key variable) share
+        it, and so its provider's HTTP client and open connections, instead of each building its
+        own. A `ConfigError` says what is missing or unknown, as `AgentConfig.resolve_model` does.
+        """
+        if not isinstance(config.model, str):
+            return config.resolve_model()
+        key = (config.model, config.base_url, config.api_key_env)
+        if key not in self._models:
+            self._models[key] = config.resolve_model()
+        return self._models[key]
 
     def sandbox_plan(self, profile: SandboxProfile) -> dict[str, Any] | None:
         """`profile` for the tree's working folder as absolute paths (looked up once per tree); None for `off`."""
@@ -429,10 +450,22 @@ class AgentTree:
 
     def refill(self, config: AgentConfig) -> None:
         """Top the pools up after a child started (not before: booting would slow that child's own start)."""
-        self.pool.fill()
+        self._expect_children()
         for pool in self.profile_pools.values():
             pool.fill()
         self.mcp_pool.fill(config.mcp_servers, config.working_dir)
+
+    def _expect_children(self) -> None:
+        """Tell each kernel pool how many children wait for a slot and will take one of its kernels when they get
+        one (up to `max_subagents`): their kernels boot while the running children work."""
+        waiting: dict[SandboxProfile, int] = {}
+        for record in self.agents.values():
+            settings = record.agent.settings if record.parent_id is not None and record.state == "waiting" else None
+            if settings is not None and tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools):
+                waiting[record.agent.sandbox] = waiting.get(record.agent.sandbox, 0) + 1
+        self.pool.expect(min(waiting.get(self.sandbox, 0), self.config.max_subagents))
+        for profile, pool in self.profile_pools.items():
+            pool.expect(min(waiting.get(profile, 0), self.config.max_subagents))
 
     def start(self) -> None:
         """When the main agent has started, in the background: open the MCP pool's connections; start the

@@ -22,15 +22,24 @@ def kernel_processes() -> list[int]:
     A process forked by a kernel (a `subprocess` call in a cell, between its fork and its exec) has
     the kernel's command line and inherits its sockets for a moment; it is not a kernel, so only
     processes whose parent is not a kernel count (seen under load: a 4th "kernel" whose parent was one).
+    The scan takes a while (each process's sockets are read); a kernel that ended during it is
+    left out too, so a kernel killed and its successor started meanwhile are not counted as two at once.
     """
-    kernels: dict[int, int] = {}
+    kernels: dict[int, tuple[psutil.Process, int]] = {}
     for process in psutil.Process().children(recursive=True):
         try:
             if process.status() != psutil.STATUS_ZOMBIE and _is_kernel(process):
-                kernels[process.pid] = process.ppid()
+                kernels[process.pid] = (process, process.ppid())
         except psutil.Error:
             continue
-    return [pid for pid, parent in kernels.items() if parent not in kernels]
+    return [pid for pid, (process, parent) in kernels.items() if parent not in kernels and _running(process)]
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 async def is_gone(pid: int, wait: float = 5.0) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,3 +196,81 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
         pids.append(int(pid))
     assert pids[0] in pooled, "the first child should get the kernel pooled at start"
     assert pids[0] != pids[1] and parent_kernel not in pids
+
+
+async def test_the_pool_keeps_kernels_ready_for_the_callers_it_expects(workdir: Path) -> None:
+    """Subagents queued for a slot are expected callers: their kernels boot before they ask (a pool that is on)."""
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=1)
+    taken: list[Kernel] = []
+    try:
+        pool.expect(3)
+        await eventually(lambda: pool.ready == 3, "the pool should hold a kernel for each expected caller")
+        taken += [await pool.acquire() for _ in range(3)]
+        assert len(made) == 3, "the expected callers got the kernels started for them, none on demand"
+        pool.expect(0)  # nobody waits any more: back to the pool's size
+        await eventually(lambda: pool.ready == 1, "the pool should refill to its size")
+        assert len(made) == 4
+    finally:
+        await pool.close()
+        await asyncio.gather(*(k.shutdown() for k in taken))
+    assert kernel_processes() == []
+
+
+async def test_a_pool_that_is_off_starts_nothing_for_expected_callers(workdir: Path) -> None:
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=0)
+    try:
+        pool.expect(3)
+        await asyncio.sleep(0)
+        assert made == [] and pool.booting == 0
+    finally:
+        await pool.close()
+
+
+async def test_children_queued_for_a_slot_find_their_kernels_started(workdir: Path) -> None:
+    """While two children hold the slots, the pool boots kernels for the two queued ones; they take those."""
+    go = workdir / "go"
+    names = ["q1", "q2", "q3", "q4"]
+    parent = Script([Call("task", {"prompt": f"CHILD-{name}"}, id=f"task-{name}") for name in names], ["done"])
+    wait_then_pid = (
+        f"import os, time, pathlib\nwhile not pathlib.Path({str(go)!r}).exists():\n    time.sleep(0.02)\n"
+        "print(os.getpid())\n"
+    )
+    children = {
+        name: Script([Call("execute_ipython_cell", {"code": wait_then_pid})], [f"{name} done"]) for name in names
+    }
+    model = Router({"PARENT": parent, **{f"CHILD-{name}": script for name, script in children.items()}})
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=2)
+    async with Agent(cfg) as agent:
+        pool = agent.tree.pool
+        await eventually(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
+        turn = asyncio.create_task(drain(agent.stream("PARENT")))
+        await eventually(lambda: sum(s.state == "waiting" for s in agent.subagents()) == 2, "two children queued")
+        await eventually(lambda: sum(s.state == "running" for s in agent.subagents()) == 2, "two children run")
+        await eventually(lambda: pool.ready == 2, "the pool should hold a kernel for each queued child")
+        ready_for_them = (
+            set(kernel_processes())
+            - {agent.kernel.pid if agent.kernel else None}
+            - {s_pid for s in agent.subagents() if (s_pid := _kernel_pid(agent, s.agent_id)) is not None}
+        )
+        go.touch()
+        async with asyncio.timeout(120):
+            await turn
+    pids = {name: int(next(iter(script.tool_results(1).values())).strip()) for name, script in children.items()}
+    assert len(set(pids.values())) == 4
+    assert len(ready_for_them) == 2 and ready_for_them <= set(pids.values()), (
+        "the queued children should run in the kernels started while they waited"
+    )
+    assert kernel_processes() == []
+
+
+async def drain(events: Any) -> None:
+    async for _ in events:
+        pass
+
+
+def _kernel_pid(agent: Agent, agent_id: str) -> int | None:
+    record = agent.tree.agents.get(agent_id)
+    kernel = getattr(record.agent, "kernel", None) if record is not None else None
+    return kernel.pid if kernel is not None else None

@@ -290,3 +290,19 @@ async def test_a_tool_pattern_that_matches_no_tool_is_warned_about_at_start(
     said = [str(w.message) for w in caught if "matches no tool" in str(w.message)]
     assert len(said) == 2 and "tools pattern 'calc_ad'" in said[0] and "disallowed_tools pattern 'calcecho'" in said[1]
     assert "calc_add" in said[0]  # the tools it does have, to spot the typo
+
+
+async def test_children_of_one_model_and_connection_share_one_resolved_model(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolving a provider's model costs ~20 ms and a client of its own: the tree does it once per connection."""
+    monkeypatch.setenv("SHARED_TEST_KEY", "test-key")
+    agent = Agent(AgentConfig(model="test", working_dir=workdir))
+    tree = agent.tree
+    first = AgentConfig(model="openai:gpt-4o", base_url="http://127.0.0.1:9/v1", api_key_env="SHARED_TEST_KEY")
+    same = first.model_copy()
+    elsewhere = first.model_copy(update={"base_url": "http://127.0.0.1:10/v1"})
+    model = tree.resolve_model(first)
+    assert tree.resolve_model(same) is model
+    assert tree.resolve_model(elsewhere) is not model
+    assert type(model).__name__ == "OpenAIChatModel" and model.model_name == "gpt-4o"
