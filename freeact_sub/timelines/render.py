@@ -137,8 +137,13 @@ def to_png(data: TimelineData, dpi: int = 110) -> bytes:
 
 
 def _colour(key: str) -> str:
+    """The theme's colour in the form the notebook's static copy uses for an untrusted notebook's sanitizer.
+
+    `background-color: color-mix(…)` holding the variable (see `notebook/_style.py`); the browser test checks
+    that the bars keep their colours in an untrusted notebook.
+    """
     variable, fallback = COLOURS[key]
-    return f"var({variable}, {fallback})"
+    return f"color-mix(in srgb, var({variable}, {fallback}) 100%, transparent)"
 
 
 def to_html(data: TimelineData, *, document: bool = False) -> str:
@@ -158,12 +163,12 @@ def to_html(data: TimelineData, *, document: bool = False) -> str:
             bars.append(
                 f'<div class="fs-tl-bar" data-state="{span.state}" data-call="{html.escape(span.call or "")}" '
                 f'title="{html.escape(span_text(span, origin, data.end))}" '
-                f'style="{_BAR}left:{left:.3f}%;width:{width:.3f}%;background:{_colour(span.state)}"></div>'
+                f'style="{_BAR}left:{left:.3f}%;width:{width:.3f}%;background-color:{_colour(span.state)}"></div>'
             )
         end = 100 * ((lane.end if lane.end is not None else data.end) - origin) / total
         bars.append(
             f'<div class="fs-tl-end" data-status="{lane.status}" title="{html.escape(lane.status)}" '
-            f'style="{_END}left:calc({end:.3f}% - 3px);background:{_colour(lane.status)}"></div>'
+            f'style="{_END}left:calc({end:.3f}% - 3px);background-color:{_colour(lane.status)}"></div>'
         )
         rows.append(
             f'<div class="fs-tl-lane" data-agent="{html.escape(lane.agent_id)}" data-depth="{lane.depth}" '
@@ -173,7 +178,8 @@ def to_html(data: TimelineData, *, document: bool = False) -> str:
             f'<div class="fs-tl-track" style="{_TRACK}">{"".join(bars)}</div></div>'
         )
     legend = "".join(
-        f'<span style="margin-right:1em"><i style="{_KEY}background:{_colour(state)}"></i>{STATE_NAMES[state]}</span>'
+        f'<span style="margin-right:1em"><i style="{_KEY}background-color:{_colour(state)}"></i>'
+        f"{STATE_NAMES[state]}</span>"
         for state in SPAN_STATES
     )
     body = (
@@ -189,15 +195,21 @@ def to_html(data: TimelineData, *, document: bool = False) -> str:
 
 _BOX = (
     "font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,12px);"
-    "color:var(--jp-ui-font-color1,#212121);margin:6px 0;"
+    "color:color-mix(in srgb, var(--jp-ui-font-color1,#212121) 100%, transparent);margin:6px 0;"
 )
 _LANE = "display:flex;align-items:center;height:16px;margin:1px 0;"
 _NAME = "flex:0 0 16em;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;"
-_TRACK = "position:relative;flex:1 1 auto;height:12px;background:var(--jp-layout-color2,#f5f5f5);"
+_TRACK = (
+    "position:relative;flex:1 1 auto;height:12px;"
+    "background-color:color-mix(in srgb, var(--jp-layout-color2,#f5f5f5) 100%, transparent);"
+)
 _BAR = "position:absolute;top:0;height:12px;"
 _END = "position:absolute;top:3px;width:6px;height:6px;border-radius:3px;"
 _KEY = "display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle;"
-_AXIS = "display:flex;justify-content:space-between;margin-left:16em;color:var(--jp-ui-font-color2,#616161);"
+_AXIS = (
+    "display:flex;justify-content:space-between;margin-left:16em;"
+    "color:color-mix(in srgb, var(--jp-ui-font-color2,#616161) 100%, transparent);"
+)
 
 
 def write(data: TimelineData, path: Path | str) -> Path:

@@ -350,6 +350,12 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(main.locator(".freeact-images img")).to_have_count(1)  # the plot the main agent's kernel drew
     expect(notebook.locator("button.freeact-approve:not([disabled])")).to_have_count(0)
     expect(notebook.locator("button.freeact-stop")).to_be_disabled()
+    # the run's timeline under its panels: a lane per agent, children indented, the approval waits drawn
+    lanes = live.locator(".fs-timeline .fs-tl-lane")
+    expect(lanes).to_have_count(4)
+    expect(lanes.first).to_have_attribute("data-agent", main_id)
+    expect(live.locator(f".fs-tl-lane[data-agent='{second_id}']")).to_have_attribute("data-depth", "1")
+    assert live.locator(".fs-tl-bar[data-state='waiting_for_approval']").count() >= 3
 
     # the cells after the run: the printed answer and how each subagent ended
     outputs = notebook.locator(".jp-OutputArea-output")
@@ -393,6 +399,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(static).to_contain_text("RESULT: 17984")
     expect(static.locator("img")).to_have_count(1)
     expect(static.locator("pre.freeact-code").first).to_have_css("padding-left", "6px")  # its own style, not the page's
+    expect(static.locator(".fs-timeline .fs-tl-lane")).to_have_count(4)  # the timeline as it was at the end
     expect(notebook.locator(".freeact-live")).to_have_count(0)
     expect(notebook.get_by_text("Error displaying widget")).to_be_hidden()
     scroll_to_top_of(static)
@@ -517,6 +524,12 @@ def test_a_notebook_run_headless_reads_like_the_live_run_untrusted_and_trusted(j
             ratio = element.evaluate(CONTRAST)
             print(f"{name}: contrast of {what}: {ratio:.2f}")
             assert ratio >= 4.5, f"{what} is hard to read in {name}: contrast {ratio:.2f}"
+        # the run's timeline is in the static copy too, its bars placed and in the theme's colours
+        expect(static.locator(".fs-timeline .fs-tl-lane")).to_have_count(1)
+        bar = static.locator(".fs-tl-bar").first
+        assert bar.evaluate("e => getComputedStyle(e).position") == "absolute"
+        background = bar.evaluate("e => getComputedStyle(e).backgroundColor")
+        assert colour(background) != (0, 0, 0), f"{name}: a timeline bar lost its colour ({background})"
         if not trusted:  # the sanitizer took the <style> block: what shows is the inline styling
             assert notebook.locator(".jp-OutputArea style").count() == 0
 
