@@ -79,6 +79,19 @@ class DirectTurns:
 
         return load_commands(self.settings.working_dir)
 
+    def read_prompt(self, text: str, *, reserved: Iterable[str] = ()) -> tuple[str, str | None, str | None]:
+        """What a person's prompt asks for, as `(prompt, subagent_type, model)`: a command of theirs (`/name args`,
+        unless `/name` is one of the `reserved` commands of the surface), `@type prompt` (a known agent type), else
+        the prompt itself for the main agent. `ConfigError` for a bad command file (naming it and the field)."""
+        name, _, rest = text.strip().partition(" ")
+        if name.startswith("/") and len(name) > 1 and "/" not in name[1:] and name not in set(reserved):
+            command = self.commands().get(name[1:])
+            if command is not None:
+                command.check(self.tree.types)
+                return command.prompt(rest), command.agent, command.model
+        subagent_type, prompt = split_type_prompt(text, self.tree.types)
+        return prompt, subagent_type, None
+
     def stream_command(
         self, name: str, arguments: str = "", max_turns: int | None = None
     ) -> AsyncGenerator[AgentEvent, None]:

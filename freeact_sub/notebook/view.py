@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from freeact_sub import Agent, AgentEvent, Response, ToolOutput, TurnCancelled, auto_approve_from_env, split_type_prompt
+from freeact_sub import Agent, AgentEvent, Response, ToolOutput, TurnCancelled, auto_approve_from_env
 
 from . import _replaced
 from .run_panel import RunPanel
@@ -195,18 +195,6 @@ class AgentView:
             return str(exc)
         return None
 
-    def directed(self, prompt: str) -> tuple[str, str | None, str | None]:
-        """What a prompt asks for: `(prompt, subagent_type, model)` of `/name args` (a command of the person's),
-        of `@type prompt` (a known agent type), else the prompt itself for the main agent."""
-        name, _, rest = prompt.strip().partition(" ")
-        if name.startswith("/") and len(name) > 1 and "/" not in name[1:]:
-            command = self.agent.commands().get(name[1:])
-            if command is not None:
-                command.check(self.agent.tree.types)  # an unknown `agent` is an error naming the file
-                return command.prompt(rest), command.agent, command.model
-        subagent_type, text = split_type_prompt(prompt, self.agent.tree.types)
-        return text, subagent_type, None
-
     def _in_loop(self, action: Callable[[], object]) -> None:
         # Widget callbacks run on the kernel's loop thread in ipykernel 7.4; be safe if one does not.
         if self._loop is None or threading.get_ident() == self._loop_thread:
@@ -223,7 +211,7 @@ class AgentView:
                 await self.agent.start()
             panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note)
             panel.set_status("running")
-            prompt, subagent_type, model = self.directed(prompt)
+            prompt, subagent_type, model = self.agent.read_prompt(prompt)
             stream = self.agent.stream(prompt, max_turns=max_turns, subagent_type=subagent_type, model=model)
             try:
                 async for event in stream:

@@ -30,7 +30,6 @@ from freeact_sub import (
     TimelineBuilder,
     ToolOutput,
     TurnCancelled,
-    split_type_prompt,
 )
 
 from .approvals import ApprovalDesk
@@ -82,19 +81,6 @@ class Session:
         self.timeline: TimelineBuilder | None = None
         """Set to collect the turns' events for a timeline (`-p … --timeline FILE`)."""
 
-    def directed(self, line: str) -> tuple[str, str | None, str | None]:
-        """What a line asks for: `(prompt, subagent_type, model)` of a command of the person's (`/name args`), of
-        `@type prompt` (a known agent type), else the line as the main agent's prompt. `ConfigError` for a bad
-        command file."""
-        name, _, rest = line.strip().partition(" ")
-        if name.startswith("/") and name not in BUILT_IN_COMMANDS:
-            command = self.agent.commands().get(name[1:])
-            if command is not None:
-                command.check(self.agent.tree.types)  # an unknown `agent` is an error naming the file
-                return command.prompt(rest), command.agent, command.model
-        subagent_type, text = split_type_prompt(line, self.agent.tree.types)
-        return text, subagent_type, None
-
     async def run_turn(self, prompt: str) -> TurnOutcome:
         """Run one turn to its end (answered, rejected, cancelled with Ctrl-C, or failed).
 
@@ -102,7 +88,7 @@ class Session:
         """
         main = self.agent.agent_id
         try:
-            prompt, subagent_type, model = self.directed(prompt)
+            prompt, subagent_type, model = self.agent.read_prompt(prompt, reserved=BUILT_IN_COMMANDS)
         except FreeactError as exc:  # a bad command file
             return TurnOutcome("failed", error=str(exc))
         keys = KeyReader() if self._ask_keys else None

@@ -47,9 +47,17 @@ async def test_a_directed_subagent_is_asked_runs_and_its_answer_is_in_the_main_a
             await anext(agent.stream("x", subagent_type="nope"))
         with pytest.raises(ConfigError, match="unknown command 'nope'; the commands are /find, /short"):
             await anext(agent.stream_command("nope"))
+        # a person's text as the terminal and the notebook read it
+        assert agent.read_prompt("/find the lexer") == ("Find where the lexer is defined.", "general", None)
+        assert agent.read_prompt("/short it", reserved={"/short"}) == ("/short it", None, None)  # the surface's own
+        assert agent.read_prompt("@explore the tests") == ("the tests", "explore", None)
+        assert agent.read_prompt("mail me@explore.org") == ("mail me@explore.org", None, None)
+        assert agent.read_prompt("/usr/bin is a path") == ("/usr/bin is a path", None, None)
         write(workdir / ".freeact-sub" / "commands" / "ghost.md", "---\nagent: nope\n---\nx\n")
         with pytest.raises(ConfigError, match=r"ghost\.md: agent: unknown agent type 'nope'; the known types are"):
             agent.stream_command("ghost")
+        with pytest.raises(ConfigError, match=r"ghost\.md: agent: unknown agent type 'nope'"):
+            agent.read_prompt("/ghost")
 
     # the main agent's next request holds the person's prompt, the call and the subagent's answer
     (request,) = main.requests
