@@ -124,15 +124,7 @@ class DirectTurns:
             )
         if model is not None and not isinstance(model, str):
             raise ValueError("model: a directed subagent's model is a model string (`provider:name`)")
-        if model is not None and not self._task_takes("model"):
-            raise ValueError("model: the `task` tool of this version takes no `model`, so a directed subagent "
-                             "cannot be given one; set the type's `model` instead")
         return model
-
-    def _task_takes(self, argument: str) -> bool:
-        from .tools import builtin_tool
-
-        return argument in builtin_tool("task").parameters.get("properties", {})
 
     async def _direct_turn(self, prompt: str, subagent_type: str, model: str | None, emit: Emit) -> None:
         """The person's `task` call: asked, run and recorded as if the main agent's model had made it."""
