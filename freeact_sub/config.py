@@ -327,6 +327,17 @@ class AgentConfig(BaseModel):
     def resolved_images_dir(self) -> Path:
         return self.images_dir or (self.working_dir / ".freeact-sub" / "images")
 
+    def make_working_dir(self) -> None:
+        """Create `working_dir` if it is missing; `ConfigError` naming the field if it cannot be a folder.
+
+        Done once, before the kernel, the MCP servers and the session store start there together (each
+        would otherwise fail in its own words, or a server could start before the kernel made the folder).
+        """
+        try:
+            self.working_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"working_dir: {self.working_dir} cannot be the working folder: {exc.strerror}") from None
+
     @classmethod
     def load(
         cls,

@@ -17,12 +17,13 @@ from freeact_sub import (
     AgentConfig,
     ApprovalRequest,
     CodeExecutionOutput,
+    ConfigError,
     KernelError,
     McpServerError,
     ToolOutput,
     TurnCancelled,
 )
-from tests.processes import is_gone
+from tests.processes import is_gone, kernel_processes
 from tests.scripting import Call, Script, drive, of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -187,14 +188,22 @@ async def test_a_server_that_does_not_start_names_the_server_and_leaves_nothing_
 
 
 async def test_a_kernel_that_cannot_start_closes_the_mcp_sessions(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    # no session store: it would fail on the same folder before the kernel is tried
-    agent = Agent(config(Script(), blocker / "work", {"calc": CALC}, save_sessions=False))
+    # a Python that cannot find its standard library: the kernel's interpreter dies at once
+    broken = {"PYTHONHOME": str(tmp_path / "no-python-here")}
+    agent = Agent(config(Script(), tmp_path / "work", {"calc": CALC}, kernel_env=broken))
     with pytest.raises(KernelError, match="did not start"):
         await agent.start()
     assert not agent.started
     # the leak fixture checks that the calc server was stopped
+
+
+async def test_a_working_dir_that_cannot_be_a_folder_names_the_field_before_anything_starts(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    agent = Agent(config(Script(), blocker / "work", {"calc": CALC}))
+    with pytest.raises(ConfigError, match=r"^working_dir: .*a-file/work cannot be the working folder: Not a directory"):
+        await agent.start()
+    assert not agent.started and kernel_processes() == []
 
 
 async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) -> None:
