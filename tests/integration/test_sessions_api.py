@@ -85,10 +85,9 @@ async def test_unknown_session_is_refused_at_once(workdir: Path) -> None:
 
 
 async def test_a_working_dir_that_cannot_hold_sessions_is_a_clear_error(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    agent = Agent(single_agent_config(Script(), blocker / "work"))
-    with pytest.raises(SessionError, match=r"cannot create the session folder .*a-file/work"):
+    (tmp_path / ".freeact-sub").write_text("not a folder")  # where the sessions folder would go
+    agent = Agent(single_agent_config(Script(), tmp_path))
+    with pytest.raises(SessionError, match=r"cannot create the session folder .*/\.freeact-sub/sessions"):
         await agent.start()
     assert not agent.started
 
