@@ -35,6 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
@@ -394,8 +395,9 @@ def _cpu_seconds() -> float:
 
 
 async def fan_out_run(children: int, bound: int, cell: float, *, background: bool = False, mcp: bool = False,
-                      memory: bool = False) -> FanOut:
-    """One parent turn that starts `children` children of one `cell`-second cell each, under `bound`."""
+                      memory: bool = False, events: list[Any] | None = None) -> FanOut:
+    """One parent turn that starts `children` children of one `cell`-second cell each, under `bound`; with
+    `events`, every event of the run (the children's too) is appended to it."""
     code = f"import time; time.sleep({cell})"
 
     async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
@@ -454,6 +456,8 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
 
             def count(event: object) -> None:
                 nonlocal done
+                if events is not None:
+                    events.append(event)
                 if background:
                     done += isinstance(event, SubagentFinished) and event.status == "done"
                 else:
