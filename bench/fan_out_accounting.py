@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import sys
 from collections import defaultdict
@@ -36,12 +37,16 @@ from freeact_sub import (
     TurnStarted,
 )
 
-ROWS = {  # name: (children, bound, cell, mcp)
-    "10": (10, 5, 1.0, False),
-    "50": (50, 10, 0.5, False),
-    "30": (30, 10, 0.5, False),
-    "30mcp": (30, 10, 0.5, True),
-    "200": (200, 20, 0.5, False),
+ROWS = {  # name: (children, bound, cell, mcp, kernel_pool_size: None for the default)
+    "10": (10, 5, 1.0, False, None),
+    "50": (50, 10, 0.5, False, None),
+    "30": (30, 10, 0.5, False, None),
+    "30mcp": (30, 10, 0.5, True, None),
+    "200": (200, 20, 0.5, False, None),
+    "10pool": (10, 5, 1.0, False, 5),  # the pool holds the first wave's kernels: no fork on the way
+    "50pool": (50, 10, 0.5, False, 10),
+    "30mcppool": (30, 10, 0.5, True, 10),
+    "200pool": (200, 20, 0.5, False, 20),
 }
 
 
@@ -100,6 +105,27 @@ def account(events: list[Any], bound: int, cell: float) -> dict[str, float]:
     result["hand-off"] = statistics.mean(handoffs) if handoffs else 0.0
     result["first wave: start"] = statistics.mean(sorted(k.requests[0] - k.started for k in kids
                                                          if k.requests and k.started <= starts[bound - 1]))
+    later = [k for k in kids if k.started > starts[bound - 1]]
+    result["later waves: in slot beyond the cell"] = (
+        statistics.mean(k.finished - k.started - cell for k in later) if later else 0.0
+    )
+    result["later waves: start"] = statistics.mean(k.requests[0] - k.started for k in later) if later else 0.0
+    # the chain of children that followed one another on the slot the last one to finish ended on
+    by_start = sorted(kids, key=lambda k: k.started)
+    by_finish = sorted(kids, key=lambda k: k.finished)
+    chain = [by_finish[-1]]
+    while (i := by_start.index(chain[-1])) >= bound:
+        chain.append(by_finish[i - bound])
+    chain.reverse()
+    result["chain: children"] = len(chain)
+    result["chain: head"] = chain[0].started - began
+    result["chain: first child's start"] = (chain[0].requests or [chain[0].cell_asked])[0] - chain[0].started
+    for name, part in (("start", lambda k: (k.requests or [k.cell_asked])[0] - k.started),
+                       ("model", lambda k: k.cell_asked - k.requests[0] + k.answered - k.cell_ended),
+                       ("cell beyond its length", lambda k: k.cell_ended - k.cell_asked - cell),
+                       ("finishing", lambda k: k.finished - k.answered)):
+        result[f"chain: {name}"] = sum(part(k) for k in chain)
+    result["chain: hand-offs"] = sum(b.started - a.finished for a, b in itertools.pairwise(chain))
     result["head"] = starts[0] - began
     result["tail"] = ended - finishes[-1]
     result["wall"] = ended - began
@@ -109,26 +135,31 @@ def account(events: list[Any], bound: int, cell: float) -> dict[str, float]:
 async def main(runs: int, rows: list[str]) -> None:
     await fan_out_run(5, 5, 0.1)  # this process's one-time costs
     for name in rows:
-        children, bound, cell, mcp = ROWS[name]
+        children, bound, cell, mcp, pool = ROWS[name]
         waves = -(-children // bound)
         floor = waves * cell
         accounts, bases = [], []
         for _ in range(runs):
             bases.append(await baseline_cells(children, bound, cell))
             events: list[Any] = []
-            await fan_out_run(children, bound, cell, mcp=mcp, events=events)
-            accounts.append(account(events, bound, cell))
+            run = await fan_out_run(children, bound, cell, mcp=mcp, events=events, pool=pool)
+            accounts.append(account(events, bound, cell) | {"cpu": run.cpu / children, "host": run.host_cpu / children})
         median = {key: statistics.median(a[key] for a in accounts) for key in accounts[0]}
         base = statistics.median(bases)
-        server = ", one MCP server" if mcp else ""
+        server = (", one MCP server" if mcp else "") + (f", kernel_pool_size={pool}" if pool is not None else "")
         print(f"{children} x {cell:g} s, bound {bound}{server}: wall {median['wall']:.3f} s, "
               f"floor {floor:.1f} s, bare cells {base:.3f} s; gap to the floor {median['wall'] - floor:.3f} s "
               f"({waves} waves)")
         print(f"    head {median['head'] * 1000:.0f} ms, tail {median['tail'] * 1000:.0f} ms, "
-              f"hand-off {median['hand-off'] * 1000:.1f} ms a slot")
+              f"hand-off {median['hand-off'] * 1000:.1f} ms a slot; CPU a child {median['cpu'] * 1000:.0f} ms "
+            f"({median['host'] * 1000:.0f} ms of it in this process)")
+        print("    the chain that ended last (ms, summed over its children): " + ", ".join(
+            f"{key.removeprefix('chain: ')} {median[key] * (1 if key == 'chain: children' else 1000):.0f}"
+            for key in median if key.startswith("chain: ")))
         print("    per child in its slot (ms): " + ", ".join(
             f"{key} {median[key] * 1000:.1f}" for key in ("start", "model 1", "cell beyond its length", "model 2",
-                                                         "finishing", "in slot beyond the cell", "first wave: start")))
+                                                         "finishing", "in slot beyond the cell", "first wave: start",
+                                                         "later waves: start", "later waves: in slot beyond the cell")))
 
 
 if __name__ == "__main__":
