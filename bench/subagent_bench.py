@@ -471,9 +471,9 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                 count(event)
                 ended += isinstance(event, SubagentFinished)
             if background:
-                events = agent.background_events()
+                later = agent.background_events()
                 while ended < children:
-                    event = await anext(events)
+                    event = await anext(later)
                     count(event)
                     ended += isinstance(event, SubagentFinished)
             wall = time.perf_counter() - began
