@@ -98,9 +98,11 @@ class ToolCallRunner:
 
     def announce_subagents(self, calls: list[ToolCallPart]) -> list[str]:
         """Before a response's calls are approved: its valid `task` calls, so the kernels of their children boot
-        meanwhile (see `SubagentRunner.announce`); returns the ids announced, for `withdraw_subagents`."""
-        if self.subagents is None or "task" not in self.toolbox:
-            return []
+        while a person decides (see `SubagentRunner.announce`); returns the ids announced, for
+        `withdraw_subagents`. Calls approved without asking are not announced: announcing them would only put
+        the kernels' boots ahead of their children's start, which asks for the kernels at once anyway."""
+        if self.subagents is None or "task" not in self.toolbox or self.approvals.is_approved(self.agent_id):
+            return []  # approved at once (auto-approve, "always"): the children start now and take kernels on demand
         valid = []
         for call in calls:
             if call.tool_name != "task":
