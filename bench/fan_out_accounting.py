@@ -37,7 +37,7 @@ from freeact_sub import (
     TurnStarted,
 )
 
-ROWS = {  # name: (children, bound, cell, mcp, kernel_pool_size: None for the default)
+ROWS = {  # name: (children, bound, cell, mcp, kernel_pool_size: None for the default; + mcp_tools)
     "10": (10, 5, 1.0, False, None),
     "50": (50, 10, 0.5, False, None),
     "30": (30, 10, 0.5, False, None),
@@ -48,6 +48,9 @@ ROWS = {  # name: (children, bound, cell, mcp, kernel_pool_size: None for the de
     "30mcppool": (30, 10, 0.5, True, 10),
     "200pool": (200, 20, 0.5, False, 20),
 }
+MCP_TOOLS = {"30mcpcalls": "calls"}
+"""Rows with another `mcp_tools` than the default ("both"): MCP tools as calls only, no code tools in kernels."""
+ROWS["30mcpcalls"] = ROWS["30mcp"]
 
 
 @dataclass
@@ -142,11 +145,13 @@ async def main(runs: int, rows: list[str]) -> None:
         for _ in range(runs):
             bases.append(await baseline_cells(children, bound, cell))
             events: list[Any] = []
-            run = await fan_out_run(children, bound, cell, mcp=mcp, events=events, pool=pool)
+            run = await fan_out_run(children, bound, cell, mcp=mcp, events=events, pool=pool,
+                                    mcp_tools=MCP_TOOLS.get(name))
             accounts.append(account(events, bound, cell) | {"cpu": run.cpu / children, "host": run.host_cpu / children})
         median = {key: statistics.median(a[key] for a in accounts) for key in accounts[0]}
         base = statistics.median(bases)
         server = (", one MCP server" if mcp else "") + (f", kernel_pool_size={pool}" if pool is not None else "")
+        server += f", mcp_tools={MCP_TOOLS[name]!r}" if name in MCP_TOOLS else ""
         print(f"{children} x {cell:g} s, bound {bound}{server}: wall {median['wall']:.3f} s, "
               f"floor {floor:.1f} s, bare cells {base:.3f} s; gap to the floor {median['wall'] - floor:.3f} s "
               f"({waves} waves)")

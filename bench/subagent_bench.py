@@ -395,9 +395,11 @@ def _cpu_seconds() -> float:
 
 
 async def fan_out_run(children: int, bound: int, cell: float, *, background: bool = False, mcp: bool = False,
-                      memory: bool = False, events: list[Any] | None = None, pool: int | None = None) -> FanOut:
+                      memory: bool = False, events: list[Any] | None = None, pool: int | None = None,
+                      mcp_tools: str | None = None) -> FanOut:
     """One parent turn that starts `children` children of one `cell`-second cell each, under `bound`; with
-    `events`, every event of the run (the children's too) is appended to it; `pool` sets `kernel_pool_size`."""
+    `events`, every event of the run (the children's too) is appended to it; `pool` sets `kernel_pool_size`,
+    `mcp_tools` the agents' `mcp_tools`."""
     code = f"import time; time.sleep({cell})"
 
     async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
@@ -421,6 +423,8 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                              auto_approve=True, mcp_servers=servers)
         if pool is not None:
             config = config.model_copy(update={"kernel_pool_size": pool})
+        if mcp_tools is not None:
+            config = config.model_copy(update={"mcp_tools": mcp_tools})
         async with Agent(config) as agent:
             await wait_for_pool(agent)
             tree = agent.tree
