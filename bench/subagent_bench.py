@@ -35,6 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
@@ -394,8 +395,11 @@ def _cpu_seconds() -> float:
 
 
 async def fan_out_run(children: int, bound: int, cell: float, *, background: bool = False, mcp: bool = False,
-                      memory: bool = False) -> FanOut:
-    """One parent turn that starts `children` children of one `cell`-second cell each, under `bound`."""
+                      memory: bool = False, events: list[Any] | None = None, pool: int | None = None,
+                      mcp_tools: str | None = None) -> FanOut:
+    """One parent turn that starts `children` children of one `cell`-second cell each, under `bound`; with
+    `events`, every event of the run (the children's too) is appended to it; `pool` sets `kernel_pool_size`,
+    `mcp_tools` the agents' `mcp_tools`."""
     code = f"import time; time.sleep({cell})"
 
     async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
@@ -417,6 +421,10 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
         servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
         config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, max_subagents=bound,
                              auto_approve=True, mcp_servers=servers)
+        if pool is not None:
+            config = config.model_copy(update={"kernel_pool_size": pool})
+        if mcp_tools is not None:
+            config = config.model_copy(update={"mcp_tools": mcp_tools})
         async with Agent(config) as agent:
             await wait_for_pool(agent)
             tree = agent.tree
@@ -454,6 +462,8 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
 
             def count(event: object) -> None:
                 nonlocal done
+                if events is not None:
+                    events.append(event)
                 if background:
                     done += isinstance(event, SubagentFinished) and event.status == "done"
                 else:
@@ -465,9 +475,9 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                 count(event)
                 ended += isinstance(event, SubagentFinished)
             if background:
-                events = agent.background_events()
+                later = agent.background_events()
                 while ended < children:
-                    event = await anext(events)
+                    event = await anext(later)
                     count(event)
                     ended += isinstance(event, SubagentFinished)
             wall = time.perf_counter() - began

@@ -32,6 +32,7 @@ from .events import (
     SubagentStatus,
 )
 from .model_options import ModelOption, find_option, model_label
+from .tool_names import tool_allowed
 from .tree import AgentTree, ChildSpec, TreeMember
 
 Emit = Callable[[AgentEvent], None]
@@ -126,6 +127,31 @@ class SubagentRunner:
     def put_back(self, notes: list[str]) -> None:
         """Notes whose model request failed: told at the next one instead."""
         self._notes[:0] = notes
+
+    def announce(self, calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """Tell the tree of a response's `task` calls `(call id, arguments)` that will start a child running code
+        under this agent's profile, the tree's main pool's (new or resumed, not kernel-less or under a profile of
+        its type's own): their kernels boot while the calls wait for approval. Returns the ids announced, for
+        `withdraw` once the calls have run."""
+        tree, parent = self._tree, self._parent
+        if parent.sandbox != tree.sandbox:
+            return []
+        announced = []
+        for call_id, arguments in calls:
+            name = arguments.get("subagent_type") or GENERAL
+            definition = tree.types.get(name) if isinstance(name, str) else None
+            if definition is None or definition.sandbox is not None:
+                continue
+            if tool_allowed("execute_ipython_cell", definition.tools, definition.disallowed_tools):
+                announced.append(call_id)
+        if announced:
+            tree.announce(parent.agent_id, announced)
+        return announced
+
+    def withdraw(self, call_ids: list[str]) -> None:
+        """The calls `announce` named have run, or will not: those that started no child are expected no more."""
+        if call_ids:
+            self._tree.withdraw(self._parent.agent_id, call_ids)
 
     def check(self, name: str, arguments: dict[str, Any]) -> str | None:
         """Why a call of the `task` family cannot work, before anyone is asked to approve it; None if it can.

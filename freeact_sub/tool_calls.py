@@ -96,6 +96,31 @@ class ToolCallRunner:
         self._printed: dict[str, list[str]] = {}
         """What each running cell has printed so far, by call id (an interrupted cell's result keeps it)."""
 
+    def announce_subagents(self, calls: list[ToolCallPart]) -> list[str]:
+        """Before a response's calls are approved: its valid `task` calls, so the kernels of their children boot
+        while a person decides (see `SubagentRunner.announce`); returns the ids announced, for
+        `withdraw_subagents`. Calls approved without asking are not announced: announcing them would only put
+        the kernels' boots ahead of their children's start, which asks for the kernels at once anyway."""
+        if self.subagents is None or "task" not in self.toolbox or self.approvals.is_approved(self.agent_id):
+            return []  # approved at once (auto-approve, "always"): the children start now and take kernels on demand
+        valid = []
+        for call in calls:
+            if call.tool_name != "task":
+                continue
+            try:
+                arguments = parse_arguments(call.args)
+            except ValueError:
+                continue
+            if self.toolbox.check("task", arguments) or self.subagents.check("task", arguments):
+                continue
+            valid.append((call.tool_call_id, arguments))
+        return self.subagents.announce(valid) if valid else []
+
+    def withdraw_subagents(self, call_ids: list[str]) -> None:
+        """The calls `announce_subagents` named have run (or were rejected or cancelled)."""
+        if self.subagents is not None:
+            self.subagents.withdraw(call_ids)
+
     async def run(
         self, call: ToolCallPart, emit: Emit, on_result: Callable[[ToolReturnPart], None] | None = None
     ) -> tuple[ToolReturnPart, bool]:

@@ -257,6 +257,9 @@ class AgentTree:
         self._plans: dict[tuple[SandboxProfile, Path, str], dict[str, Any]] = {}
         self._models: dict[tuple[str, str | None, str | None], Any] = {}
         """Resolved models by name and connection, shared by the children (`resolve_model`)."""
+        self._announced: set[tuple[str, str]] = set()
+        """`task` calls of a model response (by parent and call id) whose children will take a kernel from the main
+        pool and are not registered yet (`announce`)."""
         self._renew()
 
     def _renew(self) -> None:
@@ -381,8 +384,24 @@ class AgentTree:
             child, parent_id=spec.parent_id, subagent_type=spec.subagent_type, description=spec.description
         )
         record.prompt = spec.prompt
+        self._announced.discard((spec.parent_id, spec.tool_call_id))  # counted from now on as a child
         self._expect_children()
         return child
+
+    def announce(self, parent_id: str, tool_call_ids: list[str]) -> None:
+        """A model response holds these `task` calls, each to start a child that runs code under the main agent's
+        profile: a pool that is on boots their kernels now (up to `max_subagents` of them), while the calls are
+        approved, instead of when the children get their slots. Their children count once registered."""
+        self._announced.update((parent_id, call) for call in tool_call_ids)
+        self._expect_children()
+
+    def withdraw(self, parent_id: str, tool_call_ids: list[str]) -> None:
+        """The calls `announce`d have run (or were rejected, or cancelled): those that started no child count no
+        more."""
+        calls = {(parent_id, call) for call in tool_call_ids}
+        if self._announced & calls:
+            self._announced -= calls
+            self._expect_children()
 
     # -- kernels -----------------------------------------------------------------------------
 
@@ -463,7 +482,7 @@ class AgentTree:
             settings = record.agent.settings if record.parent_id is not None and record.state == "waiting" else None
             if settings is not None and tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools):
                 waiting[record.agent.sandbox] = waiting.get(record.agent.sandbox, 0) + 1
-        self.pool.expect(min(waiting.get(self.sandbox, 0), self.config.max_subagents))
+        self.pool.expect(min(waiting.get(self.sandbox, 0) + len(self._announced), self.config.max_subagents))
         for profile, pool in self.profile_pools.items():
             pool.expect(min(waiting.get(profile, 0), self.config.max_subagents))
 

@@ -301,6 +301,7 @@ class TurnEngine(DirectTurns):
                 # saved before its event is out: a crash while the others run must not call it interrupted
                 log.call_finished(ModelRequest(parts=[part]))
 
+        announced = runner.announce_subagents(calls)  # their kernels boot while the calls are approved
         tasks = [asyncio.ensure_future(runner.run(call, emit, on_result)) for call in calls]
         try:
             return list(await asyncio.gather(*tasks))
@@ -315,6 +316,8 @@ class TurnEngine(DirectTurns):
             ]
             self._history.append(ModelRequest(parts=parts))
             raise
+        finally:
+            runner.withdraw_subagents(announced)
 
     async def _model_round(self, emit: Emit) -> ModelResponse:
         from pydantic_ai.direct import model_request_stream

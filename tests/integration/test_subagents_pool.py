@@ -274,3 +274,32 @@ def _kernel_pid(agent: Agent, agent_id: str) -> int | None:
     record = agent.tree.agents.get(agent_id)
     kernel = getattr(record.agent, "kernel", None) if record is not None else None
     return kernel.pid if kernel is not None else None
+
+
+@pytest.mark.parametrize("pool_size", [1, 0])
+async def test_a_responses_task_calls_boot_their_kernels_while_they_wait_for_approval(
+    workdir: Path, pool_size: int
+) -> None:
+    """Three `task` calls in one response, bound 2: before any is approved, a pool that is on has two kernels ready
+    or booting for them (not only its one); a pool that is off starts nothing ahead."""
+    from freeact_sub import ApprovalRequest
+
+    names = ["a", "b", "c"]
+    parent = Script([Call("task", {"prompt": f"CHILD-{name}"}, id=f"task-{name}") for name in names], ["done"])
+    model = Router({"PARENT": parent, **{f"CHILD-{name}": Script([f"{name} done"]) for name in names}})
+    cfg = AgentConfig(model=model.model, working_dir=workdir, kernel_pool_size=pool_size, max_subagents=2)
+    seen: list[int] = []
+    async with Agent(cfg) as agent:
+        pool = agent.tree.pool
+        await eventually(lambda: pool.ready == pool_size, "the agent's pool should fill when the agent starts")
+        async with asyncio.timeout(120):
+            async for event in agent.stream("PARENT"):
+                if isinstance(event, ApprovalRequest) and event.tool_name == "task":
+                    if not seen:  # the first request: no call of the response is approved yet
+                        seen.append(pool.ready + pool.booting)
+                    event.approve(True)
+    results = parent.tool_results(1)
+    assert seen == [2 if pool_size else 0]
+    assert sorted(results) == ["task-a", "task-b", "task-c"]
+    assert all(f"{name} done" in results[f"task-{name}"] for name in names)
+    assert kernel_processes() == []
