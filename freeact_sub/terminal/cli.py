@@ -204,26 +204,29 @@ class _Runner:
 
         from freeact_sub import Agent, SessionError
 
+        from .keys import enter_stays_enter
+
         console = Console(stderr=one_shot)
         try:
             agent = Agent(config, session=args.resume)
         except SessionError as exc:
             raise UsageError(str(exc)) from None
-        try:
-            with console.status("Starting the kernel and MCP servers …", spinner="dots"):
-                await agent.start()
-        except FreeactError as exc:
-            self.stopping = True
-            await agent.stop()
-            print(f"freeact-sub: {exc}", file=sys.stderr)
-            # a bad type file or field, or a server command that does not exist: found before any kernel starts
-            return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
-        try:
-            return await self._session(agent, config, console)
-        finally:
-            self.stopping = True
-            with _sigint_ignored(), console.status("Stopping kernels and MCP servers …", spinner="dots"):
+        with enter_stays_enter():  # a line typed while the kernel starts or a turn runs is sent when the prompt is up
+            try:
+                with console.status("Starting the kernel and MCP servers …", spinner="dots"):
+                    await agent.start()
+            except FreeactError as exc:
+                self.stopping = True
                 await agent.stop()
+                print(f"freeact-sub: {exc}", file=sys.stderr)
+                # a bad type file or field, or a server command that does not exist: found before any kernel starts
+                return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
+            try:
+                return await self._session(agent, config, console)
+            finally:
+                self.stopping = True
+                with _sigint_ignored(), console.status("Stopping kernels and MCP servers …", spinner="dots"):
+                    await agent.stop()
 
     async def _session(self, agent: Agent, config: AgentConfig, console: Any) -> int:
         from .banner import banner

@@ -20,12 +20,13 @@ import os
 import sys
 import termios
 import tty
+from collections.abc import Iterator
 from typing import Any
 
 from prompt_toolkit.input.vt100_parser import Vt100Parser
 from prompt_toolkit.keys import Keys
 
-__all__ = ["BACK_TAB", "ESCAPE", "KeyReader"]
+__all__ = ["BACK_TAB", "ESCAPE", "KeyReader", "enter_stays_enter"]
 
 ESCAPE = "\x1b"
 """The Esc key on its own."""
@@ -133,3 +134,28 @@ class KeyReader:
         if self.closed and self._keys.empty():
             return ""
         return await self._keys.get()
+
+
+@contextlib.contextmanager
+def enter_stays_enter(fd: int | None = None) -> Iterator[None]:
+    """While it lasts, the terminal does not turn a typed Enter (carriage return) into a line feed.
+
+    Between two prompts, and while a turn runs, the terminal translates Enter to a line feed
+    (ICRNL). A line typed then, before the next prompt is ready, reached the prompt as text
+    followed by Ctrl-J, the prompt's "new line": it waited, unsent, behind a `.....`
+    continuation line. With ICRNL off, Enter stays Enter wherever it is typed ahead.
+    """
+    fd = sys.stdin.fileno() if fd is None else fd
+    try:
+        saved = termios.tcgetattr(fd)
+    except termios.error:  # not a terminal
+        yield
+        return
+    changed = list(saved)
+    changed[0] = saved[0] & ~termios.ICRNL
+    termios.tcsetattr(fd, termios.TCSANOW, changed)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)

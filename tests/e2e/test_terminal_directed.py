@@ -74,3 +74,23 @@ def test_at_type_a_command_help_send_and_a_bad_command_file(demo: Terminal, work
     term.send("\x04")
     assert term.wait_exit() == 0
     assert processes_in(workdir) == []
+
+
+def test_a_line_typed_ahead_is_sent_when_the_prompt_is_up(workdir: Path) -> None:
+    """Enter typed while the kernel starts (or between two prompts) stays Enter: the line is sent, not left as a
+    draft behind a `.....` continuation line (the terminal used to turn it into Ctrl-J, the prompt's new line)."""
+    term = Terminal("--demo", "--auto-approve", cwd=workdir)
+    try:
+        term.expect(r"Starting the kernel")
+        term.send("one cell\r")  # typed before the prompt is there
+        term.expect(r"RESULT: 5050")
+        term.expect(r"you › ")
+        term.send("one cell\r")  # and once more, between two prompts
+        term.expect(r"RESULT: 5050")
+        assert "....." not in term.text
+        term.expect(r"you › ")
+        term.send("\x04")
+        assert term.wait_exit() == 0
+    finally:
+        term.kill()
+    assert processes_in(workdir) == []
