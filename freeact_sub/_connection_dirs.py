@@ -70,6 +70,9 @@ def sweep(root: str | None = None) -> list[str]:
                 if old and not any(folder.iterdir()):
                     folder.rmdir()
                     removed.append(str(folder))
+                elif old and folder.name.startswith(PREFIX) and _kernel_remnant(folder):
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed.append(str(folder))
                 elif old and folder.name.startswith(TOOLS_PREFIX) and _nobody_listens(folder / "tools.sock"):
                     shutil.rmtree(folder, ignore_errors=True)
                     removed.append(str(folder))
@@ -98,6 +101,20 @@ def sweep_owned(parent: Path) -> list[str]:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))
     return removed
+
+
+def _kernel_remnant(folder: Path) -> bool:
+    """Whether an owner-less kernel folder holds only what a kernel makes after its folder was removed.
+
+    A kernel forked while its start was being cancelled can bind its sockets and make its `ipython`
+    folder after the host removed the connection folder; the zygote then ends it. What is left is
+    only those, with nobody listening (a live kernel's folder always has its owner file).
+    """
+    entries = list(folder.iterdir())
+    sockets = [entry for entry in entries if entry.name.startswith("socket-")]
+    return all(entry.name == "ipython" or entry in sockets for entry in entries) and all(
+        _nobody_listens(entry) for entry in sockets
+    )
 
 
 def _nobody_listens(path: Path) -> bool:

@@ -383,6 +383,28 @@ async def test_an_empty_unowned_folder_is_swept_only_after_a_minute(tmp_path: Pa
     assert [p.exists() for p in (old, new, kept)] == [False, True, True]
 
 
+async def test_what_a_kernel_made_after_its_folder_was_removed_is_swept_when_nobody_listens(tmp_path: Path) -> None:
+    """A kernel forked while its start was cancelled can bind its sockets and make `ipython/` in a removed folder."""
+    import socket
+
+    from freeact_sub import _connection_dirs
+
+    root = tmp_path / "t"
+    root.mkdir()
+    dead, live = root / "freeact-sub-kernel-dead", root / "freeact-sub-kernel-live"
+    for folder in (dead, live):
+        (folder / "ipython" / "profile_default").mkdir(parents=True)
+    with socket.socket(socket.AF_UNIX) as gone:
+        gone.bind(str(dead / "socket-1"))  # bound, then closed: nobody listens on it any more
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(live / "socket-1"))
+        listening.listen()
+        for folder in (dead, live):
+            os.utime(folder, (time.time() - 120, time.time() - 120))
+        assert _connection_dirs.sweep(str(root)) == [str(dead)]
+        assert live.exists()
+
+
 # -- timeouts, interrupts, cancellation --------------------------------------------------------
 
 
