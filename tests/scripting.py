@@ -244,3 +244,13 @@ def single_agent_config(script: Script, workdir: Any, **settings: Any) -> AgentC
 def of(kind: type, events: Sequence[Any]) -> list[Any]:
     """The events of one type, in order."""
     return [event for event in events if isinstance(event, kind)]
+
+
+async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
+    """Wait for `condition` while the agent works (the limit only turns a hang into a failure)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"gave up waiting for: {what}")
+        await asyncio.sleep(0.02)

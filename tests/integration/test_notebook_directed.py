@@ -4,7 +4,6 @@ message box: driven in-process (`Button.click()` runs a browser click's handlers
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,18 +11,10 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from freeact_sub import Agent, AgentConfig
 from freeact_sub.notebook import AgentView
-from tests.scripting import Block, Call, Router, Script
+from tests.scripting import Block, Call, Router, Script, until
 
 pytestmark = pytest.mark.timeout(120)
 
-
-async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up waiting for: {what}")
-        await asyncio.sleep(0.02)
 
 
 def prompts(messages: list[ModelMessage]) -> list[str]:

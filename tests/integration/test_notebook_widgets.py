@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,19 +15,10 @@ import pytest
 from freeact_sub import Agent, AgentConfig
 from freeact_sub.notebook import AgentView
 from freeact_sub.notebook.agent_panel import AgentPanel
-from tests.scripting import Block, Call, Router, Script, Think
+from tests.scripting import Block, Call, Router, Script, Think, until
 
 pytestmark = pytest.mark.timeout(120)
 
-
-async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    """Wait for `condition` while the agent works (the limit only turns a hang into a failure)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up waiting for: {what}")
-        await asyncio.sleep(0.02)
 
 
 def children() -> set[int]:
