@@ -479,6 +479,7 @@ class Agent(TurnEngine, SubagentMessages):
             if self._kernel is not None:
                 self._code_tools = await open_code_tools(
                     agent_id=self.agent_id, config=settings, kernel=self._kernel, mcp=mcp, ask=self._calls.ask,
+                    packages=self.tree.code_packages,
                     allowed=lambda name: tool_allowed(name, settings.tools, settings.disallowed_tools),
                 )
         except BaseException:

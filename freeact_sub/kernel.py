@@ -181,6 +181,9 @@ class Kernel:
         self.restarts = 0
         """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
         self._startup_code: list[str] = []
+        """Set-up run at the start of every kernel process, before any cell (`run_at_start`)."""
+        self._unsent_startup: list[str] = []
+        """Set-up to send just before the next cell (`run_at_start(wait=False)`)."""
         self._sandbox = dict(sandbox) if sandbox is not None else None
         """The sandbox plan (`freeact_sub.sandbox.enforce`) the kernel process is confined to; None: none."""
 
@@ -351,6 +354,9 @@ class Kernel:
         store_history: bool = True,
     ) -> ExecutionResult:
         client = self._client
+        for startup in self._unsent_startup:  # its messages are not this cell's: they are passed over below
+            client.execute(startup, silent=True, store_history=False, allow_stdin=False)
+        self._unsent_startup.clear()
         msg_id = client.execute(code, store_history=store_history, allow_stdin=False)
         result = ExecutionResult(text="")
         output = CellOutput(on_output)
@@ -477,19 +483,25 @@ class Kernel:
         else:
             await self._launch()
         await self._connect(timeout=60.0)
+        self._unsent_startup.clear()  # run below, on the new process
         for code in self._startup_code:
             await self._execute(code, _STARTUP_TIMEOUT, None, store_history=False)
 
-    async def run_at_start(self, code: str) -> ExecutionResult:
+    async def run_at_start(self, code: str, *, wait: bool = True) -> None:
         """Run `code` now and again after every restart, before any other cell (not stored in the history).
 
-        For set-up the agent needs in its kernel, such as connecting it to its MCP tools.
+        For set-up the agent needs in its kernel, such as connecting it to its MCP tools. With
+        `wait=False` it is sent together with the next cell instead, just before it: the kernel runs
+        requests in order, so the cell still finds it done, and no round trip is spent on it alone.
         """
         async with self._lock:
             if self._manager is None:
                 raise KernelError("the kernel is not running")
             self._startup_code.append(code)
-            return await self._execute(code, _STARTUP_TIMEOUT, None, store_history=False)
+            if wait:
+                await self._execute(code, _STARTUP_TIMEOUT, None, store_history=False)
+            else:
+                self._unsent_startup.append(code)
 
     async def shutdown(self, *, now: bool = False) -> None:
         """Stop the kernel: a shutdown request first, SIGKILL if it does not exit in time.

@@ -514,13 +514,16 @@ class GatewayKernel:
             return
         await self._restart()
 
-    async def run_at_start(self, code: str) -> ExecutionResult:
-        """Run `code` now and again after every restart, before any other cell (not stored in the history)."""
+    async def run_at_start(self, code: str, *, wait: bool = True) -> None:
+        """Run `code` now and again after every restart, before any other cell (not stored in the history).
+
+        A gateway kernel always runs it now (`wait` is for local kernels).
+        """
         async with self._lock:
             if self._api is None or self.kernel_id is None:
                 raise KernelError("the kernel is not running")
             self._startup_code.append(code)
-            return await self._execute(_Cell(code, _STARTUP_TIMEOUT, None, None, False), "")
+            await self._execute(_Cell(code, _STARTUP_TIMEOUT, None, None, False), "")
 
     async def interrupt(self) -> None:
         """Interrupt the running cell (the gateway's `POST /api/kernels/{id}/interrupt`)."""

@@ -53,8 +53,11 @@ class KernelBackend(Protocol):
         store_history: bool = True,
     ) -> ExecutionResult: ...
 
-    async def run_at_start(self, code: str) -> ExecutionResult:
-        """Run `code` now and again after every restart, before any other cell (not stored in the history)."""
+    async def run_at_start(self, code: str, *, wait: bool = True) -> None:
+        """Run `code` now and again after every restart, before any other cell (not stored in the history).
+
+        `wait=False`: the kernel may instead send it just before the next cell, without a round trip of its own.
+        """
         ...
 
     async def is_alive(self) -> bool: ...

@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .code_tools import PackageShelf
 from .hooks import Hooks
 from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
@@ -276,6 +277,8 @@ class AgentTree:
         first time such a child starts, so the next one finds its kernel ready."""
         self.mcp_pool = McpPool(self.config.mcp_pool_size)
         """Pre-opened, never-used MCP connections for children, per server configuration."""
+        self.code_packages = PackageShelf(self.root.agent_id)
+        """The generated `mcptools` packages of the tree's agents, one per tool set."""
 
     @property
     def config(self) -> AgentConfig:
@@ -510,6 +513,9 @@ class AgentTree:
         self.background.close()
         self.background = BackgroundEvents()
         pool, zygote, mcp_pool, others = self.pool, self.zygote, self.mcp_pool, list(self.profile_pools.values())
+        packages = self.code_packages
         self._renew()  # a main agent may be started again after it stopped
-        await asyncio.gather(pool.close(), mcp_pool.close(), *(p.close() for p in others), return_exceptions=True)
+        await asyncio.gather(
+            pool.close(), mcp_pool.close(), packages.close(), *(p.close() for p in others), return_exceptions=True
+        )
         await zygote.close()

@@ -1,6 +1,7 @@
 """MCP tools as Python functions in an agent's kernel (`from mcptools.<server> import <tool>`).
 
 - `generate`: the sources of the `mcptools` package, one typed function per tool;
+- `packages`: `PackageShelf`, the packages of one agent tree, written once per tool set;
 - `kernel_runtime`: the kernel side of a call (copied into the package as `_runtime.py`);
 - `channel`: the private, authenticated Unix socket from one kernel to its agent;
 - `bridge`: `CodeTools`, which ties them to one agent's kernel, MCP sessions and approvals.
@@ -15,13 +16,14 @@ from typing import TYPE_CHECKING
 
 from .bridge import Ask, CodeTools, McpToolsMode
 from .generate import PACKAGE
+from .packages import PackageShelf
 
 if TYPE_CHECKING:
     from ..config import AgentConfig
     from ..kernels import KernelBackend
     from ..mcp import McpConnections
 
-__all__ = ["PACKAGE", "Ask", "CodeTools", "McpToolsMode", "mcp_prompt", "open_code_tools"]
+__all__ = ["PACKAGE", "Ask", "CodeTools", "McpToolsMode", "PackageShelf", "mcp_prompt", "open_code_tools"]
 
 
 async def open_code_tools(
@@ -31,23 +33,26 @@ async def open_code_tools(
     kernel: KernelBackend,
     mcp: McpConnections,
     ask: Ask,
+    packages: PackageShelf,
     allowed: Callable[[str], bool] | None = None,
 ) -> CodeTools | None:
     """Start an agent's code tools, or None when its MCP tools are offered only as calls (or it has none).
 
     `allowed(qualified_name)` picks the tools the agent may use (its type's `tools` patterns); the
     others get no function, so code cannot reach them either. Kernels on a kernel gateway get
-    none: the kernel could not reach this machine's tool socket.
+    none: the kernel could not reach this machine's tool socket. The package comes from the tree's
+    `packages`, so agents with the same tools share one.
     """
     tools = [t for t in mcp.tools if allowed is None or allowed(t.qualified_name)]
     if config.mcp_tools == "calls" or not tools or config.kernel_gateway is not None:
         return None
+    package = await packages.get(config.working_dir.resolve() / ".freeact-sub" / PACKAGE, tools)
     code_tools = CodeTools(
         agent_id=agent_id,
         kernel=kernel,
         mcp=mcp,
         ask=ask,
-        root=config.working_dir.resolve() / ".freeact-sub" / PACKAGE / agent_id,
+        package=package,
         call_timeout=config.execution_timeout,
         tools=tools,
     )

@@ -1,7 +1,8 @@
 """`CodeTools`: one agent's MCP tools as Python functions in that agent's own kernel.
 
-It writes the generated `mcptools` package (see `generate`), opens the agent's private
-`Channel`, connects its kernel to it (again after every kernel restart), and runs each call
+It takes the generated `mcptools` package of its tool set (written once per tree, see
+`packages`), opens the agent's private `Channel`, connects its kernel to it with its first cell
+(again after every kernel restart), and runs each call
 that code makes: check the arguments against the tool's schema, ask for approval exactly like a
 direct call (an `ApprovalRequest` with `source="code"` and the cell's call id), call the tool
 on this agent's own MCP session, and send the result back to the waiting cell. Calls belong to
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import shutil
 import textwrap
 import time
 from collections.abc import Awaitable, Callable
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .. import _connection_dirs
 from ..events import AgentEvent, ApprovalRequest, ToolOutput
 from ..tools import Toolbox, ToolSpec
 from .channel import Channel
-from .generate import PACKAGE, GeneratedModule, write_package
+from .generate import PACKAGE, GeneratedModule
+from .packages import SharedPackage
 
 if TYPE_CHECKING:
     from ..cell_run import OutputCallback
@@ -89,15 +89,18 @@ class CodeTools:
         kernel: KernelBackend,
         mcp: McpConnections,
         ask: Ask,
-        root: Path,
+        package: SharedPackage,
         call_timeout: float | None = None,
         tools: list[McpTool] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.kernel = kernel
         self.mcp = mcp
-        self.root = root
+        self.shared = package
+        self.root = package.root
         """The folder put on the kernel's `sys.path`; the package is `root / "mcptools"`."""
+        self.modules: list[GeneratedModule] = package.modules
+        """The generated modules, one per server."""
         self._ask = ask
         self._call_timeout = call_timeout
         offered = mcp.tools if tools is None else tools
@@ -113,8 +116,6 @@ class CodeTools:
         self._clock: _PauseClock | None = None
         self._connected = False
         self._numbers = itertools.count(1)
-        self.modules: list[GeneratedModule] = []
-        """The generated modules, one per server."""
 
     @property
     def package(self) -> Path:
@@ -126,19 +127,12 @@ class CodeTools:
         return self._channel
 
     async def start(self) -> None:
-        """Write the modules and start listening.
-
-        The folder is claimed by this process; those of agents whose host died are removed first.
-        """
-        await asyncio.to_thread(_connection_dirs.sweep_owned, self.root.parent)
-        self.modules = await asyncio.to_thread(write_package, self.root, self.tools)
-        _connection_dirs.claim(self.root)
+        """Start listening (the package is the tree's: written before, removed when the tree closes)."""
         await self._channel.open()
 
     async def close(self) -> None:
-        """End pending calls with `ToolCancelled`, close the channel and remove the generated files."""
+        """End pending calls with `ToolCancelled` and close the channel."""
         await self._channel.close("the agent stopped")
-        await asyncio.to_thread(shutil.rmtree, self.root, True)
 
     # -- cells --------------------------------------------------------------------------------
 
@@ -176,11 +170,13 @@ class CodeTools:
             self._channel.cancel_calls("the cell that made this call has ended")
 
     async def _connect_kernel(self) -> None:
-        """Give the kernel the channel's path and secret, now and (the kernel sees to it) after every restart."""
+        """Give the kernel the channel's path and secret with its first cell, and (the kernel sees to it) after
+        every restart. An agent that never runs a cell costs its kernel nothing; one that does is not made to
+        wait for the set-up's round trip (the kernel runs it just before the cell)."""
         if self._connected:
             return
         self._connected = True
-        await self.kernel.run_at_start(self._setup_code())
+        await self.kernel.run_at_start(self._setup_code(), wait=False)
 
     def _setup_code(self) -> str:
         return (
@@ -248,7 +244,13 @@ class CodeTools:
     # -- what the model is told ----------------------------------------------------------------
 
     def prompt_section(self, mode: McpToolsMode) -> str:
-        """The system prompt's paragraph about MCP tools in `mode`."""
+        """The system prompt's paragraph about MCP tools in `mode` (made once per package and mode)."""
+        known = self.shared.prompts.get(mode)
+        if known is None:
+            known = self.shared.prompts[mode] = self._prompt_section(mode)
+        return known
+
+    def _prompt_section(self, mode: McpToolsMode) -> str:
         listing = "\n".join(
             f"- `{PACKAGE}.{m.module}` (server `{m.server}`): {', '.join(m.functions)}" for m in self.modules
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ async def shared(tmp_path_factory: pytest.TempPathFactory):
 
 async def test_tools_are_modules_the_model_can_read_and_the_prompt_says_so(shared) -> None:
     agent, script = shared
-    package = agent.config.working_dir.resolve() / ".freeact-sub" / "mcptools" / agent.agent_id / "mcptools"
+    (package,) = (agent.config.working_dir.resolve() / ".freeact-sub" / "mcptools" / agent.agent_id).glob("*/mcptools")
     source = (package / "calc.py").read_text()
     assert "def add(*, a: int, b: int) -> int:" in source
     assert "Add two integers." in source
@@ -452,3 +453,42 @@ async def test_the_generated_package_of_an_agent_whose_host_died_is_removed_by_t
         assert (own / "owner").read_text() == str(os.getpid())
         assert not orphan.exists() and foreign.exists()  # an unclaimed folder is not ours to judge
     assert not own.exists()
+
+
+async def test_agents_with_the_same_tools_share_one_read_only_package_until_the_main_agent_stops(
+    tmp_path: Path,
+) -> None:
+    probe = (
+        "import json, os, mcptools, mcptools.calc as calc\n"
+        "package = os.path.dirname(mcptools.__file__)\n"
+        "modes = [os.stat(os.path.join(package, n)).st_mode for n in os.listdir(package) if n.endswith('.py')]\n"
+        "tree = os.path.dirname(os.path.dirname(package))\n"
+        "print(json.dumps({'package': package, 'tree': sorted(os.listdir(tree)), 'modes': modes, "
+        "'sum': calc.add(a=2, b=3)}))\n"
+    )
+    calls = [
+        Call("task", {"prompt": f"CHILD-{kind}: go", "description": kind, **extra}, id=kind)
+        for kind, extra in (("one", {}), ("two", {}), ("adder", {"subagent_type": "adder"}))
+    ]
+    parent = Script(calls, ["done"])
+    children = {f"CHILD-{kind}:": Script([cell(probe)], ["ok"]) for kind in ("one", "two", "adder")}
+    router = Router({"PARENT": parent, **children})
+    agents = {"adder": {"description": "adds", "tools": ["execute_ipython_cell", "calc_add"]}}
+    settings = AgentConfig(model=router.model, working_dir=tmp_path, mcp_servers={"calc": CALC}, agents=agents,
+                           auto_approve=True)
+    async with Agent(settings) as agent:
+        events = await drive(agent.stream("PARENT: three children"))
+        own_package = re.search(r"real\s+files\s+in\s+`([^`]+)`", agent.system_prompt).group(1)  # type: ignore[union-attr]
+        tree_folder = tmp_path.resolve() / ".freeact-sub" / "mcptools" / agent.agent_id
+        assert tree_folder.is_dir()
+    outputs = [json.loads(e.text) for e in of(CodeExecutionOutput, events)]
+    assert len(outputs) == 3 and all(out["sum"] == 5 for out in outputs)  # every child's call ran
+    packages = sorted({out["package"] for out in outputs})
+    assert len(packages) == 2  # the two general children share one package; the adder (fewer tools) has its own
+    assert own_package in packages  # ... and the general children's is the main agent's own
+    assert all(Path(p).parent.parent == tree_folder for p in packages)
+    # One folder per tool set in the tree's folder (beside its owner file), not one per agent.
+    seen = set().union(*(out["tree"] for out in outputs))
+    assert seen == {Path(p).parent.name for p in packages} | {"owner"}
+    assert all(mode & 0o222 == 0 for out in outputs for mode in out["modes"])  # no module is writable
+    assert not tree_folder.exists()  # removed when the main agent stopped

@@ -623,3 +623,22 @@ async def test_an_older_versions_code_tools_folder_is_swept_once_nobody_listens_
         assert live.exists()
     finally:
         listening.close()
+
+
+async def test_set_up_sent_with_the_next_cell_runs_before_it_and_after_every_restart(tmp_path: Path) -> None:
+    ran = tmp_path / "set-up-ran"
+    set_up = f"import pathlib\npathlib.Path({str(ran)!r}).open('a').write('x')\nprepared = 41"
+    async with Kernel(working_dir=tmp_path) as kernel:
+        await kernel.run_at_start(set_up, wait=False)
+        await asyncio.sleep(0.3)
+        assert not ran.exists()  # nothing is sent before a cell needs it
+        result = await kernel.execute("print(prepared + 1)")
+        assert result.text == "42\n" and result.status == "ok"
+        assert ran.read_text() == "x"
+        await kernel.execute("print('again')")
+        assert ran.read_text() == "x"  # once per kernel process
+        history = await kernel.execute("print(len(In), repr(In[1]))")
+        assert history.text == "4 'print(prepared + 1)'\n"  # the set-up is not in the history (In[0] is empty)
+        await kernel.reset()
+        assert ran.read_text() == "xx"  # a restarted kernel gets it at once, before any cell
+        assert (await kernel.execute("print(prepared)")).text == "41\n"
