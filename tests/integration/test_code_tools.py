@@ -479,8 +479,9 @@ async def test_agents_with_the_same_tools_share_one_read_only_package_until_the_
     async with Agent(settings) as agent:
         events = await drive(agent.stream("PARENT: three children"))
         own_package = re.search(r"real\s+files\s+in\s+`([^`]+)`", agent.system_prompt).group(1)  # type: ignore[union-attr]
-        tree_folder = tmp_path.resolve() / ".freeact-sub" / "mcptools" / agent.agent_id
-        assert tree_folder.is_dir()
+        tree_folder = Path(own_package).parent.parent
+        assert tree_folder.exists() and tree_folder.name == agent.agent_id
+        assert tree_folder.parent.parts[-2:] == (".freeact-sub", "mcptools")
     outputs = [json.loads(e.text) for e in of(CodeExecutionOutput, events)]
     assert len(outputs) == 3 and all(out["sum"] == 5 for out in outputs)  # every child's call ran
     packages = sorted({out["package"] for out in outputs})
