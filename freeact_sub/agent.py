@@ -48,7 +48,7 @@ from .events import (
     TurnCancelled,
 )
 from .hooks import Hooks
-from .kernels import KernelBackend
+from .kernels import KernelBackend, PendingKernel
 from .mcp import McpConnections
 from .messages import SubagentMessages
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
@@ -511,8 +511,23 @@ class Agent(TurnEngine, SubagentMessages):
                 )
 
     async def _acquire_kernel(self, runs_code: bool) -> KernelBackend | None:
-        """This agent's kernel; none for an agent that may not run code (no kernel process is started)."""
-        return await self.tree.acquire_kernel(self.agent_id, self.sandbox) if runs_code else None
+        """This agent's kernel; none for an agent that may not run code (no kernel process is started).
+
+        A subagent's kernel is acquired in the background: its first model request does not wait for a
+        kernel to boot, only its first cell does. The main agent's start waits for its kernel, so a kernel
+        that cannot start is an error of `start()`.
+        """
+        if not runs_code:
+            return None
+        if self.is_subagent:
+            images = self.settings.resolved_images_dir
+            return PendingKernel(self._child_kernel(), label=self.agent_id, images_dir=images)
+        return await self.tree.acquire_kernel(self.agent_id, self.sandbox)
+
+    async def _child_kernel(self) -> KernelBackend:
+        kernel = await self.tree.acquire_kernel(self.agent_id, self.sandbox)
+        self.tree.refill(self.settings)  # the pools top up once this child has its kernel, not ahead of it
+        return kernel
 
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""

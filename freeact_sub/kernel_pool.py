@@ -44,7 +44,8 @@ class KernelPool:
     @property
     def booting(self) -> int:
         """How many kernels are starting for the pool."""
-        return len(self._booting)
+        # A boot that has put its kernel in the queue is done, though its done-callback may not have run yet.
+        return sum(not task.done() for task in self._booting)
 
     def _target(self) -> int:
         return max(self._size, self._expected, self._waiting)
@@ -61,7 +62,7 @@ class KernelPool:
         """Start kernels in the background until `max(size, expected, demand)` are ready or booting."""
         if self._closed:
             return
-        wanted = max(self._target(), demand) - self._ready.qsize() - len(self._booting)
+        wanted = max(self._target(), demand) - self._ready.qsize() - self.booting
         for _ in range(wanted):
             task = asyncio.create_task(self._boot(), name="kernel-pool-boot")
             self._booting.add(task)
@@ -103,7 +104,7 @@ class KernelPool:
 
     async def _stop_surplus_boots(self) -> None:
         """Stop the kernels still booting beyond the pool's size and the callers still waiting."""
-        active = [task for task in self._booting if not task.cancelling()]  # not already being stopped
+        active = [task for task in self._booting if not task.done() and not task.cancelling()]  # not being stopped
         surplus = self._ready.qsize() + len(active) - self._target()
         boots = active[: max(0, surplus)]
         for task in boots:

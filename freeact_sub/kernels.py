@@ -7,7 +7,8 @@ tree's zygote when there is one).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .cell_run import OutputCallback
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from .config import AgentConfig
     from .kernel_launcher import KernelZygote
 
-__all__ = ["KernelBackend", "new_kernel", "uses_local_kernels"]
+__all__ = ["KernelBackend", "PendingKernel", "new_kernel", "uses_local_kernels"]
 
 
 class KernelBackend(Protocol):
@@ -28,10 +29,16 @@ class KernelBackend(Protocol):
 
     label: str
     """Prefix of saved image files; the agent sets its id here."""
-    restarts: int
-    """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
-    images_dir: Path
-    """Where the `image/png` outputs of cells are saved, on this machine."""
+
+    @property
+    def restarts(self) -> int:
+        """How often the kernel was restarted (after a death, a stuck interrupt or `reset()`)."""
+        ...
+
+    @property
+    def images_dir(self) -> Path:
+        """Where the `image/png` outputs of cells are saved, on this machine."""
+        ...
 
     @property
     def started(self) -> bool: ...
@@ -67,6 +74,99 @@ class KernelBackend(Protocol):
     async def reset(self) -> None: ...
 
     async def shutdown(self, *, now: bool = False) -> None: ...
+
+
+class PendingKernel:
+    """A kernel still being acquired (booted, or taken from a pool) in the background; each use waits for it.
+
+    A subagent needs its kernel only for its first cell, so it starts its first model request while
+    the kernel boots rather than after. A kernel that cannot be had raises its `KernelError` at the
+    first use; `shutdown()` stops an acquisition still under way, or the kernel it brought.
+    """
+
+    def __init__(self, acquire: Awaitable[KernelBackend], *, label: str, images_dir: Path) -> None:
+        self._acquiring: asyncio.Future[KernelBackend] = asyncio.ensure_future(acquire)
+        self._label = label
+        self._images_dir = images_dir
+
+    def _kernel(self) -> KernelBackend | None:
+        """The kernel, once it is there."""
+        done = self._acquiring.done() and not self._acquiring.cancelled() and self._acquiring.exception() is None
+        return self._acquiring.result() if done else None
+
+    async def _ready(self) -> KernelBackend:
+        # Shielded: a cancelled cell does not cancel the acquisition, which belongs to the agent (see shutdown).
+        return await asyncio.shield(self._acquiring)
+
+    @property
+    def label(self) -> str:
+        kernel = self._kernel()
+        return kernel.label if kernel is not None else self._label
+
+    @label.setter
+    def label(self, value: str) -> None:
+        self._label = value
+        if (kernel := self._kernel()) is not None:
+            kernel.label = value
+
+    @property
+    def restarts(self) -> int:
+        kernel = self._kernel()
+        return kernel.restarts if kernel is not None else 0
+
+    @property
+    def images_dir(self) -> Path:
+        kernel = self._kernel()
+        return kernel.images_dir if kernel is not None else self._images_dir
+
+    @property
+    def started(self) -> bool:
+        kernel = self._kernel()
+        return kernel is not None and kernel.started
+
+    @property
+    def pid(self) -> int | None:
+        kernel = self._kernel()
+        return kernel.pid if kernel is not None else None
+
+    async def start(self, timeout: float = 60.0) -> None:
+        await self._ready()
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+        paused: Callable[[], float] | None = None,
+        store_history: bool = True,
+    ) -> ExecutionResult:
+        kernel = await self._ready()
+        return await kernel.execute(
+            code, timeout=timeout, on_output=on_output, paused=paused, store_history=store_history
+        )
+
+    async def run_at_start(self, code: str, *, wait: bool = True) -> None:
+        await (await self._ready()).run_at_start(code, wait=wait)
+
+    async def is_alive(self) -> bool:
+        if not self._acquiring.done():
+            return True  # on its way
+        kernel = self._kernel()
+        return kernel is not None and await kernel.is_alive()
+
+    async def interrupt(self) -> None:
+        if (kernel := self._kernel()) is not None:
+            await kernel.interrupt()
+
+    async def reset(self) -> None:
+        await (await self._ready()).reset()
+
+    async def shutdown(self, *, now: bool = False) -> None:
+        self._acquiring.cancel()  # no-op once it is done
+        await asyncio.gather(self._acquiring, return_exceptions=True)  # (a failed acquisition's error is read here)
+        if (kernel := self._kernel()) is not None:
+            await kernel.shutdown(now=now)
 
 
 def uses_local_kernels(config: AgentConfig) -> bool:

@@ -303,3 +303,27 @@ async def test_a_responses_task_calls_boot_their_kernels_while_they_wait_for_app
     assert sorted(results) == ["task-a", "task-b", "task-c"]
     assert all(f"{name} done" in results[f"task-{name}"] for name in names)
     assert kernel_processes() == []
+
+
+async def test_a_childs_first_model_request_does_not_wait_for_its_kernel(workdir: Path) -> None:
+    """With no kernel ready, a child asks its model while its kernel boots; its first cell waits for the kernel."""
+    seen: list[tuple[bool, int | None]] = []
+    agent: Agent
+
+    def first_request(messages: list[Any]) -> list[Any]:
+        (child,) = [r.agent for r in agent.tree.agents.values() if r.parent_id is not None]
+        seen.append((child.kernel.started, child.kernel.pid))
+        return [Call("execute_ipython_cell", {"code": "import os\nprint(os.getpid())"})]
+
+    parent = Script([Call("task", {"prompt": "CHILD go"}, id="task-1")], ["done"])
+    child = Script(first_request, ["child done"])
+    model = Router({"PARENT": parent, "CHILD": child})
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=0)
+    async with Agent(cfg) as agent:
+        async with asyncio.timeout(120):
+            async for _ in agent.stream("PARENT"):
+                pass
+    assert seen == [(False, None)], "the child's kernel should still be on its way at its first model request"
+    printed = int(next(iter(child.tool_results(1).values())).strip())
+    assert printed > 0  # the cell ran, in the kernel that arrived meanwhile
+    assert kernel_processes() == []
