@@ -169,6 +169,8 @@ class AgentRecord:
     """Who stopped it before it finished: `the user` or `its parent`."""
     prompt: str = ""
     """The job its `task` call gave it."""
+    runs_code: bool | None = None
+    """Whether its type lets it run cells (so it takes a kernel); worked out once, when first asked."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -481,9 +483,13 @@ class AgentTree:
         """Tell each kernel pool how many children wait for a slot and will take one of its kernels when they get
         one (up to `max_subagents`): their kernels boot while the running children work."""
         waiting: dict[SandboxProfile, int] = {}
-        for record in self.agents.values():
-            settings = record.agent.settings if record.parent_id is not None and record.state == "waiting" else None
-            if settings is not None and tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools):
+        for record in self.agents.values():  # called at every child's start and end: kept cheap per record
+            if record.parent_id is None or record.state != "waiting":
+                continue
+            if record.runs_code is None:
+                settings = record.agent.settings
+                record.runs_code = tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools)
+            if record.runs_code:
                 waiting[record.agent.sandbox] = waiting.get(record.agent.sandbox, 0) + 1
         self.pool.expect(min(waiting.get(self.sandbox, 0) + len(self._announced), self.config.max_subagents))
         for profile, pool in self.profile_pools.items():
