@@ -19,6 +19,7 @@ Run as `python -m freeact_sub._kernel_zygote`; `freeact_sub.kernel_launcher` is 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -38,6 +39,9 @@ _PRELOADED = (
     "IPython.core.debugger",
     "IPython.core.oinspect",
     "IPython.extensions.storemagic",
+    "IPython.core.logger",
+    "faulthandler",
+    "runpy",
     "sqlite3",
     "tornado.platform.asyncio",
 )
@@ -93,6 +97,10 @@ def main() -> None:
     # start-up imports on the way (the debugger brings debugpy: ~0.1 s on its own).
     for module in _PRELOADED:
         importlib.import_module(module)
+    # What the imports made lives as long as any kernel: out of the collector's sight, a full collection in a
+    # kernel does not walk (and so copy, page by page) all of the zygote's memory it shares.
+    gc.collect()
+    gc.freeze()
 
     children: set[int] = set()
 
