@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import zmq
+import zmq.asyncio
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
@@ -128,6 +129,22 @@ class _HostPythonSpecs(KernelSpecManager):
         return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
 
 
+_shared_context: tuple[int, zmq.asyncio.Context] | None = None
+
+
+def _zmq_context() -> zmq.asyncio.Context:
+    """This process's one ZeroMQ context, for every kernel's manager and client.
+
+    jupyter_client gives each manager and each client a context of its own: two I/O threads started and joined
+    per kernel, a sixth of the host's CPU for a subagent's kernel. A context is thread-safe and holds no
+    kernel's state (sockets do); a forked copy of this process makes its own.
+    """
+    global _shared_context
+    if _shared_context is None or _shared_context[0] != os.getpid():
+        _shared_context = (os.getpid(), zmq.asyncio.Context())
+    return _shared_context[1]
+
+
 class _KernelClient(AsyncKernelClient):
     """A kernel client whose sockets suit a kernel that is just starting and may print a lot.
 
@@ -215,6 +232,7 @@ class Kernel:
             ip=os.path.join(self._connection_dir, "socket"),
             connection_file=os.path.join(self._connection_dir, "connection.json"),
         )
+        manager.context = _zmq_context()
         manager.shutdown_wait_time = 2.0
         manager.client_factory = _KernelClient
         manager.kernel_id = uuid.uuid4().hex
@@ -275,8 +293,10 @@ class Kernel:
         assert self._manager is not None
         if self._client is not None:
             self._client.stop_channels()
-        client = self._manager.client()
-        client.start_channels()
+        client = self._manager.client(context=_zmq_context())
+        # shell and iopub only: cells never read stdin (`allow_stdin=False`), liveness is the process's (no
+        # heartbeat thread), and interrupts and shutdowns go through the manager
+        client.start_channels(stdin=False, hb=False, control=False)
         self._client = client
         await self._wait_until_ready(timeout)
 
