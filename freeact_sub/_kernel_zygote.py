@@ -14,23 +14,33 @@ and the zygote answers on stdout:
     {"exited": <kernel pid>, "status": <code>} when a kernel exits (the zygote reaps it)
 When stdin closes (the host stopped or died), the zygote kills the kernels it forked and exits.
 
-Run as `python -m freeact_sub._kernel_zygote`; `freeact_sub.kernel_launcher` is the host side.
+Run by its path (`python .../_kernel_zygote.py`), like `_ipykernel_launcher.py`: not the `freeact_sub`
+package (the agent, pydantic, ...: ~0.3 s of imports and ~100 modules no kernel needs, which every forked
+kernel would carry in `sys.modules` and copy pages of). `freeact_sub.kernel_launcher` is the host side.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
+import importlib.util
 import json
 import os
 import signal
 import sys
 import traceback
+from types import ModuleType
 from typing import Any
+
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    # Run by path, Python put this package's folder first on sys.path, where its modules
+    # (`mcp.py`, `events.py`, …) would shadow the packages the model's code imports.
+    del sys.path[0]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 _PRELOADED = (
     "ipykernel.kernelapp",
-    "freeact_sub._ipykernel_launcher",
-    "freeact_sub.sandbox.enforce",
     "ipykernel.ipkernel",
     "ipykernel.zmqshell",
     "ipykernel.debugger",
@@ -38,9 +48,26 @@ _PRELOADED = (
     "IPython.core.debugger",
     "IPython.core.oinspect",
     "IPython.extensions.storemagic",
+    "IPython.core.logger",
+    "faulthandler",
+    "runpy",
     "sqlite3",
     "tornado.platform.asyncio",
 )
+
+
+def _load(name: str, path: str) -> ModuleType:
+    """The module in the file `path` (beside this one), imported under `name` without its package."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, path))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# The kernel application and the sandbox (stdlib only), both made to run without the package: loaded by main().
+_LAUNCHER, _ENFORCE = "_freeact_sub_ipykernel_launcher", "_freeact_sub_enforce"
 
 
 def _send(message: dict[str, Any]) -> None:
@@ -66,16 +93,13 @@ def _become_kernel(request: dict[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         if request.get("sandbox") is not None:
-            from freeact_sub.sandbox.enforce import apply
-
-            apply(request["sandbox"])  # before any of the kernel's code, while this process has one thread
+            # before any of the kernel's code, while this process has one thread
+            sys.modules[_ENFORCE].apply(request["sandbox"])
         # ipykernel reads JPY_PARENT_PID when it is imported, which was in the zygote before any
         # request: name the zygote explicitly so the kernel's parent poller ends it when the zygote goes.
         argv = [*request["argv"], f"--IPKernelApp.parent_handle={os.getppid()}"]
         sys.argv = ["ipykernel_launcher", *argv]
-        from freeact_sub._ipykernel_launcher import KernelApp
-
-        KernelApp.launch_instance(argv=argv)
+        sys.modules[_LAUNCHER].KernelApp.launch_instance(argv=argv)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0
@@ -86,13 +110,16 @@ def _become_kernel(request: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    # As ipykernel_launcher does: the kernel adds its own working directory to sys.path later.
-    if sys.path and sys.path[0] in ("", os.getcwd()):
-        del sys.path[0]
     # The imports every kernel needs, done once here; the rest is what a kernel's own
     # start-up imports on the way (the debugger brings debugpy: ~0.1 s on its own).
+    _load(_LAUNCHER, "_ipykernel_launcher.py")
+    _load(_ENFORCE, os.path.join("sandbox", "enforce.py"))
     for module in _PRELOADED:
         importlib.import_module(module)
+    # What the imports made lives as long as any kernel: out of the collector's sight, a full collection in a
+    # kernel does not walk (and so copy, page by page) all of the zygote's memory it shares.
+    gc.collect()
+    gc.freeze()
 
     children: set[int] = set()
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import zmq
+import zmq.asyncio
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
@@ -128,6 +129,22 @@ class _HostPythonSpecs(KernelSpecManager):
         return KernelSpec(argv=argv, display_name="Python 3 (freeact-sub)", language="python")
 
 
+_shared_context: tuple[int, zmq.asyncio.Context] | None = None
+
+
+def _zmq_context() -> zmq.asyncio.Context:
+    """This process's one ZeroMQ context, for every kernel's manager and client.
+
+    jupyter_client gives each manager and each client a context of its own: two I/O threads started and joined
+    per kernel, a sixth of the host's CPU for a subagent's kernel. A context is thread-safe and holds no
+    kernel's state (sockets do); a forked copy of this process makes its own.
+    """
+    global _shared_context
+    if _shared_context is None or _shared_context[0] != os.getpid():
+        _shared_context = (os.getpid(), zmq.asyncio.Context())
+    return _shared_context[1]
+
+
 class _KernelClient(AsyncKernelClient):
     """A kernel client whose sockets suit a kernel that is just starting and may print a lot.
 
@@ -151,6 +168,18 @@ class _KernelClient(AsyncKernelClient):
             socket.identity = identity
         socket.connect(self._make_url(channel))
         return socket
+
+
+async def _answer_arrives(request: str, receive: Callable[..., Any], until: float) -> bool:
+    """Whether a message whose parent is `request` arrives through `receive` before `until`; others are dropped."""
+    while (left := until - time.monotonic()) > 0:
+        try:
+            message = await receive(timeout=left)
+        except queue.Empty:
+            return False
+        if message["parent_header"].get("msg_id") == request:
+            return True
+    return False
 
 
 class Kernel:
@@ -218,6 +247,7 @@ class Kernel:
             ip=os.path.join(self._connection_dir, "socket"),
             connection_file=os.path.join(self._connection_dir, "connection.json"),
         )
+        manager.context = _zmq_context()
         manager.shutdown_wait_time = 2.0
         manager.client_factory = _KernelClient
         manager.kernel_id = uuid.uuid4().hex
@@ -278,8 +308,10 @@ class Kernel:
         assert self._manager is not None
         if self._client is not None:
             self._client.stop_channels()
-        client = self._manager.client()
-        client.start_channels()
+        client = self._manager.client(context=_zmq_context())
+        # shell and iopub only: cells never read stdin (`allow_stdin=False`), liveness is the process's (no
+        # heartbeat thread), and interrupts and shutdowns go through the manager
+        client.start_channels(stdin=False, hb=False, control=False)
         self._client = client
         await self._wait_until_ready(timeout)
 
@@ -294,19 +326,12 @@ class Kernel:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             request = client.kernel_info()
-            replied = iopub_seen = False
-            round_end = time.monotonic() + 1.0
-            while time.monotonic() < round_end and not (replied and iopub_seen):
-                if not replied and await client.shell_channel.msg_ready():
-                    reply = await client.get_shell_msg(timeout=0)
-                    replied = reply["parent_header"].get("msg_id") == request
-                    continue
-                try:
-                    message = await client.get_iopub_msg(timeout=0.01)
-                except queue.Empty:
-                    continue
-                iopub_seen = iopub_seen or message["parent_header"].get("msg_id") == request
-            if replied and iopub_seen:
+            round_end = min(deadline, time.monotonic() + 1.0)
+            # the reply first, then iopub: the status messages wait in the iopub socket meanwhile (a wait on both
+            # at once polled iopub every 10 ms while the kernel booted, ~15 % of the host's CPU for a kernel)
+            if await _answer_arrives(request, client.get_shell_msg, round_end) and await _answer_arrives(
+                request, client.get_iopub_msg, round_end
+            ):
                 return
             if not await self.is_alive():
                 raise KernelError(f"the kernel died while starting{self._log_details()}")

@@ -26,6 +26,9 @@ __all__ = ["KERNEL_LAUNCHER", "ForkedProcess", "ForkedProvisioner", "KernelZygot
 KERNEL_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ipykernel_launcher.py")
 """The script a launched kernel runs (by path, so the kernel does not import `freeact_sub`)."""
 
+ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kernel_zygote.py")
+"""The zygote runs by path too: it imports what a kernel needs, not the `freeact_sub` package."""
+
 _START_TIMEOUT = 60.0
 SANDBOX_PLAN_VARIABLE = "FREEACT_SUB_SANDBOX_PLAN"
 """`_ipykernel_launcher.py` (which cannot import this package) reads the sandbox plan from this variable."""
@@ -109,7 +112,7 @@ class KernelZygote:
             return
         self._ready = asyncio.get_running_loop().create_future()
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "freeact_sub._kernel_zygote",
+            sys.executable, ZYGOTE_SCRIPT,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C in the terminal must not reach it
         )

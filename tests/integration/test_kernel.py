@@ -203,6 +203,32 @@ async def test_a_forked_kernel_ends_when_its_zygote_is_killed(tmp_path: Path) ->
         await zygote.close()
 
 
+async def test_a_forked_kernel_is_fresh_and_takes_its_own_settings(tmp_path: Path) -> None:
+    # What a forked kernel inherits from the zygote is imports (and the zygote's frozen objects), never
+    # another kernel's state: its own folder, environment and command line (read without traitlets'
+    # parser: the in-memory history and the zygote as its parent must still be set), and nothing run yet.
+    zygote = KernelZygote()
+    await zygote.start()
+    try:
+        for name in ("one", "two"):
+            folder = tmp_path / name
+            async with Kernel(working_dir=folder, launcher=zygote, env={"FORK_TEST": name}) as forked:
+                result = await forked.execute(
+                    "import gc, os\n"
+                    "ip = get_ipython()\n"
+                    "print(os.getcwd(), os.environ['FORK_TEST'], len(In), ip.history_manager.hist_file,"
+                    " ip.kernel.parent.parent_handle, gc.get_freeze_count() > 0,"
+                    " sorted(n for n in globals() if n in ('x', 'leftover')))\n"
+                    "leftover = 1"
+                )
+                assert result.status == "ok", result.text
+                assert result.text.split() == [
+                    str(folder.resolve()), name, "2", ":memory:", str(zygote.pid), "True", "[]"
+                ]
+    finally:
+        await zygote.close()
+
+
 async def _assert_a_late_subscriber_gets_every_line(kernel: Kernel) -> None:
     # A deterministic slow reader: a second iopub subscriber with ZeroMQ's defaults that reads
     # nothing while the kernel prints. Its ZeroMQ thread stops taking messages once its own

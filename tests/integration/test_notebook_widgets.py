@@ -26,7 +26,7 @@ def children() -> set[int]:
     found = set()
     for process in psutil.Process().children(recursive=True):
         try:
-            if "freeact_sub._kernel_zygote" not in process.cmdline():
+            if not any(part.endswith("_kernel_zygote.py") for part in process.cmdline()):
                 found.add(process.pid)
         except psutil.Error:
             continue
