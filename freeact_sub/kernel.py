@@ -141,7 +141,10 @@ def _zmq_context() -> zmq.asyncio.Context:
     """
     global _shared_context
     if _shared_context is None or _shared_context[0] != os.getpid():
-        _shared_context = (os.getpid(), zmq.asyncio.Context())
+        context = zmq.asyncio.Context()
+        # ZeroMQ's default of 1023 sockets a context would now bound the whole process (3 a kernel: ~340 kernels)
+        context.set(zmq.MAX_SOCKETS, 8192)
+        _shared_context = (os.getpid(), context)
     return _shared_context[1]
 
 
