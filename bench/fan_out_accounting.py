@@ -4,8 +4,9 @@
 
 Each row of `subagent_bench.py --only fan-out` runs once per `--runs` (with the same cells on warm
 kernels without agents before it, as there); its events give each child's time in its slot:
-start (slot taken -> its first model request), the first model request (thinking), the cell
-beyond its own length (the cell's overhead), the second model request, finishing (final answer
+start (slot taken -> its first model request), the first model request (thinking), the first
+cell's wait for the child's kernel (which boots beside that request), the cell beyond its own
+length and that wait (the cell's overhead), the second model request, finishing (final answer
 -> its kernel is gone and `SubagentFinished` is out), and the time the next child waits after a
 slot is freed (hand-off). The wall time splits into the head (turn start -> first child
 started: the parent's model request, its `task` calls' approvals), the waves (the slowest
@@ -62,6 +63,8 @@ class Child:
     """When each of its model requests began (`TurnStarted` for the first, the cell's output for the next)."""
     cell_asked: float = 0.0
     cell_ended: float = 0.0
+    kernel_wait: float = 0.0
+    """Seconds its cell waited for its kernel (it boots beside the child's first model request)."""
     answered: float = 0.0
     finished: float = 0.0
 
@@ -81,6 +84,7 @@ def children_of(events: list[Any]) -> dict[str, Child]:
                 kids[event.agent_id].cell_asked = event.at
             case CodeExecutionOutput() if event.agent_id != root:
                 kids[event.agent_id].cell_ended = event.at
+                kids[event.agent_id].kernel_wait = event.kernel_wait
             case Response() if event.agent_id != root and event.final:
                 kids[event.agent_id].answered = event.at
     return dict(kids)
@@ -97,7 +101,8 @@ def account(events: list[Any], bound: int, cell: float) -> dict[str, float]:
         first = k.requests[0] if k.requests else k.cell_asked
         parts["start"].append(first - k.started)
         parts["model 1"].append(k.cell_asked - first)
-        parts["cell beyond its length"].append(k.cell_ended - k.cell_asked - cell)
+        parts["kernel wait"].append(k.kernel_wait)
+        parts["cell beyond its length"].append(k.cell_ended - k.cell_asked - cell - k.kernel_wait)
         parts["model 2"].append(k.answered - k.cell_ended)
         parts["finishing"].append(k.finished - k.answered)
         parts["in slot beyond the cell"].append(k.finished - k.started - cell)
@@ -125,7 +130,8 @@ def account(events: list[Any], bound: int, cell: float) -> dict[str, float]:
     result["chain: first child's start"] = (chain[0].requests or [chain[0].cell_asked])[0] - chain[0].started
     for name, part in (("start", lambda k: (k.requests or [k.cell_asked])[0] - k.started),
                        ("model", lambda k: k.cell_asked - k.requests[0] + k.answered - k.cell_ended),
-                       ("cell beyond its length", lambda k: k.cell_ended - k.cell_asked - cell),
+                       ("kernel wait", lambda k: k.kernel_wait),
+                       ("cell beyond its length", lambda k: k.cell_ended - k.cell_asked - cell - k.kernel_wait),
                        ("finishing", lambda k: k.finished - k.answered)):
         result[f"chain: {name}"] = sum(part(k) for k in chain)
     result["chain: hand-offs"] = sum(b.started - a.finished for a, b in itertools.pairwise(chain))
@@ -162,7 +168,8 @@ async def main(runs: int, rows: list[str]) -> None:
             f"{key.removeprefix('chain: ')} {median[key] * (1 if key == 'chain: children' else 1000):.0f}"
             for key in median if key.startswith("chain: ")))
         print("    per child in its slot (ms): " + ", ".join(
-            f"{key} {median[key] * 1000:.1f}" for key in ("start", "model 1", "cell beyond its length", "model 2",
+            f"{key} {median[key] * 1000:.1f}" for key in ("start", "model 1", "kernel wait", "cell beyond its length",
+                                                         "model 2",
                                                          "finishing", "in slot beyond the cell", "first wave: start",
                                                          "later waves: start", "later waves: in slot beyond the cell")))
 

@@ -265,6 +265,9 @@ class CodeExecutionOutput(AgentEvent):
     tool_call_id: str
     status: Literal["ok", "error", "timeout", "kernel_died"] = "ok"
     """How the cell ended: normally, with an exception, interrupted after the timeout, or the kernel died."""
+    kernel_wait: float = 0.0
+    """Seconds the cell waited for its kernel before it ran: a subagent's kernel boots beside its first model
+    request, and a first cell that comes sooner waits for it (0 otherwise)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -71,6 +71,9 @@ class ExecutionResult:
     images: list[Path] = field(default_factory=list)
     """Files the cell's `image/png` outputs were saved to."""
     status: ExecutionStatus = "ok"
+    kernel_wait: float = 0.0
+    """Seconds before the cell started that went to waiting for the kernel itself (a subagent's first cell,
+    while its kernel boots: `PendingKernel`)."""
 
 
 def kernel_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -8,6 +8,7 @@ tree's zygote when there is one).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -88,6 +89,8 @@ class PendingKernel:
         self._acquiring: asyncio.Future[KernelBackend] = asyncio.ensure_future(acquire)
         self._label = label
         self._images_dir = images_dir
+        self._waited = 0.0
+        """Seconds callers waited for the kernel, not yet reported with a cell (`ExecutionResult.kernel_wait`)."""
 
     def _kernel(self) -> KernelBackend | None:
         """The kernel, once it is there."""
@@ -95,8 +98,14 @@ class PendingKernel:
         return self._acquiring.result() if done else None
 
     async def _ready(self) -> KernelBackend:
-        # Shielded: a cancelled cell does not cancel the acquisition, which belongs to the agent (see shutdown).
-        return await asyncio.shield(self._acquiring)
+        if self._acquiring.done():
+            return self._acquiring.result()
+        began = time.monotonic()
+        try:
+            # Shielded: a cancelled cell does not cancel the acquisition, which belongs to the agent (see shutdown).
+            return await asyncio.shield(self._acquiring)
+        finally:
+            self._waited += time.monotonic() - began
 
     @property
     def label(self) -> str:
@@ -142,9 +151,11 @@ class PendingKernel:
         store_history: bool = True,
     ) -> ExecutionResult:
         kernel = await self._ready()
-        return await kernel.execute(
+        result = await kernel.execute(
             code, timeout=timeout, on_output=on_output, paused=paused, store_history=store_history
         )
+        result.kernel_wait, self._waited = result.kernel_wait + self._waited, 0.0
+        return result
 
     async def run_at_start(self, code: str, *, wait: bool = True) -> None:
         await (await self._ready()).run_at_start(code, wait=wait)

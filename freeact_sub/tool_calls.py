@@ -178,6 +178,8 @@ class ToolCallRunner:
         self._started.add(call_id)
         times["started"] = time.time()
         content, reported = await self._execute(name, arguments, call_id, emit)
+        if isinstance(reported, CodeExecutionOutput) and reported.kernel_wait:
+            times["kernel_wait"] = reported.kernel_wait  # seconds, not a moment: the timeline splits the cell by it
         if self.hooks is not None and self.hooks.wants("PostToolUse"):
             content = await self._after(name, arguments, call_id, content, emit)
         part, _, _ = result(content)
@@ -395,6 +397,7 @@ class ToolCallRunner:
             images=tuple(outcome.images),
             tool_call_id=call_id,
             status=outcome.status,
+            kernel_wait=outcome.kernel_wait,
         )
         text = _shorten(outcome.text, self.config.max_output_chars) or "(the cell ran and printed nothing)"
         if (note := sandbox_note(outcome.text, self.sandbox)) is not None:

@@ -305,7 +305,8 @@ def replay(
                 if mine is not None and part.tool_name == "execute_ipython_cell":
                     events += _code_calls(agent_id, mine.code_calls.get(part.tool_call_id, []), at)
                 events += _result(agent_id, part.tool_name, content, part.tool_call_id,
-                                  {k: v for k, v in children.items() if k not in background}, at)
+                                  {k: v for k, v in children.items() if k not in background}, at,
+                                  kernel_wait=times.get(part.tool_call_id, {}).get("kernel_wait", 0.0))
     return events
 
 
@@ -342,12 +343,13 @@ def _saved_times(metadata: Any) -> dict[str, float]:
 
 def _result(
     agent_id: str, tool_name: str, content: str, call_id: str, children: dict[str, SavedAgent], at: float, *,
-    refused: bool = False,
+    refused: bool = False, kernel_wait: float = 0.0,
 ) -> list[AgentEvent]:
     if tool_name == "execute_ipython_cell" and not refused:
         text = "" if content == _NOTHING_PRINTED else content
         images = tuple(Path(found) for found in _IMAGE.findall(text))
-        output = CodeExecutionOutput(agent_id=agent_id, text=text, images=images, tool_call_id=call_id, at=at)
+        output = CodeExecutionOutput(agent_id=agent_id, text=text, images=images, tool_call_id=call_id, at=at,
+                                     kernel_wait=kernel_wait)
         if not text:
             return [output]
         return [CodeExecutionOutputChunk(agent_id=agent_id, text=text, tool_call_id=call_id, at=at), output]

@@ -5,7 +5,8 @@ started). A lane is a list of spans, each in one state and, where it belongs to 
 knowing that call:
 
     waiting_for_slot       a `task` call's child waits until fewer than `max_subagents` run
-    starting               the child took its slot and is being set up (kernel, MCP) until it first acts
+    starting               the child took its slot and is being set up until it first acts; and a first cell's
+                           wait for the child's kernel, which boots beside its first model request
     thinking               a model request is out: from `TurnStarted` until the response is complete
     waiting_for_approval   an `ApprovalRequest` nobody has decided yet
     running_code           an approved `execute_ipython_cell` call, until its output is complete
@@ -163,6 +164,8 @@ class TimelineBuilder:
         """Approval requests by agent and call, read when a picture is taken: a live one may be decided later."""
         self._ended: dict[tuple[str, str], float] = {}
         """When each call's result arrived, by (agent, call)."""
+        self._kernel_waits: dict[tuple[str, str], float] = {}
+        """Seconds a cell waited for its agent's kernel before it ran, by (agent, call)."""
         self._open: dict[tuple[str, SpanState], Span] = {}
         """The open span of each agent per state that is not tied to a call (thinking, starting)."""
         self._latest = 0.0
@@ -192,6 +195,8 @@ class TimelineBuilder:
                     self._open_span(event.agent_id, Span(state="finishing", start=at))
             case CodeExecutionOutput() | ToolOutput():
                 self._ended.setdefault((event.agent_id, event.tool_call_id), at)
+                if isinstance(event, CodeExecutionOutput) and event.kernel_wait > 0:
+                    self._kernel_waits[(event.agent_id, event.tool_call_id)] = event.kernel_wait
             case SubagentQueued():
                 child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, event.description)
                 child.spans.append(
@@ -264,7 +269,11 @@ class TimelineBuilder:
                 continue
             state: SpanState = "running_code" if request.tool_name == "execute_ipython_cell" else "calling_tool"
             end = ended if ended is not None else (lane.end if lane.status != "running" else None)
-            spans.append(Span(state=state, start=max(decided, request.at), end=end, call=call, label=label))
+            start = max(decided, request.at)
+            if kernel_wait := self._kernel_waits.get((agent_id, call), 0.0):  # a child's kernel was still booting
+                spans.append(Span(state="starting", start=start, end=start + kernel_wait, call=call, label=label))
+                start += kernel_wait
+            spans.append(Span(state=state, start=start, end=end, call=call, label=label))
         spans.sort(key=lambda s: s.start)
         return Lane(
             agent_id=lane.agent_id,

@@ -87,15 +87,20 @@ def test_each_child_thinks_runs_its_cell_and_the_second_waited_for_a_slot(run: R
     picture = timeline(run.events)
     first, second = (picture.lane(agent_id) for agent_id in run.children)
     for lane in (first, second):
+        # No pool: each child's kernel boots while its first model request runs, and its first cell (the scripted
+        # model answers at once) waits for it: that wait is part of the child's start, drawn inside the cell's call.
         assert [s for s in lane.states() if s not in ("waiting_for_slot", "waiting_for_approval")] == [
             "starting",
             "thinking",
+            "starting",
             "running_code",
             "thinking",
             "finishing",
         ]
         (cell,) = [s for s in lane.spans if s.state == "running_code"]
         assert cell.end is not None and cell.end - cell.start >= CELL
+        (kernel_wait,) = [s for s in lane.spans if s.state == "starting" and s.call == cell.call]
+        assert kernel_wait.call == cell.call and kernel_wait.end == cell.start and kernel_wait.end > kernel_wait.start
     (slot,) = [s for s in second.spans if s.state == "waiting_for_slot"]
     assert slot.call == "t2" and slot.end is not None
     (first_cell,) = [s for s in first.spans if s.state == "running_code"]
@@ -112,6 +117,11 @@ def test_a_saved_session_has_the_same_lanes_and_the_saved_approval_wait(run: Run
     for agent_id in run.children:
         lane = saved.lane(agent_id)
         assert lane.status == "done" and "running_code" in lane.states() and lane.parent_id == run.main_id
+        cell_call = next(s.call for s in lane.spans if s.state == "running_code")
+        (kernel_wait,) = [s for s in lane.spans if s.state == "starting" and s.call == cell_call]
+        live = timeline(run.events).lane(agent_id).spans
+        (live_wait,) = [s for s in live if s.state == "starting" and s.call == cell_call]
+        assert kernel_wait.end - kernel_wait.start == pytest.approx(live_wait.end - live_wait.start)  # saved too
     live = timeline(run.events)
     assert saved.start == pytest.approx(live.start, abs=0.05)  # the saved times are the live ones
 
