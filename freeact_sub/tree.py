@@ -474,6 +474,8 @@ class AgentTree:
 
     def refill(self, config: AgentConfig) -> None:
         """Top the pools up after a child started (not before: booting would slow that child's own start)."""
+        if not self.running:
+            return
         self._expect_children()
         for pool in self.profile_pools.values():
             pool.fill()
@@ -482,6 +484,8 @@ class AgentTree:
     def _expect_children(self) -> None:
         """Tell each kernel pool how many children wait for a slot and will take one of its kernels when they get
         one (up to `max_subagents`): their kernels boot while the running children work."""
+        if not self.running:
+            return  # a closed tree's fresh pools stay empty until the main agent starts again: nobody would stop them
         waiting: dict[SandboxProfile, int] = {}
         for record in self.agents.values():  # called at every child's start and end: kept cheap per record
             if record.parent_id is None or record.state != "waiting":
@@ -494,6 +498,11 @@ class AgentTree:
         self.pool.expect(min(waiting.get(self.sandbox, 0) + len(self._announced), self.config.max_subagents))
         for profile, pool in self.profile_pools.items():
             pool.expect(min(waiting.get(profile, 0), self.config.max_subagents))
+
+    @property
+    def running(self) -> bool:
+        """Whether the main agent has started the tree (`start()`) and not closed it since."""
+        return self._warming is not None
 
     def start(self) -> None:
         """When the main agent has started, in the background: open the MCP pool's connections; start the

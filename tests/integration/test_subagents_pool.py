@@ -327,3 +327,22 @@ async def test_a_childs_first_model_request_does_not_wait_for_its_kernel(workdir
     printed = int(next(iter(child.tool_results(1).values())).strip())
     assert printed > 0  # the cell ran, in the kernel that arrived meanwhile
     assert kernel_processes() == []
+
+
+async def test_a_closed_tree_boots_no_kernel_for_a_late_refill(workdir: Path) -> None:
+    """Anything that tops the pools up after the main agent stopped (a child's kernel that arrived late, an
+    unregistered record) must not boot kernels into the tree's fresh pools: nobody would stop them."""
+    parent = Script([Call("task", {"prompt": "CHILD go"}, id="task-1")], ["done"])
+    model = Router({"PARENT": parent, "CHILD": Script(["child done"])})
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=2)
+    async with Agent(cfg) as agent:
+        async for _ in agent.stream("PARENT"):
+            pass
+        assert agent.tree.running
+    tree = agent.tree
+    assert not tree.running
+    tree.refill(agent.settings)
+    tree.unregister("agent-gone")
+    await asyncio.sleep(0.2)
+    assert (tree.pool.ready, tree.pool.booting) == (0, 0)
+    assert kernel_processes() == []
