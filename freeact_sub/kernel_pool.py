@@ -43,9 +43,10 @@ class KernelPool:
 
     @property
     def booting(self) -> int:
-        """How many kernels are starting for the pool."""
-        # A boot that has put its kernel in the queue is done, though its done-callback may not have run yet.
-        return sum(not task.done() for task in self._booting)
+        """How many kernels are starting for the pool (not those being stopped, which will bring none)."""
+        # A boot that has put its kernel in the queue is done, though its done-callback may not have run yet;
+        # one that was cancelled may still be stopping its kernel for a while.
+        return sum(not task.done() and not task.cancelling() for task in self._booting)
 
     def _target(self) -> int:
         return max(self._size, self._expected, self._waiting)
@@ -75,6 +76,7 @@ class KernelPool:
                 await kernel.start()
         except asyncio.CancelledError:
             await kernel.shutdown()
+            self.fill(demand=self._waiting)  # a caller that came while this boot was being stopped still gets one
             raise
         except Exception as exc:
             await kernel.shutdown()
@@ -116,7 +118,8 @@ class KernelPool:
         self._closed = True
         booting = list(self._booting)
         for task in booting:
-            task.cancel()
+            if not task.cancelling():  # a second cancel would cut its kernel's shutdown short: the kernel would stay
+                task.cancel()
         await asyncio.gather(*booting, return_exceptions=True)
         kernels = []
         while not self._ready.empty():

@@ -346,3 +346,26 @@ async def test_a_closed_tree_boots_no_kernel_for_a_late_refill(workdir: Path) ->
     await asyncio.sleep(0.2)
     assert (tree.pool.ready, tree.pool.booting) == (0, 0)
     assert kernel_processes() == []
+
+
+async def test_a_caller_that_comes_while_a_cancelled_callers_boot_stops_still_gets_a_kernel(workdir: Path) -> None:
+    """A child that ends before its kernel arrives cancels its wait; a boot being stopped brings no kernel, so a
+    caller that comes meanwhile must get a boot of its own (it used to wait forever)."""
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=0)
+    first = asyncio.create_task(pool.acquire())
+    gone = asyncio.create_task(pool.acquire())
+    await eventually(lambda: pool.booting == 2, "a boot for each caller")
+    await asyncio.sleep(0.05)  # both boots are under way
+    gone.cancel()
+    await asyncio.sleep(0)  # its cancellation has begun: one boot is being stopped
+    late = asyncio.create_task(pool.acquire())
+    try:
+        async with asyncio.timeout(60):
+            kernels = await asyncio.gather(first, late)
+        assert kernels[0] is not kernels[1] and all(k.started for k in kernels)
+    finally:
+        await asyncio.gather(gone, return_exceptions=True)
+        await pool.close()
+        await asyncio.gather(*(k.shutdown() for k in made))
+    assert kernel_processes() == []
