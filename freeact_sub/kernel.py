@@ -270,7 +270,7 @@ class Kernel:
             await self._connect(timeout)
         except BaseException as exc:
             details = "" if isinstance(exc, KernelError) else self._log_details()
-            await self.shutdown()
+            await self.shutdown(now=True)  # it never ran anything: no state to end gracefully
             if isinstance(exc, Exception):
                 raise KernelError(f"the IPython kernel did not start: {exc}{details}") from exc
             raise

@@ -75,16 +75,16 @@ class KernelPool:
             async with self._start_slots:
                 await kernel.start()
         except asyncio.CancelledError:
-            await kernel.shutdown()
+            await kernel.shutdown(now=True)
             self.fill(demand=self._waiting)  # a caller that came while this boot was being stopped still gets one
             raise
         except Exception as exc:
-            await kernel.shutdown()
+            await kernel.shutdown(now=True)
             if self._waiting > self._ready.qsize():  # tell a waiting caller why it gets no kernel
                 self._ready.put_nowait(exc)
             return  # else a later caller starts a kernel of its own rather than fail with a stale error
         if self._closed or self._ready.qsize() >= self._target():
-            await kernel.shutdown()  # the caller it was booted for is gone and the pool is full
+            await kernel.shutdown(now=True)  # the caller it was booted for is gone and the pool is full
         else:
             self._ready.put_nowait(kernel)
 
@@ -127,4 +127,4 @@ class KernelPool:
             if not isinstance(item, BaseException):
                 kernels.append(item)
         with contextlib.suppress(Exception):
-            await asyncio.gather(*(k.shutdown() for k in kernels), return_exceptions=True)
+            await asyncio.gather(*(k.shutdown(now=True) for k in kernels), return_exceptions=True)
