@@ -240,11 +240,20 @@ async def _assert_a_late_subscriber_gets_every_line(kernel: Kernel) -> None:
     slow.load_connection_file()
     slow.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
     try:
-        request = slow.kernel_info()
-        while True:  # subscribed once the status of its own request reaches it
-            message = await slow.get_iopub_msg(timeout=30)
-            if message["parent_header"].get("msg_id") == request and message["msg_type"] == "status":
-                break
+        # Subscribed once the status of one of its own requests reaches it. A status published before the
+        # subscription took hold is lost (ZeroMQ's slow joiner), so the request is sent again each second.
+        subscribed = False
+        async with asyncio.timeout(30):
+            while not subscribed:
+                request = slow.kernel_info()
+                try:
+                    while True:
+                        message = await slow.get_iopub_msg(timeout=1)
+                        if message["parent_header"].get("msg_id") == request and message["msg_type"] == "status":
+                            subscribed = True
+                            break
+                except queue.Empty:
+                    continue
         result = await kernel.execute("for i in range(10_000):\n    print(f'late {i}', flush=True)")
         assert result.text.count("late ") == 10_000
         texts: list[str] = []
