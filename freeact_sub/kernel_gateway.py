@@ -153,6 +153,11 @@ class GatewayKernel:
         return None
 
     @property
+    def tools_socket(self) -> str | None:
+        """Always None: MCP tools from code need kernels on this machine."""
+        return None
+
+    @property
     def started(self) -> bool:
         return self._api is not None
 

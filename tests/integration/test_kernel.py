@@ -379,7 +379,7 @@ def short_tmp_path() -> Iterator[Path]:
 async def test_connection_folders_of_a_host_that_exits_are_removed_at_exit(short_tmp_path: Path) -> None:
     tmp_path = short_tmp_path
     folder, kernel_pid = await _host("exit", tmp_path)
-    assert folder.parent == tmp_path / "tmp" and folder.name.startswith("freeact-sub-kernel-")
+    assert folder.parent.parent == tmp_path / "tmp" and folder.name.startswith("freeact-sub-kernel-")
     assert not folder.exists()
     assert await is_gone(kernel_pid, wait=10)
 
