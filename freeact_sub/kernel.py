@@ -35,6 +35,7 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from . import _connection_dirs
+from ._safe_files import open_folder, trusted_base, write_new
 from .cell_run import (
     DEATH_NOTICE,
     DIED_BEFORE_NOTICE,
@@ -97,7 +98,10 @@ def render_output(
     if kind in ("execute_result", "display_data"):
         data = content.get("data", {})
         if "image/png" in data:
-            path = save_png(data["image/png"])
+            try:
+                path = save_png(data["image/png"])
+            except (OSError, ValueError) as exc:  # a link planted on the way, a full disk, bad base64
+                return f"[image not saved: {exc}]\n"
             result.images.append(path)
             return f"[image saved: {path}]\n"
         text = data.get("text/plain")
@@ -105,12 +109,19 @@ def render_output(
     return ""
 
 
-def save_image(images_dir: Path, label: str, number: int, encoded: str) -> Path:
-    """Write base64 PNG data to `<images_dir>/<label>-<number>-<random>.png` and return the path."""
-    images_dir.mkdir(parents=True, exist_ok=True)
-    path = images_dir / f"{label}-{number}-{uuid.uuid4().hex[:6]}.png"
-    path.write_bytes(base64.b64decode(encoded))
-    return path
+def save_image(images_dir: Path, label: str, number: int, encoded: str, *, working_dir: Path | None = None) -> Path:
+    """Write base64 PNG data to `<images_dir>/<label>-<number>-<random>.png` and return the path.
+
+    No link on the way is followed below `working_dir` (where a kernel may have written), nor at the file itself.
+    """
+    base = trusted_base(images_dir, working_dir) if working_dir is not None else Path(images_dir).parent
+    name = f"{label}-{number}-{uuid.uuid4().hex[:6]}.png"
+    folder = open_folder(base, images_dir)
+    try:
+        write_new(folder, name, base64.b64decode(encoded))
+    finally:
+        os.close(folder)
+    return images_dir / name
 
 
 KERNEL_OPTIONS = ["--HistoryManager.hist_file=:memory:"]
@@ -194,7 +205,7 @@ class Kernel:
         images_dir: str | Path | None = None,
         label: str = "kernel",
         launcher: KernelZygote | None = None,
-        sandbox: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+        sandbox: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
     ) -> None:
         self.working_dir = Path(working_dir or Path.cwd())
         self.images_dir = Path(images_dir) if images_dir else self.working_dir / ".freeact-sub" / "images"
@@ -297,7 +308,8 @@ class Kernel:
         """The sandbox plan of this (re)start: the kernel's own folders writable, no other kernel's visible."""
         assert self._sandbox is not None and self._connection_dir is not None
         own = self._connection_dir
-        plan = dict(self._sandbox() if callable(self._sandbox) else self._sandbox)
+        # a restart looks again: a secret made since the last start is covered from now on
+        plan = dict(self._sandbox(fresh=self.restarts > 0) if callable(self._sandbox) else self._sandbox)
         writes = [os.path.join(own, folder) for folder in _KERNEL_WRITES]
         return {**plan, "write": [*plan.get("write", ()), *writes], "scratch": own,
                 "private_root": os.path.dirname(own), "own": [own]}
@@ -480,7 +492,7 @@ class Kernel:
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
-        return save_image(self.images_dir, self.label, self._image_count, encoded)
+        return save_image(self.images_dir, self.label, self._image_count, encoded, working_dir=self.working_dir)
 
     async def _stop_running_cell(self, msg_id: str) -> None:
         """After a cancellation: interrupt, then wait briefly for the cell's idle status."""

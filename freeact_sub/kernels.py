@@ -200,7 +200,7 @@ def new_kernel(
     *,
     label: str,
     launcher: KernelZygote | None = None,
-    sandbox: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+    sandbox: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
 ) -> KernelBackend:
     """A kernel (not started) for an agent with `config`: on the configured gateway, or local.
 

@@ -434,22 +434,22 @@ class AgentTree:
             self._models[key] = config.resolve_model()
         return self._models[key]
 
-    def sandbox_plan(self, profile: SandboxProfile) -> Callable[[], dict[str, Any]] | None:
+    def sandbox_plan(self, profile: SandboxProfile) -> Callable[..., dict[str, Any]] | None:
         """What makes `profile`'s plan for the tree's working folder as absolute paths; None for `off`.
 
-        Each kernel start and restart asks it: the paths are looked up again when the last look is more than
-        `PLAN_FRESHNESS` seconds old, so a secret made meanwhile is covered from the next start on, while a
-        burst of subagents shares one look.
+        Each kernel start asks it: the paths are looked up again when the last look is more than
+        `PLAN_FRESHNESS` seconds old (a burst of subagents shares one look), and always for a restart
+        (`fresh=True`), so a secret made since a kernel started is covered after its next restart at the latest.
         """
         if not profile.enforced or not uses_local_kernels(self.config):
             return None
         return functools.partial(self._plan_now, profile)
 
-    def _plan_now(self, profile: SandboxProfile) -> dict[str, Any]:
+    def _plan_now(self, profile: SandboxProfile, *, fresh: bool = False) -> dict[str, Any]:
         home = self.config.kernel_env.get("HOME") or os.environ.get("HOME", "")
         key = (profile, self.config.working_dir, home)
         made, plan = self._plans.get(key, (0.0, None))
-        if plan is None or time.monotonic() - made > PLAN_FRESHNESS:
+        if plan is None or fresh or time.monotonic() - made > PLAN_FRESHNESS:
             project = self.config.working_dir / ".freeact-sub"
             for kept in ("agents", "sessions", "commands"):  # a folder that exists can be covered; else a kernel
                 with contextlib.suppress(OSError):  # could make it (where it cannot be made, no kernel can either)
