@@ -7,7 +7,7 @@ ipykernel starts) and as a script in front of a launched kernel or an MCP server
 
 It applies the plan, then `exec`s the command. A plan is a dict of absolute paths:
     {"deny": [paths], "read_only": [paths], "private_root": folder, "own": [folders],
-     "write": [folders], "network": bool, "unix_sockets": bool, "scratch": folder}
+     "write": [folders], "network": bool, "unix_sockets": [paths], "scratch": folder}
 
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
@@ -31,7 +31,8 @@ How each part is enforced, in this order, while the process is still single-thre
    `no_new_privs` is set), so root inside the namespace is an ordinary user.
 Then `seal()` (called once the process has bound its own sockets: at the end of a kernel's start, or just
 before `exec`) installs a seccomp filter on every thread: no new Unix socket (`socket(AF_UNIX)`; unless
-`unix_sockets` is true), no VM socket, no io_uring (which would run socket calls past the filter), and no
+`unix_sockets` names some, and then every other socket bound to a path when it starts is covered as in 3.), no
+VM socket, no io_uring (which would run socket calls past the filter), and no
 system call of another architecture's table (x32, i386), whose numbers the filter would not know.
 """
 
@@ -164,18 +165,37 @@ def _enter_namespaces(network: bool) -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here shows outside
 
 
-def _cover(paths: list[str], scratch: str) -> None:
-    """Cover each existing path with an empty, unreadable stand-in."""
+def _cover(paths: list[str], scratch: str, *, tolerant: bool = False) -> None:
+    """Cover each existing path with an empty, unreadable stand-in (`tolerant`: skip one that cannot be covered,
+    such as a socket in a folder this user cannot reach, which the process cannot reach either)."""
     blank = os.path.join(scratch, ".sandbox-blank")
     for path in paths:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=000,size=4k")
-        elif os.path.exists(path):
-            if not os.path.exists(blank):
-                os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
-            _mount(blank, path, None, _MS_BIND)
+        try:
+            if os.path.isdir(path):
+                _mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=000,size=4k")
+            elif os.path.exists(path):
+                if not os.path.exists(blank):
+                    os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
+                _mount(blank, path, None, _MS_BIND)
+        except (SandboxUnavailable, PermissionError, FileNotFoundError):
+            if not tolerant:
+                raise
     if os.path.exists(blank):
         os.unlink(blank)  # the covers keep it; nothing else needs it
+
+
+def _bound_sockets(allowed: set[str], own: Any) -> list[str]:
+    """The paths of the Unix sockets bound on this machine now (/proc/net/unix), but `allowed` and those in `own`."""
+    found = []
+    with open("/proc/net/unix") as table:
+        next(table)
+        for line in table:
+            fields = line.split(None, 7)
+            if len(fields) == 8 and fields[7].startswith("/"):
+                path = fields[7].rstrip("\n")
+                if path not in allowed and not any(path.startswith(folder.rstrip("/") + "/") for folder in own):
+                    found.append(path)
+    return sorted(set(found))
 
 
 def _own_terminals() -> None:
@@ -297,7 +317,7 @@ def seal(plan: dict[str, Any]) -> None:
     if machine not in _SECCOMP_ARCHES:
         raise SandboxUnavailable(errno.ENOSYS, f"no seccomp filter for {machine} machines")
     arch, seccomp_call, socket_call = _SECCOMP_ARCHES[machine]
-    instructions = _seccomp_program(arch, socket_call, bool(plan.get("unix_sockets", False)))
+    instructions = _seccomp_program(arch, socket_call, bool(plan.get("unix_sockets")))
     filters = (_SockFilter * len(instructions))(*(_SockFilter(*instruction) for instruction in instructions))
     program = _SockFprog(len(instructions), filters)
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
@@ -320,6 +340,9 @@ def apply(plan: dict[str, Any]) -> None:
     _enter_namespaces(network)
     _own_terminals()
     _cover(deny, plan["scratch"])
+    if plan.get("unix_sockets"):  # the process may make Unix sockets: hide every bound one it was not handed
+        hidden_anyway = [plan.get("private_root") or "/nonexistent", *plan.get("own", ())]
+        _cover(_bound_sockets(set(plan["unix_sockets"]), hidden_anyway), plan["scratch"], tolerant=True)
     _bind_read_only(list(plan.get("read_only", ())))
     if plan.get("private_root") and os.path.isdir(plan["private_root"]):
         _hide_others(plan["private_root"], list(plan.get("own", ())))

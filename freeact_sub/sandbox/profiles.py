@@ -113,6 +113,10 @@ class SandboxProfile(BaseModel):
     """Folders that may be written (`.` is the working folder); the kernel's own temp folder always may."""
     network: bool = True
     """Whether the kernel may open network connections (TCP, UDP, anything but its own channels)."""
+    unix_sockets: tuple[str, ...] = ()
+    """Unix sockets (paths) the kernel may connect to, such as `/var/run/docker.sock`; none by default. Naming
+    any lets the kernel make Unix sockets; every other socket bound to a path when it starts is then covered
+    (one bound later is not: name none to refuse them all)."""
     enforced: bool = True
     """False only for `off`: the kernel runs with the user's full rights."""
     note: str = Field(default="", exclude=True)
@@ -141,8 +145,9 @@ class SandboxProfile(BaseModel):
         # only what a write rule reaches needs the mount (Landlock refuses the rest); covered secrets stay covered
         denied = set(deny)
         read_only = {os.path.realpath(path) for path in kept if any(_within(os.path.realpath(path), w) for w in write)}
+        sockets = [path for pattern in self.unix_sockets for path in _expand(pattern, working_dir, homes)]
         return {"deny": sorted(set(deny)), "read_only": sorted(read_only - denied), "write": sorted(set(write)),
-                "network": self.network, "unix_sockets": False}
+                "network": self.network, "unix_sockets": sorted(set(sockets))}
 
 
 BUILT_IN_PROFILES: dict[str, SandboxProfile] = {
@@ -181,8 +186,8 @@ SandboxSetting = Annotated[SandboxProfile | None, BeforeValidator(_setting)]
 def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> SandboxProfile:
     """The profile a child runs under: what its type asks for, never more than its parent has.
 
-    Network only if both allow it, writes only where both allow them, every path either denies
-    stays denied. A child of an unsandboxed parent gets what it asks for; a child asking for
+    Network only if both allow it, writes only where both allow them, Unix sockets only those both name,
+    every path either denies stays denied. A child of an unsandboxed parent gets what it asks for; a child asking for
     `off` under a sandboxed parent gets its parent's profile.
     """
     if not parent.enforced:
@@ -200,12 +205,13 @@ def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> Sa
             writes.append(pattern)
     deny = tuple(dict.fromkeys([*parent.read_deny, *child.read_deny]))
     network = parent.network and child.network
+    sockets = tuple(path for path in child.unix_sockets if path in parent.unix_sockets)
     for candidate in (child, parent):
         same = set(candidate.read_deny) == set(deny) and set(candidate.write) == set(writes)
-        if same and candidate.network == network:
+        if same and candidate.network == network and set(candidate.unix_sockets) == set(sockets):
             return candidate
     return SandboxProfile(name=f"{child.name} within {parent.name}", read_deny=deny, write=tuple(writes),
-                          network=network)
+                          network=network, unix_sockets=sockets)
 
 
 def _homes(extra: Iterable[str]) -> list[str]:

@@ -90,6 +90,7 @@ def working_folder(path: Path) -> Path:
     """A fresh working folder at `path`: a git repository with a virtual environment, an editor folder,
     `.env` files (one in a hidden folder) and the project's `.freeact-sub`."""
     work = path
+    require("git", "the security suite's git working folder", "apt-get install git")
     subprocess.run(["git", "init", "-q", str(work)], check=True)
     (work / ".env").write_text(f"API_KEY={SECRET}\n")
     (work / ".env.example").write_text("API_KEY=\n")

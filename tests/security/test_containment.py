@@ -200,3 +200,24 @@ async def test_the_host_process_is_out_of_reach_and_ordinary_work_goes_on(attack
             assert attack["signal_host"] == "errno 1", (profile, kind)
             assert attack["read_data"] == "plain data"
             assert attack["git_status"] == "0", (profile, kind, attack["git_status"])
+
+
+async def test_a_profile_that_names_a_socket_reaches_that_one_only(attacked, tmp_path: Path) -> None:
+    lab, _ = attacked
+    from freeact_sub.kernel import Kernel
+    from freeact_sub.sandbox import SandboxProfile
+
+    profile = SandboxProfile(name="docker", unix_sockets=(str(lab.docker_socket),))
+    code = (
+        "import socket\n"
+        "def reach(path):\n"
+        "    try:\n"
+        "        with socket.socket(socket.AF_UNIX) as sock:\n"
+        "            sock.connect(path); sock.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); return sock.recv(100)[:15]\n"
+        "    except OSError as exc:\n"
+        "        return f'errno {exc.errno}'\n"
+        f"print(reach({str(lab.docker_socket)!r}), reach({str(lab.ssh_socket)!r}))\n"
+    )
+    async with Kernel(working_dir=tmp_path, sandbox=profile.plan(tmp_path, [str(lab.home)])) as kernel:
+        result = await kernel.execute(code)
+    assert result.text.strip() == "b'HTTP/1.0 200 OK' errno 13", result.text  # the ssh-agent's socket: covered
