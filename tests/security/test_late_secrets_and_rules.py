@@ -15,7 +15,10 @@ SECRET = "LATE-SECRET-2718"
 
 @pytest.mark.skipif(platform_problem() is not None, reason=f"no sandbox here: {platform_problem()}")
 async def test_a_secret_made_after_the_kernel_started_is_covered_after_its_restart(tmp_path: Path) -> None:
-    read = "try:\n    print('read:', open('late/.env').read())\nexcept OSError as exc:\n    print('refused:', exc.errno)\n"
+    read = (
+        "try:\n    print('read:', open('late/.env').read())\n"
+        "except OSError as exc:\n    print('refused:', exc.errno)\n"
+    )
     script = Script([Call("execute_ipython_cell", {"code": read}, id="c1")], [Call("reset_kernel", {}, id="r")],
                     [Call("execute_ipython_cell", {"code": read}, id="c2")], ["done"])
     config = AgentConfig(model=script.model, working_dir=tmp_path, auto_approve=True, enable_subagents=False)

@@ -31,8 +31,8 @@ if [ "$1" = install ] && [ "$2" = -s ]; then
 fi
 if [ "$1" = install ]; then
   package="${@: -1}"
-  # installing a package puts its command on PATH (Debian's nodejs installs `node`)
-  command=$package; [ "$package" = nodejs ] && command=node
+  # installing a package puts its command on PATH (Debian's nodejs installs `node`, openssh-client `ssh-agent`)
+  command=$package; [ "$package" = nodejs ] && command=node; [ "$package" = openssh-client ] && command=ssh-agent
   printf '#!/bin/sh\n' > "$FAKE_BIN/$command"; chmod +x "$FAKE_BIN/$command"
 fi
 exit 0
