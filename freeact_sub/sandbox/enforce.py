@@ -46,7 +46,7 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["SandboxUnavailable", "apply", "landlock_abi", "seal"]
+__all__ = ["SandboxUnavailable", "apply", "landlock_abi", "platform_gaps", "seal"]
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
@@ -133,6 +133,17 @@ def landlock_abi() -> int:
         return 0
     version = _libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     return max(int(version), 0)
+
+
+def platform_gaps() -> list[str]:
+    """What this machine's Landlock cannot refuse (empty from ABI 6 on: Linux 6.12 or newer)."""
+    abi = landlock_abi()
+    gaps = []
+    if 1 <= abi < 3:
+        gaps.append("truncating files outside its writable folders (Landlock ABI < 3)")
+    if 1 <= abi < 6:
+        gaps.append("signals to processes outside the sandbox (Landlock ABI < 6)")
+    return gaps
 
 
 def _check(result: int, what: str) -> int:

@@ -18,6 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from .enforce import platform_gaps
+
 __all__ = [
     "ALWAYS_DENIED",
     "BUILT_IN_PROFILES",
@@ -127,7 +129,10 @@ class SandboxProfile(BaseModel):
         if not self.enforced:
             return "off (no sandbox: the user's full rights)"
         writes = ", ".join("working folder" if path == "." else path for path in self.write) or "its temp folder only"
-        return f"{self.name} (writes: {writes}; {'network' if self.network else 'no network'})"
+        described = f"{self.name} (writes: {writes}; {'network' if self.network else 'no network'})"
+        if gaps := platform_gaps():
+            described += f"; not enforced on this machine: {', '.join(gaps)}"
+        return described
 
     def plan(self, working_dir: Path, homes: Iterable[str] = ()) -> dict[str, Any]:
         """The profile for one working folder, as `enforce.apply` takes it (without the kernel's own folder)."""
