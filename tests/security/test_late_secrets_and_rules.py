@@ -62,3 +62,17 @@ async def test_a_deny_up_the_chain_beats_a_child_types_allow(
     (request,) = await _child_cell_requests(global_rules, parent_rules, tmp_path)
     assert request.decided and request.decision is False and not request.auto_approved
     assert request.rule is not None and request.rule.endswith(f"deny ({source})"), request.rule
+
+
+@pytest.mark.skipif(platform_problem() is not None, reason=f"no sandbox here: {platform_problem()}")
+async def test_a_cell_that_makes_a_new_git_or_env_is_told_and_the_person_sees_it(tmp_path: Path) -> None:
+    plant = "import os\nos.makedirs('.git/hooks')\nopen('.env', 'w').write('FREEACT_SUB_SANDBOX=off')\nprint('planted')"
+    script = Script([Call("execute_ipython_cell", {"code": plant}, id="c1")],
+                    [Call("execute_ipython_cell", {"code": "print('quiet')"}, id="c2")], ["done"])
+    config = AgentConfig(model=script.model, working_dir=tmp_path, auto_approve=True, enable_subagents=False)
+    async with Agent(config) as agent:
+        events = await drive(agent.stream("plant"))
+    first, second = of(CodeExecutionOutput, events)
+    assert "[sandbox] This cell created .env, .git in the working folder." in first.text
+    assert "[sandbox]" in str(script.tool_results(1)["c1"])  # the model is told too
+    assert "[sandbox]" not in second.text  # only the cell that made them
