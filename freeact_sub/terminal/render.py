@@ -221,7 +221,7 @@ class Renderer:
     def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool, goes_on: bool = False) -> None:
         """Print how a request was decided; `goes_on` says a rejected agent continues (it was given a reason)."""
         mark = Text("✓" if approved else "✗", style="green" if approved else "red")
-        self._row(request.agent_id, mark, Text(text, style="green" if approved else "red"))
+        self._row(request.agent_id, mark, Text(clean(text), style="green" if approved else "red"))  # a saved reason too
         if approved:
             self.board.set_state(request.agent_id, _running_state(request))
         else:
