@@ -31,7 +31,7 @@ Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _HEADER = struct.Struct(">I")
 _MAX_REQUEST = 64 * 1024 * 1024
-_RETRY_FIRST, _RETRY_MOST = 0.005, 0.25
+_RETRY_FIRST, _RETRY_MOST = 0.005, 0.05
 """Seconds between tries to reach a listener that is not there (yet): a kernel still starting, or restarting."""
 
 
