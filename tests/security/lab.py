@@ -238,6 +238,27 @@ attempt("vsock", vsock)
 attempt("io_uring", io_uring)
 attempt("socketpair", lambda: [s.close() for s in socket.socketpair()] and None)
 
+def i386_socketcall():
+    # socket(AF_UNIX) through the 32-bit system call table (int 0x80, socketcall), where a filter that looked
+    # only at x86-64's `socket` number would never see it
+    if os.uname().machine != "x86_64":
+        return "not x86-64"
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    page = libc.mmap(None, 4096, 7, 0x22 | 0x40, -1, 0)  # read/write/exec, private, anonymous, below 4 GiB
+    arguments = page + 2048
+    ctypes.memmove(arguments, struct.pack("<III", socket.AF_UNIX, socket.SOCK_STREAM, 0), 12)
+    code = (b"\x53\xb8" + struct.pack("<I", 102) + b"\xbb" + struct.pack("<I", 1) + b"\xb9"
+            + struct.pack("<I", arguments) + b"\xcd\x80\x5b\xc3")  # push rbx; socketcall(SYS_SOCKET); pop rbx
+    ctypes.memmove(page, code, len(code))
+    result = ctypes.CFUNCTYPE(ctypes.c_int)(page)()
+    if result >= 0:
+        os.close(result)
+        return "socket"
+    return f"errno {{-result}}"
+
+attempt("i386_socketcall", i386_socketcall)
+
 # 3. files the person or the host runs later
 work = lab["work"]
 attempt("git_hook", lambda: write(os.path.join(work, ".git/hooks/pre-commit"), "#!/bin/sh\ntouch pwned\n"))

@@ -125,6 +125,10 @@ async def test_no_unix_socket_but_its_own_and_no_way_around_the_filter(attacked)
                 assert _refused(attack[name]), (profile, kind, name, attack[name])
             assert attack["io_uring"] == "errno 38", (profile, kind)  # ENOSYS: io_uring would bypass the filter
             assert attack["socketpair"] == "ok"  # asyncio and multiprocessing still have their pairs
+            # another architecture's table (i386's socketcall through int 0x80): refused as a whole
+            assert attack["i386_socketcall"] in ("errno 1", "not x86-64"), (profile, kind, attack["i386_socketcall"])
+    # where this Linux runs 32-bit calls at all, the way around works without the filter
+    assert results["off"]["main"]["i386_socketcall"] in ("socket", "errno 38", "not x86-64")
 
 
 async def test_nothing_is_planted_that_git_editors_python_the_shell_or_freeact_sub_run_later(attacked) -> None:
