@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,9 @@ from freeact_sub import Agent, AgentConfig, ApprovalRequest, SubagentFinished, T
 from freeact_sub.kernel import Kernel
 from freeact_sub.kernel_launcher import KernelZygote
 from freeact_sub.mcp import McpConnections
+
+KERNEL_SOCKET = re.compile(r"freeact-sub-\d+/kernel-[^/]+/run/")
+"""Where a kernel binds its sockets (`freeact_sub._connection_dirs`)."""
 
 CALC_SERVER = Path(__file__).resolve().parent.parent / "tests" / "servers" / "calc_server.py"
 
@@ -207,7 +211,7 @@ def kernel_pids() -> set[int]:
             if process.status() == psutil.STATUS_ZOMBIE:
                 continue
             if "ipykernel_launcher" in " ".join(process.cmdline()) or any(
-                "freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix")
+                KERNEL_SOCKET.search(c.laddr or "") is not None for c in process.net_connections(kind="unix")
             ):
                 found.add(process.pid)
         except psutil.Error:

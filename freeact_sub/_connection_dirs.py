@@ -1,10 +1,10 @@
 """The host's private temporary folders: made, removed, swept.
 
-Two kinds: a kernel's connection folder (`freeact-sub-kernel-*`: its connection file with its HMAC
-key, its log, and the folders the kernel itself may write: `run/` for its sockets, `tmp/`, `ipython/`)
-and an agent's code-tools folder (`freeact-sub-tools-*`). Both live in one private root per user,
-`$TMPDIR/freeact-sub-<uid>` (mode 0700, `private_root()`), which a sandboxed kernel sees empty but for
-its own folder. Each holds a file `owner` with the PID of the host process that made it.
+A kernel's folder (`kernel-*`: its connection file with its HMAC key, its log, and the folders the
+kernel itself may write: `run/` for its sockets, including its code-tools listener, `tmp/`, `ipython/`)
+lives in one private root per user, `$TMPDIR/freeact-sub-<uid>` (mode 0700, `private_root()`), which a
+sandboxed kernel sees empty but for its own folder. (An older version kept kernel and code-tools folders
+directly in `$TMPDIR`; those are still swept.) Each holds a file `owner` with the PID of the host process that made it.
 `Kernel.shutdown()` (or the channel's `close()`) removes the folder; folders still
 there when the host exits normally are removed at exit; and a host that died (a killed notebook
 kernel) leaves folders that the next host to make one sweeps: only those whose owner process is
@@ -25,9 +25,13 @@ from pathlib import Path
 
 __all__ = ["PREFIX", "TOOLS_PREFIX", "claim", "create", "private_root", "remove", "sweep", "sweep_owned"]
 
-PREFIX = "freeact-sub-kernel-"
+PREFIX = "kernel-"
+"""A kernel's folder in the private root (short: a kernel's socket paths must fit in 103 bytes, macOS's
+`$TMPDIR` alone takes about 50)."""
 TOOLS_PREFIX = "freeact-sub-tools-"
-_PREFIXES = (PREFIX, TOOLS_PREFIX)
+"""An agent's code-tools folder of an older version (directly in `$TMPDIR`): only swept now."""
+_PREFIXES = (PREFIX, "freeact-sub-kernel-", TOOLS_PREFIX)
+"""Kernel folders in the private root, and both kinds of an older version, directly in `$TMPDIR`."""
 OWNER_FILE = "owner"
 _EMPTY_GRACE = 60.0  # seconds an empty folder without an owner is left alone (it may be being made)
 
@@ -52,7 +56,7 @@ def private_root() -> str:
 
 
 def create(prefix: str = PREFIX) -> str:
-    """A new private folder (mode 0700) for one kernel (or, with `TOOLS_PREFIX`, one code-tools socket).
+    """A new private folder (mode 0700) for one kernel, in the private root.
 
     It is marked with this process as its owner; the first folder a host makes sweeps those of hosts that died.
     """
@@ -90,7 +94,7 @@ def sweep(root: str | None = None) -> list[str]:
                 if old and not any(folder.iterdir()):
                     folder.rmdir()
                     removed.append(str(folder))
-                elif old and folder.name.startswith(PREFIX) and _kernel_remnant(folder):
+                elif old and folder.name.startswith(_PREFIXES[:2]) and _kernel_remnant(folder):
                     shutil.rmtree(folder, ignore_errors=True)
                     removed.append(str(folder))
                 elif old and folder.name.startswith(TOOLS_PREFIX) and _nobody_listens(folder / "tools.sock"):

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import psutil
 
+KERNEL_SOCKET = re.compile(r"freeact-sub-\d+/kernel-[^/]+/run/")
+"""Where a kernel binds its sockets (`freeact_sub._connection_dirs`)."""
+
 
 def _is_kernel(process: psutil.Process) -> bool:
     # launched kernels say so on their command line; a kernel forked by the zygote does not,
-    # but it binds the ipc sockets in its private `freeact-sub-kernel-*` folder
+    # but it binds the ipc sockets in its private folder (`$TMPDIR/freeact-sub-<uid>/kernel-*/run/`)
     if "ipykernel_launcher" in " ".join(process.cmdline()):
         return True
-    return any("freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix"))
+    return any(KERNEL_SOCKET.search(c.laddr or "") is not None for c in process.net_connections(kind="unix"))
 
 
 def kernel_processes() -> list[int]:

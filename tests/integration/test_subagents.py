@@ -448,8 +448,10 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
 # Started together, they meet at once; started one after the other, the first waits for a
 # partner that never comes and, after a while, records that it gave up.
 PARTNER_COUNT = """
-import json, os, sys, time
+import json, os, re, sys, time
 import psutil
+
+KERNEL_SOCKET = re.compile(r"freeact-sub-\\d+/kernel-[^/]+/run/")
 
 def _counts():
     host = psutil.Process(int(os.environ["FREEACT_TEST_HOST"]))
@@ -462,7 +464,7 @@ def _counts():
             if "calc_server.py" in command:
                 servers += 1
             elif "ipykernel_launcher" in command or any(
-                "freeact-sub-kernel-" in (c.laddr or "") for c in process.net_connections(kind="unix")
+                KERNEL_SOCKET.search(c.laddr or "") is not None for c in process.net_connections(kind="unix")
             ):
                 kernels += 1
         except psutil.Error:
