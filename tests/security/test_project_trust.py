@@ -13,6 +13,8 @@ import json
 import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -413,3 +415,64 @@ def test_the_trust_file_is_written_whole(workdir: Path, home: Path) -> None:
     assert sorted(os.listdir(folder)) == ["trusted-folders.json"]  # no temporary file left behind
     assert json.loads((folder / "trusted-folders.json").read_text())["folders"][str(workdir.resolve())]["files"] == [
         ".freeact-sub/agents/helper.md"]
+
+
+# -- the terminal: asks once, remembers, asks again when the files change -----------------------------------------
+
+
+def terminal_env(home: Path) -> dict[str, str]:
+    """The command's environment: this test's home (its trust file), and no kernel or MCP server (`tools: task`)."""
+    from tests.e2e.terminal_driver import cli_env
+
+    return cli_env(HOME=str(home), FREEACT_SUB_TOOLS='["task"]')
+
+
+def test_the_terminal_asks_once_remembers_and_asks_again_when_the_files_change(workdir: Path, home: Path) -> None:
+    from tests.e2e.terminal_driver import Terminal
+
+    path = ship_hook(workdir, home / "hook-ran")
+    term = Terminal("--demo", cwd=workdir, env=terminal_env(home))
+    try:
+        term.expect(r"ships agent types that can run commands on your machine")
+        term.expect(r"\.freeact-sub/agents/helper\.md: hooks \(SubagentStart\)")
+        term.expect(r"Trust this folder\? .*\[y/N\]")
+        term.send("y")
+        term.expect(r"Trusted\. Remembered in .*trusted-folders\.json")
+        term.expect(r"you ›")
+        term.send("\x04")
+        assert term.wait_exit() == 0
+    finally:
+        term.kill()
+    assert trusted_folders() == {str(project_agent_types(workdir).folder): project_agent_types(workdir).digest}
+
+
+    path.write_text(path.read_text().replace("id >", "whoami >"))
+    term = Terminal("--demo", cwd=workdir, env=terminal_env(home))
+    try:
+        term.expect(r"changed since you trusted the folder")
+        term.expect(r"Trust this folder\?")
+        term.send("n")
+        term.expect(r"Not trusted: helper\.md not used this run")
+        term.expect(r"you ›")
+        term.send("\x04")
+        assert term.wait_exit() == 0
+    finally:
+        term.kill()
+
+
+def subprocess_run(workdir: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real command without a terminal."""
+    return subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "--demo", *args], cwd=workdir,
+                          env=terminal_env(home), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+
+def test_without_a_terminal_an_untrusted_folder_needs_a_flag(workdir: Path, home: Path) -> None:
+    ship_hook(workdir, home / "hook-ran")
+    done = subprocess_run(workdir, home, "-p", "model error", "--auto-approve")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert ".freeact-sub/agents/helper.md: hooks (SubagentStart)" in done.stderr
+    assert "--trust-project" in done.stderr and "--no-trust-project" in done.stderr
+    done = subprocess_run(workdir, home, "-p", "model error", "--auto-approve", "--no-trust-project")
+    assert done.returncode == 1 and "asked to fail" in done.stderr  # it ran, without the file
+    assert "Not trusted: helper.md not used this run" in done.stderr and trusted_folders() == {}
