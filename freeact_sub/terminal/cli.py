@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         from .sessions_cmd import sessions_main
 
         return sessions_main(argv[1:])
+    if argv[:1] == ["trust"]:
+        from .trust_cmd import trust_main
+
+        return trust_main(argv[1:])
     args = build_parser().parse_args(argv)
     runner = _Runner(args)
     try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from freeact_sub import Agent, ProjectPowers
 
-__all__ = ["settle_trust"]
+__all__ = ["TrustRefused", "settle_trust"]
 
 
 class TrustRefused(Exception):

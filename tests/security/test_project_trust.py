@@ -476,3 +476,21 @@ def test_without_a_terminal_an_untrusted_folder_needs_a_flag(workdir: Path, home
     done = subprocess_run(workdir, home, "-p", "model error", "--auto-approve", "--no-trust-project")
     assert done.returncode == 1 and "asked to fail" in done.stderr  # it ran, without the file
     assert "Not trusted: helper.md not used this run" in done.stderr and trusted_folders() == {}
+
+
+def test_freeact_sub_trust_lists_and_forgets_trusted_folders(workdir: Path, home: Path) -> None:
+    ship(workdir, "helper", "description: x\napprovals: {'*': allow}")
+    project = project_agent_types(workdir)
+    project.remember()
+
+    def trust(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "trust", *args], cwd=workdir,
+                              env=terminal_env(home), capture_output=True, text=True, timeout=60)
+
+    listed = trust()
+    assert listed.returncode == 0 and f"{project.folder}  {project.digest[:19]}" in listed.stdout
+    forgotten = trust("forget")
+    assert forgotten.returncode == 0 and f"No longer trusted: {project.folder}" in forgotten.stdout
+    assert not project_agent_types(workdir).trusted and "No trusted folders" in trust("list").stdout
+    again = trust("forget", str(workdir))
+    assert again.returncode == 1 and "is not a trusted folder" in again.stderr
