@@ -53,16 +53,26 @@ def trusted_folders_file() -> Path:
 def wider_than_default(profile: SandboxProfile, working_dir: Path) -> bool:
     """Whether `profile` allows anything the default `workspace` profile does not.
 
-    That is: it is `off`, it may write somewhere outside the working folder, or it leaves readable
-    a path `workspace` denies (`workspace` allows network, so network alone is never wider).
-    Precisely: narrowing it by `workspace` (as a child's profile is narrowed by its parent's)
-    changes it.
+    Precisely: narrowing it by `workspace` (as a child's profile is narrowed by its parent's,
+    `meet`) changes what it allows. That is: it is `off`, it may write somewhere outside the
+    working folder, or it leaves readable a path `workspace` denies (and so on for every field a
+    profile has; `workspace` allows network, so network alone is never wider).
     """
     if not profile.enforced:
         return True
     narrowed = meet(BUILT_IN_PROFILES["workspace"], profile, working_dir)
-    return (set(narrowed.write), set(narrowed.read_deny), narrowed.network) != (
-        set(profile.write), set(profile.read_deny), profile.network)
+    return _allows(narrowed) != _allows(profile)
+
+
+def _allows(profile: SandboxProfile) -> dict[str, Any]:
+    """What a profile allows, field by field, lists as sets (their order means nothing)."""
+    allowed: dict[str, Any] = {}
+    for name in type(profile).model_fields:
+        if name in ("name", "note"):
+            continue
+        value = getattr(profile, name)
+        allowed[name] = frozenset(value) if isinstance(value, tuple | list) else value
+    return allowed
 
 
 def powers_of(definition: AgentDefinition, working_dir: Path) -> tuple[str, ...]:
