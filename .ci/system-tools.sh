@@ -2,6 +2,7 @@
 # System tools the tests use, each installed on its own and only when its command is missing:
 #   chromium  the JupyterLab browser test (tests/e2e/test_jupyterlab.py)
 #   node/npm  the tests with an MCP server from npm (@modelcontextprotocol/server-filesystem)
+#   git, ssh-agent  the security suite (a git repository as working folder, a real ssh-agent to steal from)
 # Each apt request is simulated first (`apt-get install -s`), so a package that conflicts with
 # what is installed (Debian's npm beside NodeSource's nodejs, whose npm is bundled) is never
 # asked for. A tool that cannot be installed is named, with what it skips, and the tests run on;
@@ -37,4 +38,6 @@ install_tool() { # install_tool COMMAND PACKAGE WHAT-IT-IS-FOR
 install_tool chromium chromium "the JupyterLab browser test"
 install_tool node nodejs "the npm MCP server tests"
 install_tool npm npm "the npm MCP server tests"
+install_tool git git "the security suite's git working folder"
+install_tool ssh-agent openssh-client "the security suite's ssh-agent attack"
 export FREEACT_SUB_MISSING_TOOLS="${missing[*]:-}"

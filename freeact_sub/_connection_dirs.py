@@ -1,9 +1,11 @@
 """The host's private temporary folders: made, removed, swept.
 
-Two kinds: a kernel's connection folder (`/tmp/freeact-sub-kernel-*`: its connection file with
-its HMAC key, its sockets and its log) and an agent's code-tools socket folder
-(`/tmp/freeact-sub-tools-*`). Each holds a file `owner` with the PID of the host process that
-made it. `Kernel.shutdown()` (or the channel's `close()`) removes the folder; folders still
+Two kinds: a kernel's connection folder (`freeact-sub-kernel-*`: its connection file with its HMAC
+key, its log, and the folders the kernel itself may write: `run/` for its sockets, `tmp/`, `ipython/`)
+and an agent's code-tools folder (`freeact-sub-tools-*`). Both live in one private root per user,
+`$TMPDIR/freeact-sub-<uid>` (mode 0700, `private_root()`), which a sandboxed kernel sees empty but for
+its own folder. Each holds a file `owner` with the PID of the host process that made it.
+`Kernel.shutdown()` (or the channel's `close()`) removes the folder; folders still
 there when the host exits normally are removed at exit; and a host that died (a killed notebook
 kernel) leaves folders that the next host to make one sweeps: only those whose owner process is
 gone, so folders of other live hosts are never touched.
@@ -16,11 +18,12 @@ import contextlib
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["PREFIX", "TOOLS_PREFIX", "claim", "create", "remove", "sweep", "sweep_owned"]
+__all__ = ["PREFIX", "TOOLS_PREFIX", "claim", "create", "private_root", "remove", "sweep", "sweep_owned"]
 
 PREFIX = "freeact-sub-kernel-"
 TOOLS_PREFIX = "freeact-sub-tools-"
@@ -32,6 +35,22 @@ _live: set[str] = set()
 _swept = False
 
 
+def private_root() -> str:
+    """The folder that holds every private folder of this user's hosts: made once, mode 0700, never a link.
+
+    A folder of that name that is a link, someone else's, or open to others is refused (another user could
+    otherwise read the kernels' keys or plant sockets there).
+    """
+    root = os.path.join(tempfile.gettempdir(), f"freeact-sub-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(root, 0o700)
+    info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(f"{root} is not a private folder of this user (a link, another user's, or open to "
+                              "others): remove it, or set TMPDIR to another folder")
+    return root
+
+
 def create(prefix: str = PREFIX) -> str:
     """A new private folder (mode 0700) for one kernel (or, with `TOOLS_PREFIX`, one code-tools socket).
 
@@ -41,7 +60,7 @@ def create(prefix: str = PREFIX) -> str:
     if not _swept:
         _swept = True
         sweep()
-    path = tempfile.mkdtemp(prefix=prefix)
+    path = tempfile.mkdtemp(prefix=prefix, dir=private_root())
     Path(path, OWNER_FILE).write_text(str(os.getpid()))
     _live.add(path)
     return path
@@ -56,8 +75,9 @@ def remove(path: str) -> None:
 def sweep(root: str | None = None) -> list[str]:
     """Remove the folders (of both kinds) whose owner process is gone; returns their paths."""
     removed = []
-    base = Path(root or tempfile.gettempdir())
-    for folder in (folder for prefix in _PREFIXES for folder in sorted(base.glob(prefix + "*"))):
+    bases = [Path(root)] if root else [Path(private_root()), Path(tempfile.gettempdir())]  # (and where they were)
+    folders = [folder for base in bases for prefix in _PREFIXES for folder in sorted(base.glob(prefix + "*"))]
+    for folder in folders:
         try:
             owner = int((folder / OWNER_FILE).read_text())
         except (OSError, ValueError):
@@ -111,8 +131,10 @@ def _kernel_remnant(folder: Path) -> bool:
     only those, with nobody listening (a live kernel's folder always has its owner file).
     """
     entries = list(folder.iterdir())
-    sockets = [entry for entry in entries if entry.name.startswith("socket-")]
-    return all(entry.name == "ipython" or entry in sockets for entry in entries) and all(
+    run = folder / "run"
+    sockets = [entry for entry in (run.iterdir() if run.is_dir() else ()) if entry.is_socket()]
+    sockets += [entry for entry in entries if entry.name.startswith("socket-")]  # the layout before `run/`
+    return all(entry.name in ("ipython", "run", "tmp") or entry in sockets for entry in entries) and all(
         _nobody_listens(entry) for entry in sockets
     )
 

@@ -27,26 +27,37 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
 
 SANDBOX_PLAN_VARIABLE = "FREEACT_SUB_SANDBOX_PLAN"  # the same name as in kernel_launcher.py
 """A launched kernel confines itself to the sandbox plan (JSON) in this variable before ipykernel starts."""
+TOOLS_SOCKET_VARIABLE = "FREEACT_SUB_TOOLS_SOCKET"  # the same name as in kernel.py
+"""Where the kernel listens for its agent's code-tools channel (bound before the sandbox's seal)."""
+TOOLS_LISTENER_VARIABLE = "FREEACT_SUB_TOOLS_LISTENER"
+"""The listening socket's file descriptor, for the `mcptools` runtime (`code_tools/kernel_runtime.py`)."""
+_ENFORCE_MODULE = "_freeact_sub_enforce"  # the zygote loads it under this name too
 
 
-def _confine(plan: str) -> None:
+def _confine(plan_text: str) -> dict[str, object]:
     """Apply a sandbox plan with `sandbox/enforce.py`, loaded by path (this file does not import the package)."""
     import importlib.util
     import json
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox", "enforce.py")
-    spec = importlib.util.spec_from_file_location("_freeact_sub_enforce", path)
+    spec = importlib.util.spec_from_file_location(_ENFORCE_MODULE, path)
     assert spec is not None and spec.loader is not None
     enforce = importlib.util.module_from_spec(spec)
+    sys.modules[_ENFORCE_MODULE] = enforce
     spec.loader.exec_module(enforce)
+    plan: dict[str, object] = json.loads(plan_text)
     try:
-        enforce.apply(json.loads(plan))
+        enforce.apply(plan)
     except OSError as exc:
         sys.exit(f"freeact-sub sandbox: {exc}")
+    return plan
 
 
-if __name__ == "__main__" and (_plan := os.environ.pop(SANDBOX_PLAN_VARIABLE, None)):
-    _confine(_plan)  # before ipykernel is imported: the process still has a single thread
+_launched_plan = None
+if __name__ == "__main__" and (_plan_text := os.environ.pop(SANDBOX_PLAN_VARIABLE, None)):
+    _launched_plan = _confine(_plan_text)  # before ipykernel is imported: the process still has a single thread
+
+import socket  # noqa: E402
 
 import zmq  # noqa: E402 - after the sys.path fix and the sandbox above
 from ipykernel.kernelapp import IPKernelApp  # noqa: E402
@@ -59,10 +70,28 @@ __all__ = ["KernelApp", "main"]
 class KernelApp(IPKernelApp):
     """ipykernel's kernel application with an unlimited send queue on the iopub socket.
 
+    In a sandbox (`sandbox_plan`), once every socket the kernel listens on is bound (its channels and its
+    code-tools listener), the plan's seal (`enforce.seal`) is put on every thread before any cell runs: from
+    then on the kernel can make no Unix socket of its own, so it reaches none it was not handed. It starts no
+    heartbeat there (its thread would bind after the seal; the host never reads it).
+
     It also reads its own command line (`-f FILE --Class.trait=value ...`, all a kernel is given) without
     traitlets' parser, which builds an argparse parser of every alias, flag and configurable class first: ~7 ms
     of a forked kernel's ~45 ms of CPU to its first cell. Any other command line goes to traitlets.
     """
+
+    sandbox_plan: dict[str, object] | None = None
+    """The sandbox plan this kernel was confined to before it started (set by the zygote or the launcher)."""
+
+    def initialize(self, argv: list[str] | None = None) -> None:
+        super().initialize(argv)
+        _listen_for_tools()
+        if self.sandbox_plan is not None:
+            sys.modules[_ENFORCE_MODULE].seal(self.sandbox_plan)
+
+    def init_heartbeat(self) -> None:
+        if self.sandbox_plan is None:
+            super().init_heartbeat()
 
     def parse_command_line(self, argv: list[str] | None = None) -> None:
         config = _plain_options(sys.argv[1:] if argv is None else argv)
@@ -108,6 +137,25 @@ def _plain_options(argv: list[str]) -> Config | None:
         seen.add((section, name))
         config[section][name] = DeferredConfigString(value)
     return config
+
+
+def _listen_for_tools() -> None:
+    """Bind the code-tools listener where the host asked (the agent connects to it; the kernel only accepts)."""
+    path = os.environ.get(TOOLS_SOCKET_VARIABLE)
+    if not path:
+        return
+    try:
+        os.unlink(path)  # a restart's: the process that bound it is gone
+    except FileNotFoundError:
+        pass
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    os.environ[TOOLS_LISTENER_VARIABLE] = str(listener.detach())  # close-on-exec: no program it starts gets it
+
+
+if _launched_plan is not None:
+    KernelApp.sandbox_plan = _launched_plan
 
 
 def main() -> None:

@@ -83,7 +83,8 @@ def _become_kernel(request: dict[str, Any]) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         devnull = os.open(os.devnull, os.O_RDWR)
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        # the log's folder is the host's, not the kernel's; a link there is followed all the same by no one
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.dup2(log, 2)
@@ -92,14 +93,16 @@ def _become_kernel(request: dict[str, Any]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        launcher = sys.modules[_LAUNCHER]
         if request.get("sandbox") is not None:
-            # before any of the kernel's code, while this process has one thread
+            # before any of the kernel's code, while this process has one thread; sealed once its sockets are bound
             sys.modules[_ENFORCE].apply(request["sandbox"])
+            launcher.KernelApp.sandbox_plan = request["sandbox"]
         # ipykernel reads JPY_PARENT_PID when it is imported, which was in the zygote before any
         # request: name the zygote explicitly so the kernel's parent poller ends it when the zygote goes.
         argv = [*request["argv"], f"--IPKernelApp.parent_handle={os.getppid()}"]
         sys.argv = ["ipykernel_launcher", *argv]
-        sys.modules[_LAUNCHER].KernelApp.launch_instance(argv=argv)
+        launcher.KernelApp.launch_instance(argv=argv)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0

@@ -125,26 +125,32 @@ def specificity(pattern: str) -> tuple[int, int]:
 
 
 class ApprovalRules:
-    """Allow / ask / deny rules by tool pattern, in layers; the first layer with a matching pattern decides.
+    """Allow / ask / deny rules by tool pattern, in layers; the strictest layer's rule decides.
 
-    Order: an agent's type's rules, then (for a subagent) the rules of its parent's type, then the
-    global `AgentConfig.approvals`. Within a layer the most specific matching pattern wins: an
-    exact tool name before any glob, then the pattern with more literal characters; on a tie the
-    stricter rule (`deny` > `ask` > `allow`). No matching rule means `ask`.
+    Layers, top first: an agent's type's rules, then (for a subagent) its ancestors' types' rules, then the
+    global `AgentConfig.approvals`. Within a layer the most specific matching pattern decides: an exact tool
+    name before any glob, then the pattern with more literal characters; on a tie the stricter rule
+    (`deny` > `ask` > `allow`). Across layers a `deny` in any layer is final, and an `ask` in any layer beats
+    an `allow` in another: a type never gets more than the rules above and below it allow (a child's
+    `'*': allow` does not lift its parent's or the person's `deny` or `ask`). The first layer with the
+    strictest rule is the one reported. No matching rule in any layer means `ask`.
     """
 
     def __init__(self, layers: list[tuple[str, Mapping[str, Rule]]] | None = None) -> None:
         self.layers = [(source, dict(rules)) for source, rules in (layers or []) if rules]
 
     def under(self, source: str, rules: Mapping[str, Rule]) -> ApprovalRules:
-        """These rules with `rules` (from `source`) taking precedence."""
+        """These rules with `rules` (from `source`) as the top layer."""
         return ApprovalRules([(source, rules), *self.layers])
 
     def match(self, tool_name: str) -> RuleMatch | None:
         """The rule that decides `tool_name`, or None (ask)."""
+        decided: RuleMatch | None = None
         for source, rules in self.layers:
             found = [(p, r) for p, r in rules.items() if fnmatch.fnmatchcase(tool_name, p)]
-            if found:
-                pattern, rule = max(found, key=lambda pr: (specificity(pr[0]), _STRICTNESS[pr[1]]))
-                return RuleMatch(rule, pattern, source)
-        return None
+            if not found:
+                continue
+            pattern, rule = max(found, key=lambda pr: (specificity(pr[0]), _STRICTNESS[pr[1]]))
+            if decided is None or _STRICTNESS[rule] > _STRICTNESS[decided.rule]:
+                decided = RuleMatch(rule, pattern, source)
+        return decided

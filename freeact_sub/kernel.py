@@ -35,6 +35,7 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from . import _connection_dirs
+from ._safe_files import open_folder, trusted_base, write_new
 from .cell_run import (
     DEATH_NOTICE,
     DIED_BEFORE_NOTICE,
@@ -45,21 +46,24 @@ from .cell_run import (
     OutputCallback,
 )
 from .errors import KernelError
-from .kernel_launcher import KERNEL_LAUNCHER, ForkedProvisioner, KernelZygote
+from .kernel_launcher import KERNEL_LAUNCHER, ForkedProvisioner, KernelZygote, kernel_environment
 
 __all__ = ["ExecutionResult", "Kernel", "KernelError", "kernel_environment", "render_output", "save_image"]
 
 ExecutionStatus = Literal["ok", "error", "timeout", "kernel_died"]
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-# Host variables a kernel may see; anything else (API keys above all) must be named in `kernel_env`.
-_INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE")
 _RECONNECT_INTERVAL_MS = 10
 _LIVENESS_POLL = 0.5
 _STARTUP_TIMEOUT = 60.0
 _KILL_POLL = 0.002
 """Seconds between looks at a killed kernel: is it gone yet?"""
 _KILL_WAIT = 5.0
+_KERNEL_WRITES = ("run", "tmp", "ipython")
+"""The kernel's own folders that it may write (sockets, temp files, IPython's folder), inside its private one."""
+_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+TOOLS_SOCKET_VARIABLE = "FREEACT_SUB_TOOLS_SOCKET"
+"""Where a kernel binds the listening socket of its code-tools channel before any of its code runs."""
 
 
 @dataclass
@@ -74,14 +78,6 @@ class ExecutionResult:
     kernel_wait: float = 0.0
     """Seconds before the cell started that went to waiting for the kernel itself (a subagent's first cell,
     while its kernel boots: `PendingKernel`)."""
-
-
-def kernel_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a kernel starts with: PATH, HOME, locale and a few basics, plus `extra`."""
-    env = {name: os.environ[name] for name in _INHERITED_VARIABLES if name in os.environ}
-    env.update({name: value for name, value in os.environ.items() if name.startswith("LC_")})
-    env.update(extra or {})
-    return env
 
 
 def strip_ansi(text: str) -> str:
@@ -102,7 +98,10 @@ def render_output(
     if kind in ("execute_result", "display_data"):
         data = content.get("data", {})
         if "image/png" in data:
-            path = save_png(data["image/png"])
+            try:
+                path = save_png(data["image/png"])
+            except (OSError, ValueError) as exc:  # a link planted on the way, a full disk, bad base64
+                return f"[image not saved: {exc}]\n"
             result.images.append(path)
             return f"[image saved: {path}]\n"
         text = data.get("text/plain")
@@ -110,12 +109,19 @@ def render_output(
     return ""
 
 
-def save_image(images_dir: Path, label: str, number: int, encoded: str) -> Path:
-    """Write base64 PNG data to `<images_dir>/<label>-<number>-<random>.png` and return the path."""
-    images_dir.mkdir(parents=True, exist_ok=True)
-    path = images_dir / f"{label}-{number}-{uuid.uuid4().hex[:6]}.png"
-    path.write_bytes(base64.b64decode(encoded))
-    return path
+def save_image(images_dir: Path, label: str, number: int, encoded: str, *, working_dir: Path | None = None) -> Path:
+    """Write base64 PNG data to `<images_dir>/<label>-<number>-<random>.png` and return the path.
+
+    No link on the way is followed below `working_dir` (where a kernel may have written), nor at the file itself.
+    """
+    base = trusted_base(images_dir, working_dir) if working_dir is not None else Path(images_dir).parent
+    name = f"{label}-{number}-{uuid.uuid4().hex[:6]}.png"
+    folder = open_folder(base, images_dir)
+    try:
+        write_new(folder, name, base64.b64decode(encoded))
+    finally:
+        os.close(folder)
+    return images_dir / name
 
 
 KERNEL_OPTIONS = ["--HistoryManager.hist_file=:memory:"]
@@ -199,7 +205,7 @@ class Kernel:
         images_dir: str | Path | None = None,
         label: str = "kernel",
         launcher: KernelZygote | None = None,
-        sandbox: Mapping[str, Any] | None = None,
+        sandbox: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
     ) -> None:
         self.working_dir = Path(working_dir or Path.cwd())
         self.images_dir = Path(images_dir) if images_dir else self.working_dir / ".freeact-sub" / "images"
@@ -219,8 +225,9 @@ class Kernel:
         """Set-up run at the start of every kernel process, before any cell (`run_at_start`)."""
         self._unsent_startup: list[str] = []
         """Set-up to send just before the next cell (`run_at_start(wait=False)`)."""
-        self._sandbox = dict(sandbox) if sandbox is not None else None
-        """The sandbox plan (`freeact_sub.sandbox.enforce`) the kernel process is confined to; None: none."""
+        self._sandbox = sandbox
+        """The sandbox plan (`freeact_sub.sandbox.enforce`) the kernel process is confined to, or a function that
+        makes it anew for each start and restart (so a secret made since is covered); None: no sandbox."""
 
     async def __aenter__(self) -> Kernel:
         await self.start()
@@ -246,11 +253,14 @@ class Kernel:
         if self._manager is not None:
             return
         self._connection_dir = _connection_dirs.create()
+        for own in _KERNEL_WRITES:  # the kernel writes only in these; its folder (log, key, owner) is the host's
+            os.mkdir(os.path.join(self._connection_dir, own), 0o700)
+        self._env[TOOLS_SOCKET_VARIABLE] = os.path.join(self._connection_dir, "run", "tools.sock")
         manager = AsyncKernelManager(
             kernel_name="python3",
             kernel_spec_manager=_HostPythonSpecs(),
             transport="ipc",
-            ip=os.path.join(self._connection_dir, "socket"),
+            ip=os.path.join(self._connection_dir, "run", "socket"),
             connection_file=os.path.join(self._connection_dir, "connection.json"),
         )
         manager.context = _zmq_context()
@@ -261,7 +271,8 @@ class Kernel:
         provisioner.zygote = self._launcher
         provisioner.log_path = self._log_path
         if self._sandbox is not None:
-            provisioner.sandbox_plan = self._confined_to(self._connection_dir)
+            self._sandbox_environment()
+            provisioner.plan_source = self._confined_plan  # made anew at each start and restart
         manager.provisioner = provisioner
         self._manager = manager
         try:
@@ -275,18 +286,33 @@ class Kernel:
                 raise KernelError(f"the IPython kernel did not start: {exc}{details}") from exc
             raise
 
-    def _confined_to(self, own_folder: str) -> dict[str, Any]:
-        """The sandbox plan with the kernel's own folder (sockets, temp files) writable; temp files go there."""
-        assert self._sandbox is not None
-        temp = os.path.join(own_folder, "tmp")
-        os.makedirs(temp, exist_ok=True)
+    @property
+    def tools_socket(self) -> str | None:
+        """Where the kernel listens for its agent's code-tools channel (`code_tools.channel`); None: not started."""
+        if self._connection_dir is None:
+            return None
+        return os.path.join(self._connection_dir, "run", "tools.sock")
+
+    def _sandbox_environment(self) -> None:
+        """Temp files, IPython's folder and caches in the kernel's own folders (the rest is not writable)."""
+        assert self._connection_dir is not None
+        temp = os.path.join(self._connection_dir, "tmp")
         for name in ("TMPDIR", "TEMP", "TMP"):
             self._env[name] = temp
         # a private IPython folder (unless kernel_env names one): ~/.ipython is not writable in a sandbox
-        self._env.setdefault("IPYTHONDIR", os.path.join(own_folder, "ipython"))
+        self._env.setdefault("IPYTHONDIR", os.path.join(self._connection_dir, "ipython"))
         self._env.setdefault("MPLCONFIGDIR", os.path.join(temp, "matplotlib"))
         self._env.setdefault("XDG_CACHE_HOME", os.path.join(temp, "cache"))
-        return {**self._sandbox, "write": [*self._sandbox["write"], own_folder], "scratch": own_folder}
+
+    def _confined_plan(self) -> dict[str, Any]:
+        """The sandbox plan of this (re)start: the kernel's own folders writable, no other kernel's visible."""
+        assert self._sandbox is not None and self._connection_dir is not None
+        own = self._connection_dir
+        # a restart looks again: a secret made since the last start is covered from now on
+        plan = dict(self._sandbox(fresh=self.restarts > 0) if callable(self._sandbox) else self._sandbox)
+        writes = [os.path.join(own, folder) for folder in _KERNEL_WRITES]
+        return {**plan, "write": [*plan.get("write", ()), *writes], "scratch": own,
+                "private_root": os.path.dirname(own), "own": [own]}
 
     @property
     def _log_path(self) -> str:
@@ -297,8 +323,9 @@ class Kernel:
         """Start the kernel process: forked by the zygote if there is one, else launched anew."""
         assert self._manager is not None
         if self._log_file is None or self._log_file.closed:
-            # The kernel's stderr goes here, not to the host's terminal; restarts reuse the open file.
-            self._log_file = open(self._log_path, "ab")  # noqa: ASYNC230 - a local file, opened in no time
+            # The kernel's stderr goes here, not to the host's terminal; restarts reuse the open file. The folder is
+            # the host's (the kernel cannot swap the log for a link), and no link is followed all the same.
+            self._log_file = os.fdopen(os.open(self._log_path, _LOG_FLAGS, 0o600), "ab")
         await self._manager.start_kernel(
             env=dict(self._env), cwd=str(self.working_dir), stdout=subprocess.DEVNULL, stderr=self._log_file
         )
@@ -465,7 +492,7 @@ class Kernel:
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
-        return save_image(self.images_dir, self.label, self._image_count, encoded)
+        return save_image(self.images_dir, self.label, self._image_count, encoded, working_dir=self.working_dir)
 
     async def _stop_running_cell(self, msg_id: str) -> None:
         """After a cancellation: interrupt, then wait briefly for the cell's idle status."""

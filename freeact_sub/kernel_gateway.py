@@ -153,6 +153,11 @@ class GatewayKernel:
         return None
 
     @property
+    def tools_socket(self) -> str | None:
+        """Always None: MCP tools from code need kernels on this machine."""
+        return None
+
+    @property
     def started(self) -> bool:
         return self._api is not None
 
@@ -477,7 +482,7 @@ class GatewayKernel:
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
-        return save_image(self.images_dir, self.label, self._image_count, encoded)
+        return save_image(self.images_dir, self.label, self._image_count, encoded, working_dir=self.working_dir)
 
     async def _receive_batch(self, wait: float) -> list[dict[str, Any]]:
         """The next message (waiting up to `wait` s) and every message already queued behind it."""

@@ -17,11 +17,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 
-__all__ = ["KERNEL_LAUNCHER", "ForkedProcess", "ForkedProvisioner", "KernelZygote"]
+__all__ = ["KERNEL_LAUNCHER", "ForkedProcess", "ForkedProvisioner", "KernelZygote", "kernel_environment"]
 
 KERNEL_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ipykernel_launcher.py")
 """The script a launched kernel runs (by path, so the kernel does not import `freeact_sub`)."""
@@ -30,6 +31,8 @@ ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kerne
 """The zygote runs by path too: it imports what a kernel needs, not the `freeact_sub` package."""
 
 _START_TIMEOUT = 60.0
+_INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE")
+"""Host variables a kernel may see; anything else (API keys above all) must be named in `kernel_env`."""
 SANDBOX_PLAN_VARIABLE = "FREEACT_SUB_SANDBOX_PLAN"
 """`_ipykernel_launcher.py` (which cannot import this package) reads the sandbox plan from this variable."""
 
@@ -71,6 +74,18 @@ class ForkedProcess:
         self.send_signal(signal.SIGTERM)
 
 
+def kernel_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a kernel starts with: PATH, HOME, locale and a few basics, plus `extra`.
+
+    Never the rest of the host's (its provider API keys above all): a variable a kernel needs is named in
+    `kernel_env`.
+    """
+    env = {name: os.environ[name] for name in _INHERITED_VARIABLES if name in os.environ}
+    env.update({name: value for name, value in os.environ.items() if name.startswith("LC_")})
+    env.update(extra or {})
+    return env
+
+
 def _running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
@@ -89,7 +104,9 @@ def _running(pid: int) -> bool:
 class KernelZygote:
     """One zygote process, shared by the kernels of one agent tree. `start()` it, `close()` it."""
 
-    def __init__(self) -> None:
+    def __init__(self, environment: dict[str, str] | None = None) -> None:
+        self._environment = dict(environment) if environment is not None else kernel_environment()
+        """The zygote's own environment (each kernel gets its own on top, from the fork request)."""
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[int]] = {}
@@ -115,6 +132,9 @@ class KernelZygote:
             sys.executable, ZYGOTE_SCRIPT,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C in the terminal must not reach it
+            # A forked kernel's /proc/self/environ is the zygote's start-up environment whatever it sets later:
+            # the zygote starts with only what every kernel may see, never the host's keys.
+            env=self._environment,
         )
         self._reader = asyncio.create_task(self._read(), name="kernel-zygote-reader")
         try:
@@ -189,10 +209,13 @@ class ForkedProvisioner(LocalProvisioner):
 
     zygote: KernelZygote | None = None
     log_path: str = os.devnull
+    plan_source: Callable[[], dict[str, Any]] | None = None
+    """Where set, the kernel confines itself to the sandbox plan this makes (anew at each start and restart)."""
     sandbox_plan: dict[str, Any] | None = None
-    """Where set, the kernel confines itself to this sandbox plan before it starts."""
+    """The plan of the latest launch."""
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
+        self.sandbox_plan = self.plan_source() if self.plan_source is not None else None
         zygote = self.zygote
         if zygote is None or not zygote.running:
             if self.sandbox_plan is not None and KERNEL_LAUNCHER in cmd:

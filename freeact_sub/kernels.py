@@ -49,6 +49,11 @@ class KernelBackend(Protocol):
         """The kernel's process id on this machine (None for a kernel elsewhere)."""
         ...
 
+    @property
+    def tools_socket(self) -> str | None:
+        """Where the kernel listens for its agent's code-tools channel (None: not yet, or not on this machine)."""
+        ...
+
     async def start(self, timeout: float = ...) -> None: ...
 
     async def execute(
@@ -138,6 +143,11 @@ class PendingKernel:
         kernel = self._kernel()
         return kernel.pid if kernel is not None else None
 
+    @property
+    def tools_socket(self) -> str | None:
+        kernel = self._kernel()
+        return kernel.tools_socket if kernel is not None else None
+
     async def start(self, timeout: float = 60.0) -> None:
         await self._ready()
 
@@ -186,11 +196,16 @@ def uses_local_kernels(config: AgentConfig) -> bool:
 
 
 def new_kernel(
-    config: AgentConfig, *, label: str, launcher: KernelZygote | None = None, sandbox: Mapping[str, Any] | None = None
+    config: AgentConfig,
+    *,
+    label: str,
+    launcher: KernelZygote | None = None,
+    sandbox: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
 ) -> KernelBackend:
     """A kernel (not started) for an agent with `config`: on the configured gateway, or local.
 
-    `sandbox` is the plan (`SandboxProfile.plan`) a local kernel is confined to; a gateway kernel
+    `sandbox` is the plan (`SandboxProfile.plan`) a local kernel is confined to, or what makes it at each start;
+    a gateway kernel
     never gets one (the effective profile of a gateway tree is `off`).
     """
     if config.kernel_gateway is not None:

@@ -25,6 +25,7 @@ from .events import (
     ToolOutput,
 )
 from .hooks import HookAnswer, Hooks, pre_tool_verdict
+from .sandbox.watch import created_notice, watched_names
 from .tools import parse_arguments
 
 if TYPE_CHECKING:
@@ -383,6 +384,8 @@ class ToolCallRunner:
             printed.append(text)
             emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
 
+        watching = self.sandbox is not None and self.sandbox.enforced and self.kernel is not None
+        before = watched_names(self.config.working_dir) if watching else frozenset()
         if self.code_tools is not None:
             outcome = await self.code_tools.execute(
                 code, call_id=call_id, emit=emit, timeout=self.config.execution_timeout, on_output=on_output
@@ -391,6 +394,9 @@ class ToolCallRunner:
             assert self.kernel is not None  # only offered with a kernel
             outcome = await self.kernel.execute(code, timeout=self.config.execution_timeout, on_output=on_output)
         self._printed.pop(call_id, None)  # it ended: its whole output is in its result
+        if watching and (planted := created_notice(before, self.config.working_dir)) is not None:
+            outcome.text += ("" if outcome.text.endswith("\n") or not outcome.text else "\n") + planted + "\n"
+            on_output(planted + "\n")
         reported = CodeExecutionOutput(
             agent_id=self.agent_id,
             text=outcome.text,
@@ -411,7 +417,7 @@ class ToolCallRunner:
 
 
 _REFUSALS = ("Permission denied", "[Errno 13]", "[Errno 1] Operation not permitted", "Network is unreachable",
-             "[Errno 101]", "Read-only file system")
+             "[Errno 101]", "Read-only file system", "Device or resource busy", "Invalid cross-device link")
 
 
 def sandbox_note(output: str, profile: SandboxProfile | None) -> str | None:
@@ -420,7 +426,8 @@ def sandbox_note(output: str, profile: SandboxProfile | None) -> str | None:
         return None
     return (
         f"[sandbox] This kernel runs under the sandbox profile {profile.describe()}; it cannot read secrets "
-        "(such as ~/.ssh and .env files) or write elsewhere"
+        "(such as ~/.ssh and .env files), write elsewhere, change what is kept read-only (.git, .env files, "
+        "virtual environments, .freeact-sub, editor folders), or open Unix sockets"
         + ("" if profile.network else ", and it has no network")
         + ". If the error above is such a refusal, do not work around it: ask the user."
     )

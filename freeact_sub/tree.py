@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -29,6 +30,9 @@ from .mcp_pool import McpPool, ToolListings
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .tool_names import tool_allowed
 from .usage import UsageLedger
+
+PLAN_FRESHNESS = 1.0
+"""Seconds a sandbox plan's paths (the secrets found, the folders kept read-only) are used before a look again."""
 
 if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
@@ -257,7 +261,7 @@ class AgentTree:
         """The tools each MCP server configuration listed when an agent of the tree first opened it."""
         self.sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
         """The main agent's sandbox profile; the pool's kernels are confined to it (set when the main agent starts)."""
-        self._plans: dict[tuple[SandboxProfile, Path, str], dict[str, Any]] = {}
+        self._plans: dict[tuple[SandboxProfile, Path, str], tuple[float, dict[str, Any]]] = {}
         self._models: dict[tuple[str, str | None, str | None], Any] = {}
         """Resolved models by name and connection, shared by the children (`resolve_model`)."""
         self._announced: set[tuple[str, str]] = set()
@@ -430,18 +434,29 @@ class AgentTree:
             self._models[key] = config.resolve_model()
         return self._models[key]
 
-    def sandbox_plan(self, profile: SandboxProfile) -> dict[str, Any] | None:
-        """`profile` for the tree's working folder as absolute paths (looked up once per tree); None for `off`."""
+    def sandbox_plan(self, profile: SandboxProfile) -> Callable[..., dict[str, Any]] | None:
+        """What makes `profile`'s plan for the tree's working folder as absolute paths; None for `off`.
+
+        Each kernel start asks it: the paths are looked up again when the last look is more than
+        `PLAN_FRESHNESS` seconds old (a burst of subagents shares one look), and always for a restart
+        (`fresh=True`), so a secret made since a kernel started is covered after its next restart at the latest.
+        """
         if not profile.enforced or not uses_local_kernels(self.config):
             return None
+        return functools.partial(self._plan_now, profile)
+
+    def _plan_now(self, profile: SandboxProfile, *, fresh: bool = False) -> dict[str, Any]:
         home = self.config.kernel_env.get("HOME") or os.environ.get("HOME", "")
         key = (profile, self.config.working_dir, home)
-        if key not in self._plans:
-            for kept in ("agents", "sessions"):  # a folder that exists can be covered; else a kernel could make it
-                with contextlib.suppress(OSError):  # (where it cannot be made, no kernel can make it either)
-                    (self.config.working_dir / ".freeact-sub" / kept).mkdir(parents=True, exist_ok=True)
-            self._plans[key] = profile.plan(self.config.working_dir, homes=[home])
-        return self._plans[key]
+        made, plan = self._plans.get(key, (0.0, None))
+        if plan is None or fresh or time.monotonic() - made > PLAN_FRESHNESS:
+            project = self.config.working_dir / ".freeact-sub"
+            for kept in ("agents", "sessions", "commands"):  # a folder that exists can be covered; else a kernel
+                with contextlib.suppress(OSError):  # could make it (where it cannot be made, no kernel can either)
+                    (project / kept).mkdir(parents=True, exist_ok=True)
+            plan = profile.plan(self.config.working_dir, homes=[home])
+            self._plans[key] = (time.monotonic(), plan)
+        return plan
 
     def _pooled_kernel(self) -> KernelBackend:
         return self.new_kernel("pooled", self.sandbox, launcher=self.zygote)

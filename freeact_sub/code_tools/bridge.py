@@ -127,8 +127,8 @@ class CodeTools:
         return self._channel
 
     async def start(self) -> None:
-        """Start listening (the package is the tree's: written before, removed when the tree closes)."""
-        await self._channel.open()
+        """Nothing to start: the channel opens with the first cell (the package is the tree's: written before,
+        removed when the tree closes)."""
 
     async def close(self) -> None:
         """End pending calls with `ToolCancelled` and close the channel."""
@@ -176,7 +176,9 @@ class CodeTools:
         if self._connected:
             return
         self._connected = True
-        await self.kernel.run_at_start(self._setup_code(), wait=False)
+        kernel = self.kernel
+        self._channel.open(lambda: kernel.tools_socket)
+        await kernel.run_at_start(self._setup_code(), wait=False)
 
     def _setup_code(self) -> str:
         return (
@@ -189,7 +191,7 @@ class CodeTools:
             f"    for name in [n for n in sys.modules if n == {PACKAGE!r} or n.startswith({PACKAGE + '.'!r})]:\n"
             "        del sys.modules[name]\n"
             f"    from {PACKAGE} import _runtime\n"
-            f"    _runtime.configure({self._channel.path!r}, {self._channel.secret!r})\n"
+            f"    _runtime.configure({self._channel.secret!r})\n"
             "_freeact_sub_connect()\n"
             "del _freeact_sub_connect\n"
         )

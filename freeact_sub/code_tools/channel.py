@@ -1,10 +1,14 @@
-"""The private channel from one kernel to its agent: a Unix socket that only that kernel can use.
+"""The private channel between one agent and its kernel: a Unix socket that the kernel listens on.
 
-The socket lives in a folder of its own made by `mkdtemp` (mode 0700: no other user can even
-reach it) and is itself mode 0600. That keeps other users out, but every kernel runs as the
-same user, so each channel also has a secret of its own, handed only to its own kernel over
-the kernel's (signed) execute channel. A connection must send the secret first; one that
-sends anything else is answered "refused" and closed, and counted in `refused`.
+The kernel binds its listener (`run/tools.sock` in its own folder) before any of its code runs, while it may
+still make sockets; a sandboxed kernel can make no Unix socket after that, so it never connects anywhere:
+the agent connects to it. The agent keeps one spare connection waiting in the listener's queue; a call in the
+kernel accepts it, and the agent opens the next spare as soon as the first request arrives on one. After a
+kernel restart the old spare ends, and the agent connects to the new listener.
+
+No other kernel can see a sandboxed kernel's folder, and every kernel runs as the same user, so the agent
+also proves itself: each connection starts with the channel's secret, handed only to its own kernel over
+the kernel's (signed) execute channel. The kernel refuses a connection that sends anything else.
 
 Frames are a 4-byte big-endian length and UTF-8 JSON. After the greeting, each request gets one
 reply; the kernel sends nothing while it waits, so bytes or an end of stream arriving during a
@@ -15,15 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
-import os
 import secrets
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-from .. import _connection_dirs
 
 __all__ = ["Channel", "Handler"]
 
@@ -31,22 +31,20 @@ Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _HEADER = struct.Struct(">I")
 _MAX_REQUEST = 64 * 1024 * 1024
-_GREETING_TIMEOUT = 10.0
+_RETRY_FIRST, _RETRY_MOST = 0.005, 0.05
+"""Seconds between tries to reach a listener that is not there (yet): a kernel still starting, or restarting."""
 
 
 class Channel:
-    """A Unix socket server whose authenticated connections pass each request to `handler`."""
+    """The agent's end of its kernel's code-tools channel: connections to the kernel's listener, each request
+    passed to `handler`."""
 
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
         self.secret = secrets.token_urlsafe(32)
-        """What a connection must present first; given only to this channel's kernel."""
-        self._folder = _connection_dirs.create(_connection_dirs.TOOLS_PREFIX)  # swept if this host dies
-        self.path = os.path.join(self._folder, "tools.sock")
-        """The socket's path (inside a private folder, mode 0700)."""
-        self.refused = 0
-        """Connections refused because they did not present the secret."""
-        self._server: asyncio.AbstractServer | None = None
+        """What each connection presents first; given only to this channel's kernel."""
+        self._listener: Callable[[], str | None] = lambda: None
+        self._keeper: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._busy: dict[asyncio.Task[Any], asyncio.Event] = {}
         """Connections waiting for a handler's reply, each with an event set once the reply is sent."""
@@ -54,10 +52,36 @@ class Channel:
         """Handler runs in progress, with the reason each was cancelled for (None: not cancelled)."""
         self._closing = False
 
-    async def open(self) -> None:
-        """Start listening."""
-        self._server = await asyncio.start_unix_server(self._serve, path=self.path, limit=1 << 20)
-        os.chmod(self.path, 0o600)
+    def open(self, listener: Callable[[], str | None]) -> None:
+        """Keep a spare connection waiting at the kernel's listener (`listener()`: its path, None while unknown)."""
+        if self._keeper is None and not self._closing:
+            self._listener = listener
+            self._keeper = asyncio.create_task(self._keep_spare(), name="code-tools-channel")
+
+    async def _keep_spare(self) -> None:
+        retry = _RETRY_FIRST
+        while not self._closing:
+            path = self._listener()
+            try:
+                if path is None:
+                    raise FileNotFoundError
+                reader, writer = await asyncio.open_unix_connection(path, limit=1 << 20)
+            except OSError:
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, _RETRY_MOST)
+                continue
+            taken = asyncio.Event()
+            connection = asyncio.create_task(self._serve(reader, writer, taken))
+            waiting = asyncio.ensure_future(taken.wait())
+            try:
+                await asyncio.wait({connection, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiting.cancel()
+            if not taken.is_set():  # the listener's process went away (a restart): find the new one
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, _RETRY_MOST)
+            else:
+                retry = _RETRY_FIRST
 
     def cancel_calls(self, reason: str) -> int:
         """End every call in progress: each waiting cell gets `ToolCancelled` with `reason`. Returns how many."""
@@ -74,35 +98,28 @@ class Channel:
             await asyncio.wait([asyncio.ensure_future(event.wait()) for event in sent], timeout=wait)
 
     async def close(self, reason: str = "the agent stopped") -> None:
-        """Stop listening, end every pending call with `reason`, close every connection and remove the folder."""
+        """End every pending call with `reason` and close every connection."""
         self._closing = True
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(BaseException):
+                await keeper
         await self.end_calls(reason)
         connections = list(self._connections)
         for task in connections:
             task.cancel()
         if connections:
             await asyncio.gather(*connections, return_exceptions=True)
-        if server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 2.0)
-        _connection_dirs.remove(self._folder)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, taken: asyncio.Event) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            greeting = await asyncio.wait_for(_read(reader), _GREETING_TIMEOUT)
-            offered = greeting.get("secret") if isinstance(greeting, dict) else None
-            if not isinstance(offered, str) or not hmac.compare_digest(offered.encode(), self.secret.encode()):
-                self.refused += 1
-                refusal = "refused: this channel belongs to another agent's kernel"
-                await _write(writer, {"ok": False, "message": refusal})
-                return
-            await _write(writer, {"ok": True})
+            await _write(writer, {"secret": self.secret})
+            await _read(reader)  # the kernel's word that it took this connection: the next spare is wanted
+            taken.set()
             while True:
                 try:
                     request = await _read(reader)
@@ -119,12 +136,10 @@ class Channel:
                     del self._busy[task]
                 if self._closing:
                     return
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ValueError):
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             return
         except asyncio.CancelledError:
-            # This task belongs to the channel, which cancels it only to close the connection; a cancelled
-            # connection task would make asyncio's stream server log a spurious error.
-            return
+            return  # the channel cancels a connection only to close it
         finally:
             self._connections.discard(task)
             writer.close()

@@ -1,9 +1,11 @@
 """The kernel side of MCP calls from code: copied into each generated `mcptools` package as `_runtime.py`.
 
 Standard library only, so it imports in any kernel in a few milliseconds. The agent calls
-`configure(socket_path, secret)` in its own kernel (and again after a restart); a call then
-opens (or reuses) a connection to that Unix socket, proves itself with the secret, sends
-`{"server", "tool", "arguments"}` and blocks until the agent answers: after the approval and
+`configure(secret)` in its own kernel (and again after a restart); a call then takes an idle
+connection, or accepts the agent's next one on the kernel's own listener (bound by the kernel at start,
+its descriptor in `FREEACT_SUB_TOOLS_LISTENER`: a sandboxed kernel cannot make a socket to connect with),
+checks that it opens with the secret, sends `{"server", "tool", "arguments"}` and blocks until the agent
+answers: after the approval and
 the MCP call, or with the reason it did not run. Frames are a 4-byte big-endian length and
 UTF-8 JSON. An interrupt (KeyboardInterrupt) while waiting drops the connection, and the agent
 then drops the call.
@@ -11,10 +13,13 @@ then drops the call.
 
 from __future__ import annotations
 
+import hmac
 import json
+import os
 import socket
 import struct
 import threading
+import time
 from typing import Any
 
 __all__ = [
@@ -57,15 +62,21 @@ _ERRORS: dict[str, type[ToolCallError]] = {
     "cancelled": ToolCancelled,
 }
 
+_ACCEPT_TIMEOUT = 15.0
+"""Seconds a call waits for the agent's connection before it says the agent cannot be reached."""
+
 _settings: dict[str, str] = {}
 _idle: list[socket.socket] = []
 _lock = threading.Lock()
+_listener: list[socket.socket] = []
+refused = 0
+"""Connections refused because they did not open with this kernel's secret."""
 
 
-def configure(socket_path: str, secret: str) -> None:
+def configure(secret: str) -> None:
     """Connect this kernel's calls to its agent (done by the agent, not by user code)."""
     with _lock:
-        _settings.update(path=socket_path, secret=secret)
+        _settings.update(secret=secret)
         for connection in _idle:
             connection.close()
         _idle.clear()
@@ -101,30 +112,47 @@ def call_tool(
 
 
 def _connection() -> socket.socket:
+    global refused
     with _lock:
         if _idle:
             return _idle.pop()
-        path, secret = _settings.get("path"), _settings.get("secret")
-    if not path or not secret:
+        secret = _settings.get("secret")
+        listener = _listening_socket()
+    if not secret or listener is None:
         raise ToolCallError(
             "mcptools is not connected to an agent in this kernel (it may have been restarted "
             "while this cell started); run the cell again"
         )
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        connection.connect(path)
-        _send(connection, {"secret": secret})
-        answer = _receive(connection)
-    except OSError as exc:
+    deadline = time.monotonic() + _ACCEPT_TIMEOUT
+    while True:
+        try:
+            listener.settimeout(max(deadline - time.monotonic(), 0.001))
+            connection, _ = listener.accept()
+        except OSError as exc:
+            raise ToolCallError(f"the agent that owns this kernel cannot be reached: {exc}") from None
+        try:
+            connection.settimeout(5.0)
+            greeting = _receive(connection)
+            connection.settimeout(None)
+        except BaseException:
+            connection.close()
+            raise
+        offered = greeting.get("secret")
+        if isinstance(offered, str) and hmac.compare_digest(offered.encode(), secret.encode()):
+            _send(connection, {"accepted": True})  # the agent then queues its next connection
+            return connection
+        refused += 1
         connection.close()
-        raise ToolCallError(f"the agent that owns this kernel cannot be reached: {exc}") from None
-    except BaseException:
-        connection.close()
-        raise
-    if not answer.get("ok"):
-        connection.close()
-        raise ToolCallError(answer.get("message", "the agent refused the connection"))
-    return connection
+
+
+def _listening_socket() -> socket.socket | None:
+    """This kernel's code-tools listener (bound by the kernel application before any code ran)."""
+    if not _listener:
+        descriptor = os.environ.get("FREEACT_SUB_TOOLS_LISTENER")
+        if not descriptor:
+            return None
+        _listener.append(socket.socket(fileno=int(descriptor)))
+    return _listener[0]
 
 
 def _send(connection: socket.socket, message: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import _connection_dirs
+from .._safe_files import make_folder
 from .generate import PACKAGE, GeneratedModule, package_sources
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ class PackageShelf:
         self, base: Path, digest: str, modules: list[GeneratedModule], sources: dict[str, str]
     ) -> SharedPackage:
         folder = base / self._owner
+        # `base` is `<working folder>/.freeact-sub/mcptools`: a link planted there (a cloned repository's) is refused
+        make_folder(base.parent.parent, base)
         if folder not in self._folders:
             _connection_dirs.sweep_owned(base)
             _connection_dirs.claim(folder)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import _connection_dirs
 from ..errors import ConfigError
 from .enforce import landlock_abi
 from .profiles import BUILT_IN_PROFILES, DEFAULT_SECRETS, SandboxProfile, meet, profile_from
@@ -94,9 +95,13 @@ def _problem(gateway: bool) -> str | None:
 def confined_command(
     profile: SandboxProfile, command: list[str], working_dir: Path, homes: Iterable[str] = ()
 ) -> list[str]:
-    """`command` confined to `profile` in `working_dir` (a stdio MCP server); ConfigError if it cannot be."""
+    """`command` confined to `profile` in `working_dir` (a stdio MCP server); ConfigError if it cannot be.
+
+    Like a kernel, it sees none of the kernels' private folders.
+    """
     check_enforceable(profile)
-    return wrapped_command(profile.plan(working_dir, homes), command)
+    plan = {**profile.plan(working_dir, homes), "private_root": _connection_dirs.private_root(), "own": []}
+    return wrapped_command(plan, command)
 
 
 def wrapped_command(plan: dict[str, Any], command: list[str]) -> list[str]:

@@ -5,22 +5,35 @@ ipykernel starts) and as a script in front of a launched kernel or an MCP server
 
     python enforce.py '<plan as JSON>' -- command args...
 
-It applies the plan, then `exec`s the command. A plan is a dict:
-    {"deny": [paths], "write": [folders], "network": bool, "scratch": folder}
+It applies the plan, then `exec`s the command. A plan is a dict of absolute paths:
+    {"deny": [paths], "read_only": [paths], "private_root": folder, "own": [folders],
+     "write": [folders], "network": bool, "unix_sockets": [paths], "scratch": folder}
 
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
 How each part is enforced, in this order, while the process is still single-threaded:
 1. A user namespace and a mount namespace of its own (plus a network namespace without
    interfaces when `network` is false: every connection then fails with ENETUNREACH).
-2. Each path in `deny` that exists is covered: a folder by an empty tmpfs of mode 000, a file
+2. A pseudo-terminal instance of its own on /dev/pts: the person's terminals are not there to open.
+3. Each path in `deny` that exists is covered: a folder by an empty tmpfs of mode 000, a file
    by an empty file of mode 000. Reading one fails with EACCES, also for programs it starts.
-3. Landlock: writing, creating, removing and renaming files are allowed only beneath the
+4. Each path in `read_only` that exists is bound read-only onto itself (EROFS on any change; being a
+   mount point, it cannot be renamed or removed either).
+5. `private_root` (the folder holding every kernel's and agent's private folder) is covered by an empty
+   read-only tmpfs, and only the folders in `own` are bound back at their places: no other kernel's
+   connection file, key or socket can be seen.
+6. Landlock: writing, creating, removing and renaming files are allowed only beneath the
    `write` folders (and on a few devices such as /dev/null). Landlock also stops the process
    from changing its mounts (so the covers stay), from reaching into processes outside the
-   sandbox through ptrace or /proc/PID/root, and (from ABI 6) from signalling them.
-4. No capabilities are left, none can come back through `exec` (the bounding set is empty and
+   sandbox through ptrace or /proc/PID/{root,fd,environ,mem}, from abstract Unix sockets outside it
+   and (from ABI 6) from signalling them.
+7. No capabilities are left, none can come back through `exec` (the bounding set is empty and
    `no_new_privs` is set), so root inside the namespace is an ordinary user.
+Then `seal()` (called once the process has bound its own sockets: at the end of a kernel's start, or just
+before `exec`) installs a seccomp filter on every thread: no new Unix socket (`socket(AF_UNIX)`; unless
+`unix_sockets` names some, and then every other socket bound to a path when it starts is covered as in 3.), no
+VM socket, no io_uring (which would run socket calls past the filter), and no
+system call of another architecture's table (x32, i386), whose numbers the filter would not know.
 """
 
 from __future__ import annotations
@@ -33,13 +46,17 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["SandboxUnavailable", "apply", "landlock_abi"]
+__all__ = ["SandboxUnavailable", "apply", "landlock_abi", "platform_gaps", "seal"]
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 32, 1024, 2048, 1 << 21
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_ST_TO_MS = ((2, _MS_NOSUID), (4, _MS_NODEV), (8, _MS_NOEXEC), (1024, _MS_NOATIME), (2048, _MS_NODIRATIME),
+             (4096, _MS_RELATIME))
+"""statvfs flags of a mount that a read-only remount in a user namespace must keep (they are locked)."""
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 38, 24
 
 # Landlock (include/uapi/linux/landlock.h); the syscall numbers are the same on every architecture
@@ -57,6 +74,18 @@ _WRITING = (
     | _MAKE_BLOCK | _MAKE_SYM
 )
 """The rights Landlock handles at ABI 1 that change the filesystem; REFER (ABI 2) and TRUNCATE (ABI 3) join later."""
+
+# seccomp (include/uapi/linux/seccomp.h, filter.h, audit.h): per machine, the architecture's audit id, the
+# numbers of seccomp(2) and socket(2); io_uring_setup/enter/register are 425-427 on both
+_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 317, 41), "aarch64": (0xC00000B7, 277, 198)}
+_IO_URING_CALLS = (425, 426, 427)
+_X32_SYSCALL_BIT = 0x40000000
+_AF_UNIX, _AF_VSOCK = 1, 40
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_LD_ABS_W, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_NR, _ARCH, _ARG0 = 0, 4, 16
+"""Offsets in `struct seccomp_data` (the first argument's low 32 bits on a little-endian machine)."""
 
 _WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx")
 _WRITABLE_DEVICE_FOLDERS = ("/dev/pts", "/dev/shm")
@@ -82,6 +111,14 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -96,6 +133,17 @@ def landlock_abi() -> int:
         return 0
     version = _libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     return max(int(version), 0)
+
+
+def platform_gaps() -> list[str]:
+    """What this machine's Landlock cannot refuse (empty from ABI 6 on: Linux 6.12 or newer)."""
+    abi = landlock_abi()
+    gaps = []
+    if 1 <= abi < 3:
+        gaps.append("truncating files outside its writable folders (Landlock ABI < 3)")
+    if 1 <= abi < 6:
+        gaps.append("signals to processes outside the sandbox (Landlock ABI < 6)")
+    return gaps
 
 
 def _check(result: int, what: str) -> int:
@@ -128,18 +176,86 @@ def _enter_namespaces(network: bool) -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here shows outside
 
 
-def _cover(paths: list[str], scratch: str) -> None:
-    """Cover each existing path with an empty, unreadable stand-in."""
+def _cover(paths: list[str], scratch: str, *, tolerant: bool = False) -> None:
+    """Cover each existing path with an empty, unreadable stand-in (`tolerant`: skip one that cannot be covered,
+    such as a socket in a folder this user cannot reach, which the process cannot reach either)."""
     blank = os.path.join(scratch, ".sandbox-blank")
     for path in paths:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=000,size=4k")
-        elif os.path.exists(path):
-            if not os.path.exists(blank):
-                os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
-            _mount(blank, path, None, _MS_BIND)
+        try:
+            if os.path.isdir(path):
+                _mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=000,size=4k")
+            elif os.path.exists(path):
+                if not os.path.exists(blank):
+                    os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0))
+                _mount(blank, path, None, _MS_BIND)
+        except (SandboxUnavailable, PermissionError, FileNotFoundError):
+            if not tolerant:
+                raise
     if os.path.exists(blank):
         os.unlink(blank)  # the covers keep it; nothing else needs it
+
+
+def _bound_sockets(allowed: set[str], own: Any) -> list[str]:
+    """The paths of the Unix sockets bound on this machine now (/proc/net/unix), but `allowed` and those in `own`."""
+    found = []
+    with open("/proc/net/unix") as table:
+        next(table)
+        for line in table:
+            fields = line.split(None, 7)
+            if len(fields) == 8 and fields[7].startswith("/"):
+                path = fields[7].rstrip("\n")
+                if path not in allowed and not any(path.startswith(folder.rstrip("/") + "/") for folder in own):
+                    found.append(path)
+    return sorted(set(found))
+
+
+def _own_terminals() -> None:
+    """A pseudo-terminal instance of this namespace's own: the host's /dev/pts/N are not there to open.
+
+    Programs that need a terminal (`pty.openpty()`, pexpect) still get one, from the new instance.
+    """
+    try:
+        _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666,mode=600")
+    except SandboxUnavailable:
+        # no devpts of its own here: hide the host's terminals all the same (no new terminals then)
+        _mount("tmpfs", "/dev/pts", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=000,size=4k")
+        return
+    if os.path.exists("/dev/ptmx"):
+        _mount("/dev/pts/ptmx", "/dev/ptmx", None, _MS_BIND)
+
+
+def _locked_flags(path: str) -> int:
+    flags = os.statvfs(path).f_flag
+    return sum(mount_flag for statvfs_flag, mount_flag in _ST_TO_MS if flags & statvfs_flag)
+
+
+def _bind_read_only(paths: list[str]) -> None:
+    """Bind each existing path read-only onto itself (a mount point also cannot be renamed or removed)."""
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        _mount(path, path, None, _MS_BIND | _MS_REC)
+        _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(path))
+
+
+def _hide_others(root: str, own: list[str]) -> None:
+    """Cover `root` with an empty read-only tmpfs and bind only the `own` folders (inside it) back."""
+    kept = []
+    for folder in own:
+        relative = os.path.relpath(folder, root)
+        if relative.startswith(".."):
+            raise SandboxUnavailable(errno.EINVAL, f"{folder} is not inside {root}")
+        kept.append((relative, os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
+    try:
+        _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0711,size=64k")
+        for relative, fd in kept:
+            place = os.path.join(root, relative)
+            os.makedirs(place, mode=0o711, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", place, None, _MS_BIND | _MS_REC)
+        _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    finally:
+        for _, fd in kept:
+            os.close(fd)
 
 
 def _restrict_writes(write: list[str], abi: int) -> None:
@@ -181,20 +297,66 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
+def _seccomp_program(arch: int, socket_call: int, unix_sockets: bool) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jump if true, jump if false, k) instructions; jumps count instructions skipped."""
+    refused_families = [_AF_VSOCK] if unix_sockets else [_AF_UNIX, _AF_VSOCK]
+    deny = _RET_ERRNO | errno.EACCES
+    program: list[tuple[int, int, int, int]] = [
+        (_LD_ABS_W, 0, 0, _ARCH),
+        (_JEQ_K, 1, 0, arch),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),  # another architecture's system call table
+        (_LD_ABS_W, 0, 0, _NR),
+        (_JGE_K, 0, 1, _X32_SYSCALL_BIT),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+    ]
+    for call in _IO_URING_CALLS:  # io_uring runs socket and connect operations that no filter sees
+        program += [(_JEQ_K, 0, 1, call), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
+    program += [(_JEQ_K, 1, 0, socket_call), (_RET_K, 0, 0, _RET_ALLOW), (_LD_ABS_W, 0, 0, _ARG0)]
+    for family in refused_families:
+        program += [(_JEQ_K, 0, 1, family), (_RET_K, 0, 0, deny)]
+    program.append((_RET_K, 0, 0, _RET_ALLOW))
+    return program
+
+
+def seal(plan: dict[str, Any]) -> None:
+    """Install the plan's seccomp filter on every thread of this process (after `apply`).
+
+    Call it once the process has made every socket it listens on: from then on it can make no new Unix
+    socket (unless the plan allows them), so it can connect to none it was not handed.
+    """
+    machine = os.uname().machine
+    if machine not in _SECCOMP_ARCHES:
+        raise SandboxUnavailable(errno.ENOSYS, f"no seccomp filter for {machine} machines")
+    arch, seccomp_call, socket_call = _SECCOMP_ARCHES[machine]
+    instructions = _seccomp_program(arch, socket_call, bool(plan.get("unix_sockets")))
+    filters = (_SockFilter * len(instructions))(*(_SockFilter(*instruction) for instruction in instructions))
+    program = _SockFprog(len(instructions), filters)
+    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+    _check(_libc.syscall(seccomp_call, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(program)),
+           "seccomp")
+
+
 def apply(plan: dict[str, Any]) -> None:
     """Confine this process as `plan` says; call it while the process has a single thread.
 
     Raises `SandboxUnavailable` if the platform cannot do it (the process is then unchanged
-    unless a namespace was already entered; callers end the process in that case).
+    unless a namespace was already entered; callers end the process in that case). `seal()` follows
+    once the process has made the sockets it listens on.
     """
     abi = landlock_abi()
     if abi < 1:
         raise SandboxUnavailable(errno.ENOSYS, "this kernel offers no Landlock")
     deny = [path for path in plan.get("deny", ()) if os.path.lexists(path)]
     network = bool(plan.get("network", True))
-    if deny or not network:
-        _enter_namespaces(network)
-        _cover(deny, plan["scratch"])
+    _enter_namespaces(network)
+    _own_terminals()
+    _cover(deny, plan["scratch"])
+    if plan.get("unix_sockets"):  # the process may make Unix sockets: hide every bound one it was not handed
+        hidden_anyway = [plan.get("private_root") or "/nonexistent", *plan.get("own", ())]
+        _cover(_bound_sockets(set(plan["unix_sockets"]), hidden_anyway), plan["scratch"], tolerant=True)
+    _bind_read_only(list(plan.get("read_only", ())))
+    if plan.get("private_root") and os.path.isdir(plan["private_root"]):
+        _hide_others(plan["private_root"], list(plan.get("own", ())))
     if plan.get("remove_scratch"):
         os.rmdir(plan["scratch"])
     _restrict_writes(list(plan.get("write", ())), abi)
@@ -211,6 +373,7 @@ def main(argv: list[str]) -> None:
         plan["remove_scratch"] = True
     try:
         apply(plan)
+        seal(plan)
     except OSError as exc:
         sys.exit(f"freeact-sub sandbox: {exc}")
     os.execvp(argv[2], argv[2:])

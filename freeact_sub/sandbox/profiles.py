@@ -7,15 +7,29 @@ process to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import site
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-__all__ = ["BUILT_IN_PROFILES", "DEFAULT_SECRETS", "SandboxProfile", "SandboxSetting", "meet", "profile_from"]
+from .enforce import platform_gaps
+
+__all__ = [
+    "ALWAYS_DENIED",
+    "BUILT_IN_PROFILES",
+    "DEFAULT_SECRETS",
+    "KEPT_READ_ONLY",
+    "SandboxProfile",
+    "SandboxSetting",
+    "meet",
+    "profile_from",
+]
 
 DEFAULT_SECRETS: tuple[str, ...] = (
     "~/.ssh",
@@ -30,17 +44,61 @@ DEFAULT_SECRETS: tuple[str, ...] = (
     "~/.pypirc",
     "~/.npmrc",
     "~/.config/freeact-sub",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.config/op",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.cargo/credentials.toml",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.codex",
+    "~/.claude",
+    "~/.claude.json",
+    "~/.bash_history",
+    "~/.zsh_history",
+    "~/.python_history",
     "**/.env",
     "**/.env.local",
     ".freeact-sub/agents",
     ".freeact-sub/sessions",
+    ".freeact-sub/commands",
 )
-"""Paths no sandboxed kernel may read (nor change): keys and credentials, this project's user
-settings, and the project's agent types and saved sessions (a kernel that could write a type
-file could give a later agent more rights). `~` is the user's home; `**/NAME` is every NAME in the
-working folder and below; a relative path is relative to the working folder."""
+"""Paths no sandboxed kernel may read (nor change): keys, tokens and credentials, shell histories, this
+project's user settings, and the project's agent types, commands and saved sessions (a kernel that could
+write a type file could give a later agent more rights). `~` is the user's home; `**/NAME` is every NAME in
+the working folder and below (hidden folders too, but not `.git` and virtual environments); a relative
+path is relative to the working folder."""
 
-_SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "dist", "build"})
+ALWAYS_DENIED: tuple[str, ...] = ("~/.local/share/jupyter/runtime",)
+"""Denied under every enforced profile, whatever its `read_deny`: Jupyter's runtime folder (the connection
+files and keys of the notebook's own kernels, the servers' tokens), and `$JUPYTER_RUNTIME_DIR`. Every
+kernel's and agent's private folder is hidden too (see `enforce`)."""
+
+KEPT_READ_ONLY: tuple[str, ...] = (
+    ".git",
+    ".freeact-sub",
+    ".vscode",
+    ".idea",
+    ".devcontainer",
+    ".envrc",
+    ".pre-commit-config.yaml",
+    ".gitmodules",
+)
+"""Names (in the working folder and below) that a sandboxed kernel may read but never change, create in
+their place, rename or remove, whatever the profile's `write` says: what git, the editors, direnv and
+pre-commit run or read later on the person's own account, and this project's own settings. Virtual
+environments (a folder with `pyvenv.cfg`), the host's Python (`sys.prefix`, `sys.base_prefix`, the user's
+site-packages), every `.env*` file and the shell start-up files in each home are kept the same way."""
+
+SHELL_FILES: tuple[str, ...] = (
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile",
+    ".zlogin", ".config/fish", ".inputrc", ".gitconfig", ".config/git", ".config/autostart", ".pythonrc",
+    ".ipython", ".jupyter", ".config/freeact-sub", ".local/share/jupyter",
+)
+"""In each home: files a shell, git, Python or Jupyter reads and runs at its next start (kept read-only)."""
+
+_SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "dist", "build", ".git", ".hg",
+                              ".tox", ".nox", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
 _MAX_FOLDERS_WALKED = 20_000
 
 
@@ -57,6 +115,10 @@ class SandboxProfile(BaseModel):
     """Folders that may be written (`.` is the working folder); the kernel's own temp folder always may."""
     network: bool = True
     """Whether the kernel may open network connections (TCP, UDP, anything but its own channels)."""
+    unix_sockets: tuple[str, ...] = ()
+    """Unix sockets (paths) the kernel may connect to, such as `/var/run/docker.sock`; none by default. Naming
+    any lets the kernel make Unix sockets; every other socket bound to a path when it starts is then covered
+    (one bound later is not: name none to refuse them all)."""
     enforced: bool = True
     """False only for `off`: the kernel runs with the user's full rights."""
     note: str = Field(default="", exclude=True)
@@ -67,16 +129,30 @@ class SandboxProfile(BaseModel):
         if not self.enforced:
             return "off (no sandbox: the user's full rights)"
         writes = ", ".join("working folder" if path == "." else path for path in self.write) or "its temp folder only"
-        return f"{self.name} (writes: {writes}; {'network' if self.network else 'no network'})"
+        described = f"{self.name} (writes: {writes}; {'network' if self.network else 'no network'})"
+        if gaps := platform_gaps():
+            described += f"; not enforced on this machine: {', '.join(gaps)}"
+        return described
 
     def plan(self, working_dir: Path, homes: Iterable[str] = ()) -> dict[str, Any]:
         """The profile for one working folder, as `enforce.apply` takes it (without the kernel's own folder)."""
         homes = _homes(homes)
+        found = _ProjectWalk(working_dir, {pattern[3:] for pattern in (*self.read_deny, *self.write)
+                                           if pattern.startswith("**/")})
         deny: list[str] = []
-        for pattern in self.read_deny:
-            deny.extend(_expand(pattern, working_dir, homes))
+        for pattern in (*self.read_deny, *ALWAYS_DENIED):
+            deny.extend(found.named(pattern[3:]) if pattern.startswith("**/") else _expand(pattern, working_dir, homes))
+        if runtime := os.environ.get("JUPYTER_RUNTIME_DIR"):
+            deny.extend(_expand(runtime, working_dir, homes))
         write = [path for pattern in self.write for path in _expand(pattern, working_dir, homes, must_exist=False)]
-        return {"deny": sorted(set(deny)), "write": sorted(set(write)), "network": self.network}
+        kept = [*found.kept, *_interpreter_folders()]
+        kept += [path for home in homes for name in SHELL_FILES if os.path.lexists(path := os.path.join(home, name))]
+        # only what a write rule reaches needs the mount (Landlock refuses the rest); covered secrets stay covered
+        denied = set(deny)
+        read_only = {os.path.realpath(path) for path in kept if any(_within(os.path.realpath(path), w) for w in write)}
+        sockets = [path for pattern in self.unix_sockets for path in _expand(pattern, working_dir, homes)]
+        return {"deny": sorted(set(deny)), "read_only": sorted(read_only - denied), "write": sorted(set(write)),
+                "network": self.network, "unix_sockets": sorted(set(sockets))}
 
 
 BUILT_IN_PROFILES: dict[str, SandboxProfile] = {
@@ -115,8 +191,8 @@ SandboxSetting = Annotated[SandboxProfile | None, BeforeValidator(_setting)]
 def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> SandboxProfile:
     """The profile a child runs under: what its type asks for, never more than its parent has.
 
-    Network only if both allow it, writes only where both allow them, every path either denies
-    stays denied. A child of an unsandboxed parent gets what it asks for; a child asking for
+    Network only if both allow it, writes only where both allow them, Unix sockets only those both name,
+    every path either denies stays denied. A child of an unsandboxed parent gets what it asks for; a child asking for
     `off` under a sandboxed parent gets its parent's profile.
     """
     if not parent.enforced:
@@ -134,12 +210,13 @@ def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> Sa
             writes.append(pattern)
     deny = tuple(dict.fromkeys([*parent.read_deny, *child.read_deny]))
     network = parent.network and child.network
+    sockets = tuple(path for path in child.unix_sockets if path in parent.unix_sockets)
     for candidate in (child, parent):
         same = set(candidate.read_deny) == set(deny) and set(candidate.write) == set(writes)
-        if same and candidate.network == network:
+        if same and candidate.network == network and set(candidate.unix_sockets) == set(sockets):
             return candidate
     return SandboxProfile(name=f"{child.name} within {parent.name}", read_deny=deny, write=tuple(writes),
-                          network=network)
+                          network=network, unix_sockets=sockets)
 
 
 def _homes(extra: Iterable[str]) -> list[str]:
@@ -165,7 +242,7 @@ def _within(path: str, folder: str) -> bool:
 
 def _expand(pattern: str, working_dir: Path, homes: list[str], *, must_exist: bool = True) -> list[str]:
     if pattern.startswith("**/"):
-        return _found_below(working_dir, pattern[3:])
+        return _ProjectWalk(working_dir, {pattern[3:]}).named(pattern[3:])
     if pattern == "~" or pattern.startswith("~/"):
         candidates = [os.path.join(home, pattern[2:]) for home in homes]
     else:
@@ -178,15 +255,39 @@ def _expand(pattern: str, working_dir: Path, homes: list[str], *, must_exist: bo
     return found
 
 
-def _found_below(root: Path, name: str) -> list[str]:
-    """Every `name` in `root` and the folders below it (not in hidden or package folders; bounded)."""
-    found: list[str] = []
-    walked = 0
-    for folder, subfolders, files in os.walk(root):
-        walked += 1
-        if name in files or name in subfolders:
-            found.append(os.path.realpath(os.path.join(folder, name)))
-        subfolders[:] = [sub for sub in subfolders if not sub.startswith(".") and sub not in _SKIPPED_FOLDERS]
-        if walked >= _MAX_FOLDERS_WALKED:
-            break
-    return found
+class _ProjectWalk:
+    """One bounded walk of the working folder: every `**/NAME` asked for, and what is kept read-only.
+
+    It enters hidden folders (a `.devcontainer/.env` is a secret too) but not `.git`, virtual environments
+    or package folders.
+    """
+
+    def __init__(self, root: Path, wanted: set[str]) -> None:
+        self.kept: list[str] = []
+        self._names: dict[str, list[str]] = {name: [] for name in wanted}
+        walked = 0
+        for folder, subfolders, files in os.walk(root):
+            walked += 1
+            for name in (*files, *subfolders):
+                if name in self._names:
+                    self._names[name].append(os.path.join(folder, name))
+                if name in KEPT_READ_ONLY or name.startswith(".env"):
+                    self.kept.append(os.path.join(folder, name))
+            if "pyvenv.cfg" in files:
+                self.kept.append(folder)
+                subfolders[:] = []
+            subfolders[:] = [sub for sub in subfolders if sub not in _SKIPPED_FOLDERS]
+            if walked >= _MAX_FOLDERS_WALKED:
+                break
+
+    def named(self, name: str) -> list[str]:
+        """Every `name` found in the working folder and below."""
+        return [os.path.realpath(path) for path in self._names.get(name, ())]
+
+
+def _interpreter_folders() -> list[str]:
+    """The host's Python: a kernel that could write a `.pth` file there would run code in the host's next start."""
+    folders = {sys.prefix, sys.base_prefix}
+    with contextlib.suppress(Exception):
+        folders.add(site.getusersitepackages())
+    return [folder for folder in folders if os.path.isdir(folder)]

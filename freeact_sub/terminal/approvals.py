@@ -29,6 +29,7 @@ from freeact_sub import ApprovalPolicy, ApprovalRequest
 from .keys import BACK_TAB, ESCAPE, KeyReader
 from .palette import Palette
 from .render import Renderer
+from .safe_text import visible
 
 __all__ = ["ApprovalDesk"]
 
@@ -255,7 +256,7 @@ class ApprovalDesk:
 
     def _line(self, request: ApprovalRequest, *, selected: bool) -> Text:
         agent = request.agent_id
-        question = _QUESTIONS.get(request.tool_name, f"Call {request.tool_name}?")
+        question = _QUESTIONS.get(request.tool_name, f"Call {visible(request.tool_name)}?")
         line = Text.assemble(self._palette.tag(agent), " ")
         if not selected:
             return Text.assemble(line, question, "  ", (_summary(request), "dim"))
@@ -287,7 +288,7 @@ class ApprovalDesk:
 
 
 def _summary(request: ApprovalRequest) -> str:
-    """The call in a few words: its first line of code, the subagent's prompt, or the arguments."""
+    """The call in a few words: its first line of code, the subagent's prompt, or the arguments (controls drawn)."""
     if request.code is not None:
         lines = [line for line in request.code.strip().splitlines() if line.strip()]
         text = lines[0] if lines else ""
@@ -295,5 +296,5 @@ def _summary(request: ApprovalRequest) -> str:
         text = str(request.tool_args.get("prompt", ""))
     else:
         text = json.dumps(request.tool_args, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = " ".join(visible(text).split())
     return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(runner.run())
     except UsageError as exc:
-        print(f"freeact-sub: {exc}", file=sys.stderr)
+        _complain(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_CANCELLED
@@ -190,8 +190,6 @@ class _Runner:
             loop.add_signal_handler(signum, end, signum)
 
     async def _run(self) -> int:
-        from rich.console import Console
-
         from freeact_sub import ConfigError, FreeactError
 
         args = self.args
@@ -218,9 +216,10 @@ class _Runner:
         from freeact_sub import Agent, SessionError
 
         from .keys import enter_stays_enter
+        from .screen import ScreenConsole
         from .trust import TrustRefused, settle_trust
 
-        console = Console(stderr=one_shot)
+        console = ScreenConsole(stderr=one_shot)
         try:
             agent = Agent(config, session=args.resume)
             await settle_trust(agent, args.trust_project, console)
@@ -233,7 +232,7 @@ class _Runner:
             except FreeactError as exc:
                 self.stopping = True
                 await agent.stop()
-                print(f"freeact-sub: {exc}", file=sys.stderr)
+                _complain(str(exc))
                 # a bad type file or field, or a server command that does not exist: found before any kernel starts
                 return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
             try:
@@ -262,14 +261,15 @@ class _Runner:
 
             session.timeline = TimelineBuilder()
         outcome = await session.run_turn(args.prompt)
+        from .safe_text import clean
         from .status import usage_report
 
         print(usage_report(agent.usage, agent.agent_id), file=sys.stderr)
         if session.timeline is not None:
             path = session.timeline.build().save(args.timeline)
-            print(f"timeline: {path}", file=sys.stderr)
+            print(clean(f"timeline: {path}"), file=sys.stderr)
         if outcome.status == "failed":
-            print(f"freeact-sub: {outcome.error}", file=sys.stderr)
+            _complain(outcome.error or "the turn failed")
             return EXIT_FAILED
         if outcome.status == "cancelled":
             print("freeact-sub: cancelled", file=sys.stderr)
@@ -320,7 +320,7 @@ def _load_dotenv(working_dir: Path) -> None:
 
     ignored = load_project_env(working_dir)
     if ignored:
-        print(ignored_warning(ignored), file=sys.stderr)
+        _complain(ignored_warning(ignored))  # the names are the file's: cleaned
 
 
 def _start_demo() -> DemoServer:
@@ -374,14 +374,27 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
 
 
 def _print_answer(answer: str) -> None:
+    """The final answer on stdout: Markdown in a terminal, else plain text; terminal controls removed either way
+    (piped into a file, it still reaches a screen when someone reads the file)."""
+    from .safe_text import clean
+
+    answer = clean(answer)
     if sys.stdout.isatty():
-        from rich.console import Console
         from rich.markdown import Markdown
 
-        Console().print(Markdown(answer))
+        from .screen import ScreenConsole
+
+        ScreenConsole().print(Markdown(answer, hyperlinks=False))
     else:
         sys.stdout.write(answer.rstrip("\n") + "\n")
         sys.stdout.flush()
+
+
+def _complain(text: str) -> None:
+    """`freeact-sub: TEXT` on stderr; the text may quote what we did not write (see `safe_text.message`)."""
+    from .safe_text import message
+
+    print("freeact-sub: " + message(text), file=sys.stderr)
 
 
 @contextlib.contextmanager

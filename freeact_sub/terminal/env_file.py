@@ -68,7 +68,7 @@ def load_project_env(working_dir: Path, environ: MutableMapping[str, str] | None
 
 
 def ignored_warning(ignored: list[str]) -> str:
-    """The one line that names the variables a `.env` was not allowed to set."""
+    """The one line (after `freeact-sub: `) that names the variables a `.env` was not allowed to set."""
     names = ", ".join(ignored)
-    return (f"freeact-sub: .env: ignored {names} (a project's .env sets only *_API_KEY and harmless FREEACT_SUB_* "
-            "settings; set these in your shell or your --config file)")
+    return (f".env: ignored {names} (a project's .env sets only *_API_KEY and harmless FREEACT_SUB_* settings; "
+            "set these in your shell or your --config file)")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from .safe_text import clean
+
 __all__ = ["Palette"]
 
 _COLOURS = (
@@ -35,7 +37,7 @@ class Palette:
     def set_type(self, agent_id: str, subagent_type: str) -> None:
         """Remember an agent's type: its label shows it where it is not `general` (`agent-3fa2 reviewer`)."""
         if subagent_type and subagent_type != "general":
-            self._types[agent_id] = subagent_type
+            self._types[agent_id] = " ".join(clean(subagent_type).split())  # a label is one line
 
     def set_parent(self, agent_id: str, parent_id: str) -> None:
         """Remember who started a subagent (from its `SubagentStarted`)."""

@@ -3,6 +3,12 @@
 Complete items (thinking, responses, code, output lines, tool results, subagent lifecycles) are
 printed as they happen; text still streaming is kept as a partial that the live view shows.
 The main agent's thinking is shown dimmed; subagents' thinking is not shown at all.
+
+What the model, a kernel, a tool or a file wrote is shown through `safe_text`: output and answers
+with every terminal control removed, code and arguments to approve with controls drawn visibly.
+Such text is drawn behind a prefix on every screen line it takes (`Gutter`): the agent's label
+and a marker on its first line, a bar `│` on the others; only the CLI's own lines start at the left
+edge with an agent's label, so nothing a cell prints can pass for an approval or a rule's decision.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ from rich.console import Console, Group, RenderableType
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.syntax import Syntax
-from rich.table import Table
 from rich.text import Text
 
 from freeact_sub import (
@@ -40,13 +45,16 @@ from freeact_sub import (
 )
 
 from ..task_notes import task_call_notes
+from .gutter import Gutter
 from .palette import Palette
+from .safe_text import ansi_text, clean, visible
 from .status import SubagentBoard
 
 __all__ = ["Renderer"]
 
 _TOOL_RESULT_LINES = 20
 _PARTIAL_LINES = 3
+_MARKER_WIDTH = 6
 
 
 class Renderer:
@@ -96,7 +104,7 @@ class Renderer:
             case Thoughts(content=content):
                 self._partials.pop((agent, "thinking"), None)
                 if is_main:
-                    self._row(agent, Text("thinks", style="dim"), Text(content.strip(), style="dim italic"))
+                    self._row(agent, Text("thinks", style="dim"), Text(clean(content).strip(), style="dim italic"))
             case ResponseChunk(content=content):
                 self._grow(agent, "text", content)
             case Response(content=content, final=final):
@@ -104,7 +112,7 @@ class Renderer:
                 if final and not is_main:
                     self._answers[agent] = content
                 if content.strip() and (self.show_final or not (is_main and final)):
-                    self._row(agent, Text("›", style=self.palette.colour(agent)), Markdown(content))
+                    self._row(agent, Text("›", style=self.palette.colour(agent)), _markdown(content))
             case ApprovalRequest() as request:
                 by = f" by rule {request.rule}" if request.rule else f" by hook {request.hook}" if request.hook else ""
                 if request.hook and request.decision is None:
@@ -113,13 +121,13 @@ class Renderer:
                     self.show_request(request, note=f"auto-approved{by}")
                 elif request.decision is False:  # refused before anyone was asked
                     self._row(agent, Text("✗", style="red"),
-                              Text(f"{request.tool_name} refused{by}: {request.reason or ''}".rstrip(": ")))
+                              Text(clean(f"{request.tool_name} refused{by}: {request.reason or ''}".rstrip(": "))))
                 else:
                     self.board.set_state(agent, "waiting for approval")
             case HookError() as failure:
-                self._row(agent, Text("⚠", style="yellow"), Text(
+                self._row(agent, Text("⚠", style="yellow"), Text(clean(
                     f"hook {failure.hook} failed at {failure.hook_event_name}: {failure.message} "
-                    "(it was left out: the step went on as without it)", style="yellow"))
+                    "(it was left out: the step went on as without it)"), style="yellow"))
             case CodeExecutionOutputChunk(text=text, tool_call_id=call_id):
                 self._output(agent, call_id, text)
             case CodeExecutionOutput() as output:
@@ -130,7 +138,7 @@ class Renderer:
                 self.palette.set_type(child, event.subagent_type)
                 self.palette.set_parent(child, agent)
                 self.board.queued(child, subagent_type=event.subagent_type, parent_id=agent)
-                first_line = event.description or (prompt.strip().splitlines()[0] if prompt.strip() else "")
+                first_line = _first_line(event.description or prompt)
                 body = Text.assemble("queued ", self.palette.label(child), Text(f"  {first_line}", style="dim"),
                                      Text("  (waiting for a slot)", style="dim"))
                 self._row(agent, Text("…", style="dim"), body)
@@ -140,10 +148,10 @@ class Renderer:
                 self.board.started(child, max_turns, subagent_type=event.subagent_type, model=event.model,
                                    parent_id=agent)
                 self._children[call_id] = child
-                first_line = event.description or (prompt.strip().splitlines()[0] if prompt.strip() else "")
+                first_line = _first_line(event.description or prompt)
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
                 if event.sandbox:
-                    body.append(f"  [sandbox: {event.sandbox}]", style="dim")
+                    body.append(clean(f"  [sandbox: {event.sandbox}]"), style="dim")
                 self._row(agent, Text("+", style="bold"), body)
             case SubagentFinished(subagent_id=child, status=status, turns_used=turns, elapsed=elapsed):
                 self.board.finished(child, status, turns, elapsed)
@@ -158,15 +166,15 @@ class Renderer:
                 answer = self._answers.pop(child, None)
                 if event.tool_call_id in self._background and answer is not None:  # what its parent is told
                     heading = Text.assemble("result of ", self.palette.label(child))
-                    self._row(agent, Text("←", style=self.palette.colour(agent)), Group(heading, Markdown(answer)))
+                    self._row(agent, Text("←", style=self.palette.colour(agent)), Group(heading, _markdown(answer)))
             case SubagentMessage(subagent_id=child, text=text, sender=sender):
                 source = "you" if sender == "user" else agent
                 body = Text.assemble(Text(f"message from {source} to ", style="dim"), self.palette.label(child),
-                                     Text(": ", style="dim"), Text(text))
+                                     Text(": ", style="dim"), Text(clean(text)))
                 self._row(agent, Text("→", style="bold"), body)
             case SubagentReport(parent_id=parent, text=text):
                 body = Text.assemble(Text("reports to ", style="dim"), self.palette.label(parent),
-                                     Text(": ", style="dim"), Text(text))
+                                     Text(": ", style="dim"), Text(clean(text)))
                 self._row(agent, Text("↑", style=self.palette.colour(agent)), body)
             case TurnCancelled():
                 self._flush_lines()
@@ -178,12 +186,13 @@ class Renderer:
     def show_rewrite(self, request: ApprovalRequest) -> None:
         """Say that a `PreToolUse` hook rewrote a call's arguments before a person was asked."""
         self._row(request.agent_id, Text("↻", style="yellow"),
-                  Text(f"hook {request.hook} rewrote the arguments of {request.tool_name}", style="dim"))
+                  Text(clean(f"hook {request.hook} rewrote the arguments of {request.tool_name}"), style="dim"))
 
     def show_request(self, request: ApprovalRequest, *, note: str | None = None) -> None:
         """Print what an approval request would run: code with syntax highlighting, or the tool call.
 
-        A `note` says the request is already approved (auto-approved, a standing decision).
+        A `note` says the request is already approved (auto-approved, a standing decision). What would
+        run is shown whole: controls and invisible characters in it are drawn, never removed.
         """
         agent = request.agent_id
         if request.tool_name == "task" and request.tool_args.get("run_in_background"):
@@ -193,26 +202,26 @@ class Renderer:
         colour = self.palette.colour(agent)
         origin = "  from code in its cell" if request.source == "code" else ""
         title = Text.assemble(
-            Text(request.tool_name, style="bold"),
+            Text(visible(request.tool_name), style="bold"),
             Text(origin, style="italic"),
             Text(f"  {note}", style="dim") if note else "",
         )
         body: RenderableType
         if request.code is not None:
-            body = Syntax(request.code, "python", theme="monokai", word_wrap=True, background_color="default")
+            body = Syntax(visible(request.code), "python", theme="monokai", word_wrap=True, background_color="default")
         elif request.tool_name == "task":
             notes = task_call_notes(request.tool_args)
-            prompt = Text(str(request.tool_args.get("prompt", "")))
-            body = Group(prompt, Text(" · ".join(notes), style="dim")) if notes else prompt
+            prompt = Text(visible(str(request.tool_args.get("prompt", ""))))
+            body = Group(prompt, Text(visible(" · ".join(notes)), style="dim")) if notes else prompt
         else:
-            body = Text(json.dumps(request.tool_args, ensure_ascii=False, indent=None) or "{}")
+            body = Text(visible(json.dumps(request.tool_args, ensure_ascii=False, indent=None) or "{}"))
         panel = Panel(body, title=title, title_align="left", border_style=colour, padding=(0, 1))
-        self._row(agent, Text("→", style=colour), panel)
+        self._row(agent, Text("→", style=colour), panel, framed=True)
 
     def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool, goes_on: bool = False) -> None:
         """Print how a request was decided; `goes_on` says a rejected agent continues (it was given a reason)."""
         mark = Text("✓" if approved else "✗", style="green" if approved else "red")
-        self._row(request.agent_id, mark, Text(text, style="green" if approved else "red"))
+        self._row(request.agent_id, mark, Text(clean(text), style="green" if approved else "red"))  # a saved reason too
         if approved:
             self.board.set_state(request.agent_id, _running_state(request))
         else:
@@ -223,9 +232,15 @@ class Renderer:
         if self.after_print is not None:
             self.after_print()
 
-    def note(self, text: str, style: str = "dim") -> None:
-        """A line that belongs to no agent (cancelling, errors)."""
-        self.console.print(Text(text, style=style))
+    def note(self, text: str, style: str = "dim", *, detail: str | None = None) -> None:
+        """A line that belongs to no agent (cancelling, errors); `detail` is text the CLI did not write (an
+        error's message): it follows `text`, its further lines behind a bar."""
+        if detail is None:
+            self.console.print(Text(text, style=style))
+        else:
+            head = Text(f"{text} ", style=style)
+            bar = Text.assemble(" " * (head.cell_len - 2), ("│ ", "dim"))
+            self.console.print(Gutter(Text(clean(detail), style=style), head, bar))
         if self.after_print is not None:
             self.after_print()
 
@@ -235,12 +250,12 @@ class Renderer:
         """The text still streaming, last few lines per agent, for the live view."""
         rows: list[RenderableType] = []
         for (agent, kind), text in list(self._partials.items()):
-            lines = text.strip().splitlines()[-_PARTIAL_LINES:]
+            lines = clean(text).strip().splitlines()[-_PARTIAL_LINES:]
             if not lines:
                 continue
             style = "dim italic" if kind == "thinking" else ""
             marker = Text("thinks" if kind == "thinking" else "›", style="dim" if kind == "thinking" else "")
-            rows.append(self._grid(agent, marker, Text("\n".join(lines), style=style)))
+            rows.append(self._gutter(agent, marker, Text("\n".join(lines), style=style)))
         return rows
 
     # -- helpers --------------------------------------------------------------------------
@@ -249,16 +264,18 @@ class Renderer:
         key = (agent, kind)
         self._partials[key] = self._partials.get(key, "") + content
 
-    def _grid(self, agent: str, marker: Text, body: RenderableType) -> Table:
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column(no_wrap=True, width=6, justify="right")
-        grid.add_column(ratio=1)
-        grid.add_row(Text.assemble(self.palette.indent(agent), self.palette.label(agent)), marker, body)
-        return grid
+    def _gutter(self, agent: str, marker: Text, body: RenderableType, *, framed: bool = False) -> Gutter:
+        """`body` after the agent's label and `marker`; its further lines behind the agent's bar (or, when the
+        body draws its own frame on every line, behind blanks)."""
+        label = Text.assemble(self.palette.indent(agent), self.palette.label(agent))
+        pad = " " * max(_MARKER_WIDTH - marker.cell_len, 0)
+        first = Text.assemble(label, " ", pad, marker, " ")
+        rest = Text(" " * first.cell_len) if framed else Text.assemble(
+            " " * (first.cell_len - 2), ("│", f"dim {self.palette.colour(agent)}"), " ")
+        return Gutter(body, first, rest)
 
-    def _row(self, agent: str, marker: Text, body: RenderableType) -> None:
-        self.console.print(self._grid(agent, marker, body))
+    def _row(self, agent: str, marker: Text, body: RenderableType, *, framed: bool = False) -> None:
+        self.console.print(self._gutter(agent, marker, body, framed=framed))
         if self.after_print is not None:
             self.after_print()
 
@@ -269,11 +286,13 @@ class Renderer:
         self._open_lines[call_id] = (agent, rest)
 
     def _output_lines(self, agent: str, lines: list[str]) -> None:
-        """Print output lines, each after the agent's label; one Text for all, as a cell may print thousands."""
+        """Print output lines, each screen line (a folded one too) after the agent's label and its bar; one
+        Text for all, as a cell may print thousands."""
         if not lines:
             return
         gutter = Text.assemble(
-            self.palette.indent(agent), self.palette.label(agent), " " * 6, ("│", self.palette.colour(agent)), " "
+            self.palette.indent(agent), self.palette.label(agent), " " * _MARKER_WIDTH,
+            ("│", self.palette.colour(agent)), " "
         )
         block = Text(overflow="fold")
         for index, line in enumerate(lines):
@@ -281,9 +300,8 @@ class Renderer:
                 self._shown_images.add(line.removeprefix("[image saved: ").rstrip("]"))
             if index:
                 block.append("\n")
-            block.append_text(gutter)
-            block.append_text(Text.from_ansi(line))
-        self.console.print(block)
+            block.append_text(ansi_text(line))
+        self.console.print(Gutter(block, gutter))
         self.refresh()
 
     def _flush_lines(self) -> None:
@@ -314,16 +332,27 @@ class Renderer:
             child = self._children.get(output.tool_call_id)
             heading = Text.assemble("result of ", self.palette.label(child)) if child else Text("task result")
             marker = Text("←", style=self.palette.colour(agent))
-            self._row(agent, marker, Group(heading, Markdown(output.content or "(no answer)")))
+            self._row(agent, marker, Group(heading, _markdown(output.content or "(no answer)")))
             return
-        lines = output.content.splitlines() or [""]
+        lines = clean(output.content).splitlines() or [""]
         if len(lines) > _TOOL_RESULT_LINES:
             lines = [*lines[:_TOOL_RESULT_LINES], f"… {len(lines) - _TOOL_RESULT_LINES} more lines"]
         body = Text.assemble(
-            Text(output.tool_name, style="bold"), Text(" → ", style="dim"), Text("\n".join(lines), style=style)
+            Text(clean(output.tool_name), style="bold"), Text(" → ", style="dim"),
+            Text("\n".join(lines), style=style)
         )
         self._row(agent, Text("←", style="red" if output.is_error else self.palette.colour(agent)), body)
         self.board.set_state(agent, "running code" if output.source == "code" else "thinking")
+
+
+def _markdown(text: str) -> Markdown:
+    """Model text as Markdown, controls removed; a link shows its address (a terminal link would hide it)."""
+    return Markdown(clean(text), hyperlinks=False)
+
+
+def _first_line(text: str) -> str:
+    """The first line that says anything, controls removed (a subagent's title, or its prompt's start)."""
+    return next((line.strip() for line in clean(text).split("\n") if line.strip()), "")
 
 
 def _running_state(request: ApprovalRequest) -> str:

@@ -37,6 +37,7 @@ from .keys import KeyReader
 from .palette import Palette
 from .prompt import PromptReader
 from .render import Renderer
+from .safe_text import clean
 from .status import SubagentBoard, agents_table
 
 __all__ = ["Session", "TurnOutcome"]
@@ -167,7 +168,7 @@ class Session:
     def after_turn(self, outcome: TurnOutcome) -> None:
         """Say how the turn ended, and ask again the questions of background subagents that it left open."""
         if outcome.status == "failed":
-            self.renderer.note(f"The turn failed: {outcome.error}", style="red")
+            self.renderer.note("The turn failed:", style="red", detail=outcome.error or "")
         elif outcome.status == "cancelled":
             self.renderer.note(
                 "Cancelled. The conversation keeps this prompt and what finished; the model is told that "
@@ -219,7 +220,7 @@ class Session:
             try:
                 self.agent.send(target, text.strip())
             except ValueError as exc:
-                self.renderer.note(f"Not sent: {exc}.", style="yellow")
+                self.renderer.note("Not sent:", style="yellow", detail=f"{exc}.")
             else:
                 self.renderer.note(f"Sent to {target}: it reads it at its next step.", style="dim")
         elif name in ("/y", "/n", "/s"):
@@ -236,7 +237,7 @@ class Session:
             try:
                 commands = self.agent.commands()
             except FreeactError as exc:
-                self.renderer.note(f"Your commands cannot be read: {exc}", style="red")
+                self.renderer.note("Your commands cannot be read:", style="red", detail=str(exc))
                 commands = {}
             if name != "/help" and name[1:] in commands:
                 return False  # the person's command: `run_turn` runs it
@@ -253,7 +254,8 @@ class Session:
         for name, command in sorted(commands.items()):
             hidden = " (hidden by the built-in)" if f"/{name}" in BUILT_IN_COMMANDS else ""
             agent = f" [as @{command.agent}]" if command.agent else ""
-            lines.append(f"/{name}{agent}: {command.description or '(no description)'}{hidden}")
+            about = " ".join(clean(command.description or "(no description)").split())
+            lines.append(f"/{name}{agent}: {about}{hidden}")
         if not commands:
             lines.append("Your own commands: none (add .freeact-sub/commands/NAME.md)")
         self.renderer.note("Commands:\n  " + "\n  ".join(lines) + "\nCtrl-D or Ctrl-C at an empty prompt exits.",

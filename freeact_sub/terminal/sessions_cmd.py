@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .safe_text import clean
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -52,15 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def sessions_main(argv: list[str]) -> int:
     """Run `freeact-sub sessions …`; returns the exit code."""
-    from rich.console import Console
-
     from freeact_sub import SessionError
     from freeact_sub.sessions import list_sessions, open_session
+
+    from .screen import ScreenConsole
 
     args = build_parser().parse_args(argv)
     raw = args.working_dir or os.environ.get("FREEACT_SUB_WORKING_DIR") or os.getcwd()
     working_dir = Path(raw).expanduser().resolve()
-    console = Console()
+    console = ScreenConsole()
     try:
         if args.command == "show":
             saved = open_session(args.session_id, working_dir)
@@ -74,7 +76,7 @@ def sessions_main(argv: list[str]) -> int:
             return EXIT_OK
         sessions = list_sessions(working_dir)
     except SessionError as exc:
-        print(f"freeact-sub: {exc}", file=sys.stderr)
+        _complain(str(exc))
         return EXIT_USAGE
     if not sessions:
         console.print(f"No saved sessions in {working_dir}.", style="dim")
@@ -89,13 +91,20 @@ def _draw_timeline(saved: SavedSession, target: str) -> int:
     try:
         path = timeline(saved).save(target)
     except ValueError as exc:  # a file type it cannot draw, or a session with no messages yet
-        print(f"freeact-sub: {exc}", file=sys.stderr)
+        _complain(str(exc))
         return EXIT_USAGE
     except OSError as exc:
-        print(f"freeact-sub: cannot write the timeline to {target}: {exc.strerror}", file=sys.stderr)
+        _complain(f"cannot write the timeline to {target}: {exc.strerror}")
         return EXIT_FAILED
-    print(f"timeline of session {saved.session_id} ({len(saved.agents)} agents): {path}")
+    print(clean(f"timeline of session {saved.session_id} ({len(saved.agents)} agents): {path}"))
     return EXIT_OK
+
+
+def _complain(text: str) -> None:
+    """`freeact-sub: TEXT` on stderr; the text may quote what we did not write (see `safe_text.message`)."""
+    from .safe_text import message
+
+    print("freeact-sub: " + message(text), file=sys.stderr)
 
 
 def _table(sessions: list[SavedSession]) -> object:
@@ -121,6 +130,7 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
     from freeact_sub import ApprovalRequest
     from freeact_sub.sessions import SavedDecision, UserPrompt
 
+    from .gutter import Gutter
     from .palette import Palette
     from .render import Renderer
     from .status import SubagentBoard
@@ -140,7 +150,8 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
         if isinstance(event, UserPrompt):
             if event.agent_id == agent_id:  # a child's task is shown by its "started" line
                 console.print()
-                console.print(Text.assemble(("you", "bold"), ("  › ", "dim"), event.content))
+                console.print(Gutter(Text(clean(event.content)), Text.assemble(("you", "bold"), ("  › ", "dim")),
+                                     Text("     │ ", style="dim")))
         elif isinstance(event, ApprovalRequest):
             following = events[index + 1] if index + 1 < len(events) else None
             if isinstance(following, SavedDecision) and following.tool_call_id == event.tool_call_id:

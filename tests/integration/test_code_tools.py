@@ -240,30 +240,36 @@ async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path
     assert "ToolCancelled the turn was cancelled" in text
 
 
-async def test_another_agents_kernel_is_refused_on_the_channel(tmp_path: Path) -> None:
-    first_script, second_script = Script(), Script()
-    async with (
-        Agent(config(first_script, tmp_path / "a")) as first,
-        Agent(config(second_script, tmp_path / "b")) as second,
-    ):
-        assert first._code_tools is not None
-        path = first._code_tools.channel.path
-        # The second agent's kernel aims its own mcptools at the first agent's socket, with the only
-        # secret it has (its own), and then with none at all.
+async def test_a_connection_without_the_secret_is_refused_by_the_kernel(tmp_path: Path) -> None:
+    script = Script()
+    async with Agent(config(script, tmp_path, approvals={"*": "allow"})) as agent:
+        assert agent._code_tools is not None
+        script.reset([cell("from mcptools.calc import add\nprint('first', add(a=1, b=2))", "c1")], ["ok"])
+        await drive(agent.stream("connect"))
+        path = agent._kernel.tools_socket
+        assert path is not None
+        # Something else on this machine reaches the kernel's listener first, with a wrong secret and with none:
+        # the kernel refuses both and takes its agent's next connection.
+        intruders = []
+        for greeting in (b'{"secret": "guess"}', b'{}'):
+            _, writer = await asyncio.open_unix_connection(path)
+            writer.write(len(greeting).to_bytes(4, "big") + greeting)
+            await writer.drain()
+            intruders.append(writer)
+        # Held connections: the idle one, the agent's queued one, then the intruders' (refused), then the agent's next.
         code = (
-            "from mcptools import _runtime, ToolCallError\nfrom mcptools.calc import add\n"
-            "own = _runtime._settings['secret']\n"
-            f"for secret in (own, 'guess'):\n    _runtime.configure({path!r}, secret)\n"
-            "    try:\n        add(a=1, b=2)\n    except ToolCallError as error:\n        print('refused:', error)\n"
+            "from mcptools import _runtime\nfrom mcptools.calc import add\n"
+            "held = [_runtime._connection() for _ in range(3)]\n_runtime._idle.extend(held)\n"
+            "print('sums', [add(a=2, b=3) for _ in range(3)], 'refused', _runtime.refused)"
         )
-        second_script.reset([cell(code)], ["done"])
-        events = await drive(second.stream("intrude"))
-        text = cell_output(events).text
-        assert text.count("refused: refused: this channel belongs to another agent's kernel") == 2
-        assert first._code_tools.channel.refused == 2
-        assert code_requests(events) == []
-        # the socket's folder is private to this user
-        assert (Path(path).parent.stat().st_mode & 0o777) == 0o700
+        script.reset([cell(code, "c2")], ["done"])
+        events = await drive(agent.stream("intruders"))
+        text = cell_output(events, "c2").text
+        assert "sums [5, 5, 5] refused 2" in text
+        for writer in intruders:
+            writer.close()
+        # the listener's folder is private to this user
+        assert (os.stat(os.path.dirname(path)).st_mode & 0o777) == 0o700
 
 
 async def test_calls_mode_offers_no_modules_and_code_mode_no_direct_calls(tmp_path: Path) -> None:

@@ -379,7 +379,7 @@ def short_tmp_path() -> Iterator[Path]:
 async def test_connection_folders_of_a_host_that_exits_are_removed_at_exit(short_tmp_path: Path) -> None:
     tmp_path = short_tmp_path
     folder, kernel_pid = await _host("exit", tmp_path)
-    assert folder.parent == tmp_path / "tmp" and folder.name.startswith("freeact-sub-kernel-")
+    assert folder.parent.parent == tmp_path / "tmp" and folder.name.startswith("freeact-sub-kernel-")
     assert not folder.exists()
     assert await is_gone(kernel_pid, wait=10)
 
@@ -392,10 +392,12 @@ async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(short_t
     assert (folder / "connection.json").is_file()  # left behind, HMAC key and all
     assert await is_gone(kernel_pid, wait=10)
     live = _connection_dirs.create()  # this process's own: its owner is alive
-    unowned = tmp_path / "tmp" / "freeact-sub-kernel-unowned"  # no owner recorded: not ours to judge
+    root = folder.parent  # the dead host's private root, `$TMPDIR/freeact-sub-<uid>`
+    assert root.name == f"freeact-sub-{os.getuid()}" and (root.stat().st_mode & 0o777) == 0o700
+    unowned = root / "freeact-sub-kernel-unowned"  # no owner recorded: not ours to judge
     unowned.mkdir()
     try:
-        assert _connection_dirs.sweep(str(tmp_path / "tmp")) == [str(folder)]
+        assert _connection_dirs.sweep(str(root)) == [str(folder)]
         assert [p.exists() for p in (folder, unowned, Path(live))] == [False, True, True]
         assert (Path(live) / "owner").read_text() == str(os.getpid())
     finally:

@@ -304,19 +304,26 @@ async def test_a_kernel_restarted_after_a_reset_is_still_confined(place: dict[st
 
 async def test_a_sandboxed_stdio_mcp_server_cannot_read_secrets(place: dict[str, Path]) -> None:
     """`sandbox` on a server's config confines the server process (it reads files for the model)."""
+    kernel_files: list[str] = []
     script = Script(
-        [Call("files_read_file", {"path": str(place["home"] / ".ssh" / "id_rsa")}, id="key"),
-         Call("files_read_file", {"path": str(place["work"] / "data.txt")}, id="data")],
+        lambda _: [Call("files_read_file", {"path": str(place["home"] / ".ssh" / "id_rsa")}, id="key"),
+                   Call("files_read_file", {"path": str(place["work"] / "data.txt")}, id="data"),
+                   Call("files_read_file", {"path": kernel_files[0]}, id="kernel")],
         ["done"],
     )
     server = {"command": sys.executable, "args": [str(FILES_SERVER)], "sandbox": "read-only",
               "env": {"HOME": str(place["home"])}}
     config = _config(script.model, place, enable_subagents=False, mcp_servers={"files": server})
     async with Agent(config) as agent:
+        socket_path = agent._kernel.tools_socket if agent._kernel is not None else None
+        assert socket_path is not None
+        kernel_files.append(os.path.join(os.path.dirname(os.path.dirname(socket_path)), "connection.json"))
         await drive(agent.stream("go"))
     results = script.tool_results(1)
     assert SECRET not in results["key"] and "Permission denied" in results["key"]
     assert "plain data" in results["data"]
+    # no kernel's connection file (its key) is there for a confined server either
+    assert results["kernel"].startswith("FileNotFoundError"), results["kernel"]
 
 
 def test_an_explicit_profile_that_cannot_be_enforced_is_a_config_error_and_the_default_falls_back() -> None:

@@ -88,7 +88,8 @@ async def test_sessions_show_prints_what_the_live_terminal_printed(workdir: Path
     print_transcript(replay, saved, saved.main_id)
     told = replay.export_text()
     assert lines(told) == lines(live)  # every line, as often as live (lines of concurrent agents may move)
-    assert told.split("result of agent-")[1].split("\n")[1].strip() == "the child's answer: 7"
+    # the answer, a model's text, sits behind its agent's bar
+    assert told.split("result of agent-")[1].split("\n")[1].strip() == "│ the child's answer: 7"
 
     decisions = {e.tool_call_id: e.by for e in saved.events() if isinstance(e, SavedDecision)}
     assert decisions["ruled"] == "rule" and decisions["hooked"] == "hook" and decisions["always"] == "person"

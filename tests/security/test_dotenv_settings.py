@@ -97,13 +97,15 @@ def test_every_setting_is_either_allowed_or_refused_in_a_dotenv() -> None:
 def test_the_command_names_the_ignored_variables_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / ".env").write_text("FREEACT_SUB_SANDBOX=off\nGROQ_API_KEY=k\nHTTPS_PROXY=http://127.0.0.1:9\n")
+    (tmp_path / ".env").write_text("FREEACT_SUB_SANDBOX=off\nGROQ_API_KEY=k\nHTTPS_PROXY=http://127.0.0.1:9\n"
+                                   "\x1b]0;pwned\x07X=1\n")  # a name that would set the terminal's title
     monkeypatch.delenv("FREEACT_SUB_SANDBOX", raising=False)
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     monkeypatch.delenv("GROQ_API_KEY", raising=False)
     _load_dotenv(tmp_path)
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "ignored FREEACT_SUB_SANDBOX, HTTPS_PROXY" in err
+    assert err.count("\n") == 1 and "ignored FREEACT_SUB_SANDBOX, HTTPS_PROXY, " in err
+    assert "\x1b" not in err and "\x07" not in err
     assert os.environ.get("GROQ_API_KEY") == "k" and "FREEACT_SUB_SANDBOX" not in os.environ
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from freeact_sub.approvals import ApprovalRules, specificity
+from freeact_sub.approvals import ApprovalRules, RuleMatch, specificity
 
 
 def test_an_exact_name_beats_a_glob_and_more_literal_characters_win() -> None:
@@ -21,7 +21,7 @@ def test_on_a_tie_the_stricter_rule_wins() -> None:
     assert rules.match("a_b").rule == "deny"  # type: ignore[union-attr]
 
 
-def test_a_type_layer_comes_before_the_global_rules_whatever_their_specificity() -> None:
+def test_a_type_layers_deny_beats_a_more_specific_global_allow() -> None:
     rules = ApprovalRules([("approvals", {"files_write_text": "allow"})]).under(
         "agent type reviewer", {"files_*": "deny"}
     )
@@ -29,6 +29,26 @@ def test_a_type_layer_comes_before_the_global_rules_whatever_their_specificity()
     assert match is not None and match.rule == "deny" and match.source == "agent type reviewer"
     assert str(match) == "'files_*': deny (agent type reviewer)"
     assert rules.match("calc_add") is None
+
+
+def test_a_deny_anywhere_up_the_chain_is_final() -> None:
+    # the global rules deny cells, a parent type denies a server's writes; a child type allows everything
+    chain = (
+        ApprovalRules([("approvals", {"execute_ipython_cell": "deny"})])
+        .under("agent type parent", {"files_write_*": "deny", "calc_*": "allow"})
+        .under("agent type child", {"*": "allow"})
+    )
+    assert chain.match("execute_ipython_cell") == RuleMatch("deny", "execute_ipython_cell", "approvals")
+    assert chain.match("files_write_text") == RuleMatch("deny", "files_write_*", "agent type parent")
+    assert chain.match("calc_add") == RuleMatch("allow", "*", "agent type child")
+
+
+def test_an_ask_in_any_layer_beats_an_allow_in_another() -> None:
+    above = ApprovalRules([("approvals", {"*": "allow"})]).under("agent type child", {"files_*": "ask"})
+    below = ApprovalRules([("approvals", {"files_*": "ask"})]).under("agent type child", {"*": "allow"})
+    assert above.match("files_read") == RuleMatch("ask", "files_*", "agent type child")
+    assert below.match("files_read") == RuleMatch("ask", "files_*", "approvals")
+    assert below.match("calc_add") == RuleMatch("allow", "*", "agent type child")
 
 
 def test_empty_layers_are_dropped() -> None:

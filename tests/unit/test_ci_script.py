@@ -31,8 +31,8 @@ if [ "$1" = install ] && [ "$2" = -s ]; then
 fi
 if [ "$1" = install ]; then
   package="${@: -1}"
-  # installing a package puts its command on PATH (Debian's nodejs installs `node`)
-  command=$package; [ "$package" = nodejs ] && command=node
+  # installing a package puts its command on PATH (Debian's nodejs installs `node`, openssh-client `ssh-agent`)
+  command=$package; [ "$package" = nodejs ] && command=node; [ "$package" = openssh-client ] && command=ssh-agent
   printf '#!/bin/sh\n' > "$FAKE_BIN/$command"; chmod +x "$FAKE_BIN/$command"
 fi
 exit 0
@@ -83,24 +83,27 @@ def test_every_apt_request_names_one_package_and_is_guarded_by_its_command() -> 
     body = script[script.index("install_tool() {") : script.index("\n}\n")]
     assert body.index('command -v "$command"') < body.index("apt-get install -s")
     assert body.index("apt-get install -s") < body.index("apt-get install -y")
-    assert sorted(installs()) == [("chromium", "chromium"), ("node", "nodejs"), ("npm", "npm")]
+    assert sorted(installs()) == [
+        ("chromium", "chromium"), ("git", "git"), ("node", "nodejs"), ("npm", "npm"), ("ssh-agent", "openssh-client")
+    ]
 
 
 def test_a_machine_with_node_and_bundled_npm_asks_apt_for_chromium_alone(tmp_path: Path) -> None:
-    calls, missing, _ = run_install_step(tmp_path, present=["node", "npm"], conflicts="npm")
+    calls, missing, _ = run_install_step(tmp_path, present=["node", "npm", "git", "ssh-agent"], conflicts="npm")
     assert [call for call in calls if call.startswith("install")] == ["install -s chromium", "install -y -qq chromium"]
     assert missing == "missing="
 
 
 def test_a_machine_with_everything_asks_apt_nothing(tmp_path: Path) -> None:
-    calls, missing, _ = run_install_step(tmp_path, present=["chromium", "node", "npm"])
+    calls, missing, _ = run_install_step(tmp_path, present=["chromium", "node", "npm", "git", "ssh-agent"])
     assert calls == []
     assert missing == "missing="
 
 
 def test_a_conflicting_package_is_skipped_with_a_reason_and_the_run_goes_on(tmp_path: Path) -> None:
     # node without npm, and apt's npm conflicts with that node: npm is named missing, never installed
-    calls, missing, stderr = run_install_step(tmp_path, present=["chromium", "node"], conflicts="npm")
+    calls, missing, stderr = run_install_step(tmp_path, present=["chromium", "node", "git", "ssh-agent"],
+                                              conflicts="npm")
     assert "install -s npm" in calls
     assert not any(call.startswith("install -y") for call in calls)
     assert missing == "missing=npm"
@@ -113,6 +116,8 @@ def test_a_bare_machine_gets_each_tool_by_its_own_request(tmp_path: Path) -> Non
         "install -y -qq chromium",
         "install -y -qq nodejs",
         "install -y -qq npm",
+        "install -y -qq git",
+        "install -y -qq openssh-client",
     ]
     assert calls.count("update -qq") == 1
     assert missing == "missing="
