@@ -348,6 +348,7 @@ def test_fields_without_powers_load_in_an_untrusted_folder(workdir: Path, fields
     [
         ("workspace", False), ("offline", False), ("read-only", False), ({"write": ["src", "."]}, False),
         ("off", True), ({"write": [".."]}, True), ({"write": ["/tmp"]}, True), ({"read_deny": ["~/.ssh"]}, True),
+        ({"unix_sockets": ["/run/docker.sock"]}, True),
     ],
 )
 def test_a_sandbox_is_wider_than_the_default_when_narrowing_it_by_workspace_changes_it(
