@@ -37,6 +37,7 @@ from .events import (
 )
 from .hooks import HookSpec
 from .model_options import ModelOption
+from .project_trust import ProjectPowers, forget_folder, trusted_folders, trusted_folders_file
 from .timelines import Timeline, TimelineBuilder, timeline
 from .tree import SubagentInfo
 from .usage import TreeUsage, Usage
@@ -68,6 +69,7 @@ __all__ = [
     "ModelError",
     "ModelOption",
     "ModelUsage",
+    "ProjectPowers",
     "Response",
     "ResponseChunk",
     "SessionError",
@@ -88,8 +90,11 @@ __all__ = [
     "Usage",
     "__version__",
     "auto_approve_from_env",
+    "forget_folder",
     "load_commands",
     "load_mcp_config",
     "split_type_prompt",
     "timeline",
+    "trusted_folders",
+    "trusted_folders_file",
 ]

@@ -35,6 +35,7 @@ from .agent_types import (
     configure,
     confine,
     load_agent_types,
+    project_agent_types,
     task_tool,
 )
 from .approvals import ApprovalPolicy, ApprovalRules
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models import Model
 
+    from .project_trust import ProjectPowers
     from .sessions import AgentLog, SessionStore
     from .sessions.index import SavedAgent
 
@@ -107,8 +109,14 @@ class Agent(TurnEngine, SubagentMessages):
         session: str | None = None,
         tree: AgentTree | None = None,
         parent_id: str | None = None,
+        trust_project: bool | None = None,
     ) -> None:
         self.config = config or AgentConfig()
+        self.trust_project = trust_project
+        """Whether the agent types in `<working_dir>/.freeact-sub/agents` that carry powers (hooks, endpoints, keys'
+        names, MCP servers, `allow` rules, a wider sandbox) are used: True yes, False no (they are left out, the
+        other types work), None (the default) only if the person trusts the folder, else `start()` raises a
+        `ConfigError` naming each file and field. Read at `start()`."""
         self._settings: AgentConfig | None = None
         self.session_id: str | None = None
         """The id of the session this agent saves to (set at `start()`), or the one given to resume."""
@@ -329,10 +337,24 @@ class Agent(TurnEngine, SubagentMessages):
         """What this agent runs with: `config` with its agent type applied (model, tools, MCP servers, turns)."""
         return self._settings or self.config
 
+    def untrusted_project(self) -> ProjectPowers | None:
+        """The working folder's agent type files with powers, if they wait for the person's trust; else None.
+
+        None when `trust_project` is given, when no project file carries powers, or when the person
+        trusts the folder with these files. A consumer asks the person, then calls `remember()` on
+        the result (trust) or sets `trust_project = False` (run without them) before `start()`.
+        """
+        if self.trust_project is not None or self.is_subagent:
+            return None
+        project = project_agent_types(self.config.working_dir)
+        return None if project.trusted else project
+
     def _take_type(self) -> None:
         """Load the agent types (built-in, files, config) into the tree and apply `config.agent` to this agent."""
-        types = load_agent_types(self.config.agents, self.config.working_dir)
+        types = load_agent_types(self.config.agents, self.config.working_dir, trust_project=self.trust_project)
         name = self.config.agent or GENERAL
+        if name not in types and (inert := self._inert_type(name)) is not None:
+            raise ConfigError(f"agent: the agent type {name!r} ({inert}) is not used: this folder is not trusted")
         if name not in types:
             raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")
         if types[name].mode == "subagent":
@@ -353,6 +375,13 @@ class Agent(TurnEngine, SubagentMessages):
         self.rules = ApprovalRules(
             [(f"agent type {name}", definition.approvals), ("approvals", self.config.approvals)]
         )
+
+    def _inert_type(self, name: str) -> str | None:
+        """The file and fields of the project type `name` if it was left out for its powers."""
+        for file in project_agent_types(self.config.working_dir).powerful:
+            if file.name == name:
+                return f"{file.path}: {', '.join(file.powers)}"
+        return None
 
     def _open_session(self) -> None:
         """Create this main agent's session, or resume the one it was given (locked while it runs)."""

@@ -5,7 +5,9 @@ Where definitions come from, later ones replacing earlier ones by name:
 1. the built-ins: `general` (a clone of its parent: everything inherited), and the read-only
    `explore`, `plan` and `review` (`builtin_types.py`);
 2. user files `~/.config/freeact-sub/agents/*.md`;
-3. project files `<working_dir>/.freeact-sub/agents/*.md`;
+3. project files `<working_dir>/.freeact-sub/agents/*.md` — those with powers (hooks, endpoints,
+   keys' names, MCP servers, `allow` rules, a wider sandbox) only once the person trusts the
+   folder (`project_trust.py`);
 4. `AgentConfig.agents` — the config file's `agents` table, then the `agents` given in code.
 
 A Markdown file is YAML front matter (the fields of `AgentDefinition`, plus `name`, default
@@ -30,6 +32,7 @@ from .definitions import GENERAL, AgentDefinition, ApprovalRule, definition_fiel
 from .errors import ConfigError
 from .mcp_config import McpServerConfig, StdioServerConfig
 from .model_options import ModelOption, find_option
+from .project_trust import ProjectFile, ProjectPowers, powers_of, project_powers
 from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile
 from .tool_names import tool_allowed, unmatched_patterns
@@ -51,6 +54,7 @@ __all__ = [
     "model_options",
     "parse_agent_markdown",
     "pick_model",
+    "project_agent_types",
     "task_tool",
     "tool_allowed",
     "unmatched_patterns",
@@ -120,35 +124,75 @@ def front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
 
 def load_agent_file(path: Path) -> tuple[str, AgentDefinition]:
     """Read one Markdown agent type file."""
+    name, _, definition = _read_agent_file(path)
+    return name, definition
+
+
+def _read_agent_file(path: Path) -> tuple[str, str, AgentDefinition]:
+    """`(name, text, definition)` of one Markdown agent type file."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the agent type file: {exc}") from None
-    return parse_agent_markdown(text, str(path), path.stem)
+    name, definition = parse_agent_markdown(text, str(path), path.stem)
+    return name, text, definition
+
+
+def _agent_files(folder: Path) -> list[tuple[Path, str, str, AgentDefinition]]:
+    """`(path, name, text, definition)` of every `*.md` agent type in `folder` (none if it does not exist)."""
+    if not folder.is_dir():
+        return []
+    found: list[tuple[Path, str, str, AgentDefinition]] = []
+    seen: dict[str, Path] = {}
+    for path in sorted(folder.glob("*.md")):
+        name, text, definition = _read_agent_file(path)
+        if name in seen:
+            raise ConfigError(f"{path}: name: {name!r} is already defined in {seen[name]}")
+        seen[name] = path
+        found.append((path, name, text, definition))
+    return found
 
 
 def load_agent_dir(folder: Path) -> dict[str, AgentDefinition]:
     """Every `*.md` agent type in `folder` (none if it does not exist), by name."""
-    if not folder.is_dir():
-        return {}
-    found: dict[str, AgentDefinition] = {}
-    seen: dict[str, Path] = {}
-    for path in sorted(folder.glob("*.md")):
-        name, definition = load_agent_file(path)
-        if name in seen:
-            raise ConfigError(f"{path}: name: {name!r} is already defined in {seen[name]}")
-        seen[name] = path
-        found[name] = definition
-    return found
+    return {name: definition for _, name, _, definition in _agent_files(folder)}
+
+
+def project_agent_types(working_dir: Path, *, store: Path | None = None) -> ProjectPowers:
+    """The project's agent type files in `working_dir`, each with its powers, and whether the folder is trusted.
+
+    `store`: the file trust is remembered in (default `~/.config/freeact-sub/trusted-folders.json`).
+    """
+    files = [
+        ProjectFile(path=path, text=text, name=name, definition=definition,
+                    powers=powers_of(definition, working_dir))
+        for path, name, text, definition in _agent_files(project_agents_dir(working_dir))
+    ]
+    return project_powers(working_dir, files, store)
 
 
 def load_agent_types(
-    agents: Mapping[str, Any], working_dir: Path, *, user_dir: Path | None = None
+    agents: Mapping[str, Any],
+    working_dir: Path,
+    *,
+    user_dir: Path | None = None,
+    trust_project: bool | None = None,
+    store: Path | None = None,
 ) -> dict[str, AgentDefinition]:
-    """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`."""
+    """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`.
+
+    The project's files with powers load only when `trust_project` is True, or when it is None and
+    the person trusts the folder (remembered in `store`); with None and an untrusted folder they are
+    a `ConfigError` naming each file and field, with False they are left out. Files without powers
+    always load.
+    """
     types = dict(BUILTIN_TYPES)
     types.update(load_agent_dir(user_dir if user_dir is not None else user_agents_dir()))
-    types.update(load_agent_dir(project_agents_dir(working_dir)))
+    project = project_agent_types(working_dir, store=store)
+    applied = not project.powerful or project.applies(trust_project)
+    for file in project.files:
+        if applied or not file.powers:
+            types[file.name] = file.definition
     for name, value in agents.items():
         types[name] = validated(name, value, "agents")
     return types

@@ -14,6 +14,7 @@ from .agent_panel import AgentPanel
 from .approval_panel import ApprovalPanel
 from .call_view import CallView
 from .run_panel import RunPanel
+from .trust_panel import TrustPanel
 from .view import AgentView
 
-__all__ = ["AgentPanel", "AgentView", "ApprovalPanel", "CallView", "RunPanel"]
+__all__ = ["AgentPanel", "AgentView", "ApprovalPanel", "CallView", "RunPanel", "TrustPanel"]

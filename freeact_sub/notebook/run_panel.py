@@ -6,12 +6,21 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 
-from freeact_sub import AgentEvent, ApprovalPolicy, SubagentFinished, SubagentMessage, SubagentQueued, SubagentStarted
+from freeact_sub import (
+    AgentEvent,
+    ApprovalPolicy,
+    ProjectPowers,
+    SubagentFinished,
+    SubagentMessage,
+    SubagentQueued,
+    SubagentStarted,
+)
 
 from . import _html, _static
 from ._style import STYLESHEET
 from .agent_panel import AgentPanel, AgentState
 from .timeline_view import TimelineView
+from .trust_panel import TrustPanel
 
 __all__ = ["RunPanel"]
 
@@ -77,6 +86,14 @@ class RunPanel(widgets.VBox):
         # what a front end without widgets shows (`text/plain`), instead of the whole widget tree; no state: it is
         # written once, when the run starts, and would still say "starting" in a notebook saved after the run
         return f"<freeact-sub run of {self.main.agent_id}>"
+
+    def ask_trust(self, project: ProjectPowers, on_decision: Callable[[bool], None]) -> TrustPanel:
+        """Show the question whether to trust the working folder, above the main agent's panel."""
+        panel = TrustPanel(project, on_decision=on_decision)
+        index = self.children.index(self.main)
+        self.children = (*self.children[:index], panel, *self.children[index:])
+        self.set_status("waiting: trust this folder?")
+        return panel
 
     def set_status(self, text: str) -> None:
         self.state = text

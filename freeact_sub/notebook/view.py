@@ -10,7 +10,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from freeact_sub import Agent, AgentEvent, Response, ToolOutput, TurnCancelled, auto_approve_from_env
+from freeact_sub import (
+    Agent,
+    AgentEvent,
+    ConfigError,
+    Response,
+    ToolOutput,
+    TurnCancelled,
+    auto_approve_from_env,
+)
 
 from . import _replaced
 from .run_panel import RunPanel
@@ -51,6 +59,11 @@ class AgentView:
     On an agent that resumed a saved session (`Agent(config, session="<id>")`), the first run
     shows the earlier turns above it, collapsed. `view.transcript(agent_id)` opens the saved
     transcript of any agent of the session, a finished subagent's say.
+
+    If the working folder ships agent types that carry powers (hooks, endpoints, keys' names, MCP
+    servers, `allow` rules, a wider sandbox) and the person has not trusted it, the first run asks
+    first, with **Trust this folder** (remembered until those files change) and **Don't trust**
+    (the run goes on without them); nothing starts before the answer.
     """
 
     def __init__(self, agent: Agent, *, auto_approve: bool | None = None) -> None:
@@ -70,6 +83,7 @@ class AgentView:
         self._static_id: str | None = None
         self._static: dict[str, str] | None = None
         self._earlier_shown = False
+        self._trust_wait: asyncio.Future[bool] | None = None
         _replaced.watch()
 
     def __repr__(self) -> str:
@@ -182,6 +196,8 @@ class AgentView:
         panel = self.panel
         if panel is not None and self.running:
             self._in_loop(lambda: panel.set_status("stopping"))
+        if (waiting := self._trust_wait) is not None:
+            self._in_loop(waiting.cancel)
         self._in_loop(self.agent.cancel)
 
     def _send(self, agent_id: str, text: str) -> str | None:
@@ -207,6 +223,7 @@ class AgentView:
         state = "done"
         try:
             if not self.agent.started:
+                await self._settle_trust(panel)
                 panel.set_status("starting the agent")
                 await self.agent.start()
             panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note)
@@ -240,6 +257,35 @@ class AgentView:
         finally:
             ticker.cancel()
             self._keep_static_copy(panel)
+
+    async def _settle_trust(self, panel: RunPanel) -> None:
+        """Ask whether to trust the working folder if its powerful agent types wait for it; nothing starts before."""
+        project = self.agent.untrusted_project()
+        if project is None:
+            return
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def decide(trusted: bool) -> None:
+            self._in_loop(lambda: None if answer.done() else answer.set_result(trusted))
+
+        question = panel.ask_trust(project, decide)
+        self._trust_wait = answer
+        try:
+            trusted = await answer
+        finally:
+            self._trust_wait = None
+        if not trusted:
+            self.agent.trust_project = False
+            names = ", ".join(file.path.name for file in project.powerful)
+            question.settle(f"Not trusted: {names} not used in this run (the other agent types work).")
+            return
+        try:
+            where = project.remember()
+        except (OSError, ConfigError) as exc:
+            self.agent.trust_project = True
+            question.settle(f"Trusted for this run only (could not remember it: {exc}).")
+            return
+        question.settle(f"Trusted. Remembered in {where}; you are asked again when these files change.")
 
     def _watch_background(self, panel: RunPanel) -> None:
         """Keep the run's panel live after the cell returned: background subagents' events (and their approval

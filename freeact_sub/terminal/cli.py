@@ -2,8 +2,10 @@
 
 Configuration precedence, highest first: flags > `FREEACT_SUB_*` environment variables >
 `--config FILE`; a `.env` file in the working directory is loaded into the environment first
-(without overriding variables already set). Every configuration problem (a bad file, an unknown
-model, a missing API key) is reported in one line before any kernel starts; a failing MCP server
+(without overriding variables already set), but only its provider keys and harmless settings
+(`env_file.py`). The project's agent types that carry powers are used only in a trusted folder
+(`trust.py`: asked once, or `--trust-project` / `--no-trust-project`). Every configuration problem
+(a bad file, an unknown model, a missing API key) is reported in one line before any kernel starts; a failing MCP server
 is reported the same way, and whatever had started is stopped.
 
 Exit codes: 0 done; 1 the turn failed, was rejected or hit its turn limit, or an MCP server or
@@ -113,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run every action of every agent without asking (also FREEACT_SUB_AUTO_APPROVE=1)",
     )
+    parser.add_argument(
+        "--trust-project",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="use (or, with --no-trust-project, leave out) this folder's agent types that carry hooks, endpoints, "
+        "keys' names, MCP servers, allow rules or a wider sandbox, without asking (default: ask once per folder)",
+    )
     parser.add_argument("--demo", action="store_true", help="offline demo: a scripted model, real kernels and MCP")
     parser.add_argument(
         "--resume",
@@ -132,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         from .sessions_cmd import sessions_main
 
         return sessions_main(argv[1:])
+    if argv[:1] == ["trust"]:
+        from .trust_cmd import trust_main
+
+        return trust_main(argv[1:])
     args = build_parser().parse_args(argv)
     runner = _Runner(args)
     try:
@@ -204,11 +217,13 @@ class _Runner:
 
         from .keys import enter_stays_enter
         from .screen import ScreenConsole
+        from .trust import TrustRefused, settle_trust
 
         console = ScreenConsole(stderr=one_shot)
         try:
             agent = Agent(config, session=args.resume)
-        except SessionError as exc:
+            await settle_trust(agent, args.trust_project, console)
+        except (SessionError, ConfigError, TrustRefused) as exc:
             raise UsageError(str(exc)) from None
         with enter_stays_enter():  # a line typed while the kernel starts or a turn runs is sent when the prompt is up
             try:
@@ -300,11 +315,12 @@ def _working_dir(flag: str | None) -> Path:
 
 
 def _load_dotenv(working_dir: Path) -> None:
-    env_file = working_dir / ".env"
-    if env_file.is_file():
-        from dotenv import load_dotenv
+    """The working folder's `.env`: its provider keys and harmless settings; one warning line names the rest."""
+    from .env_file import ignored_warning, load_project_env
 
-        load_dotenv(env_file, override=False)
+    ignored = load_project_env(working_dir)
+    if ignored:
+        _complain(ignored_warning(ignored))  # the names are the file's: cleaned
 
 
 def _start_demo() -> DemoServer:
