@@ -10,14 +10,19 @@ kernel, tools, session log) and its lifecycle; `Reader` is the consumer's side o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from . import retries
 from .direct import DirectTurns
 from .errors import ModelError
 from .events import (
     AgentEvent,
+    ModelRetry,
+    ModelSlot,
     ModelUsage,
     Response,
     ResponseChunk,
@@ -25,8 +30,11 @@ from .events import (
     ThoughtsChunk,
     TurnStarted,
 )
+from .retries import LONGEST_WAIT, StreamIdle, backoff, provider_wait, retry_reason
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
     from pydantic_ai.models import Model
 
@@ -320,46 +328,51 @@ class TurnEngine(DirectTurns):
             runner.withdraw_subagents(announced)
 
     async def _model_round(self, emit: Emit) -> ModelResponse:
-        from pydantic_ai.direct import model_request_stream
-        from pydantic_ai.messages import (
-            PartDeltaEvent,
-            PartStartEvent,
-            TextPart,
-            TextPartDelta,
-            ThinkingPart,
-            ThinkingPartDelta,
-        )
-        from pydantic_ai.models import ModelRequestParameters
+        """One model response, complete: sent again (after a wait) while it fails in a way worth retrying.
 
-        assert self._model is not None and self._toolbox is not None
-        parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
-        settings: Any = self.settings.model_settings
-        sent = time.time()
-        try:
-            async with model_request_stream(
-                self._turn_model or self._model, self._history, model_settings=settings,
-                model_request_parameters=parameters,
-            ) as stream:
-                async for event in stream:
-                    if isinstance(event, PartStartEvent):
-                        part = event.part
-                        if isinstance(part, TextPart) and part.content:
-                            emit(ResponseChunk(agent_id=self.agent_id, content=part.content))
-                        elif isinstance(part, ThinkingPart) and part.content:
-                            emit(ThoughtsChunk(agent_id=self.agent_id, content=part.content))
-                    elif isinstance(event, PartDeltaEvent):
-                        delta = event.delta
-                        if isinstance(delta, TextPartDelta) and delta.content_delta:
-                            emit(ResponseChunk(agent_id=self.agent_id, content=delta.content_delta))
-                        elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
-                            emit(ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta))
-                response = stream.get()
-            # when the request went out and the response was complete, saved with it (for the timeline)
-            response.metadata = {**(response.metadata or {}), "timeline": {"sent": sent, "received": time.time()}}
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
+        The invariant retries rest on: nothing of a response acts before it is complete. Its tool
+        calls run only after this returns it (`_run_turn`), so a request that fails here has run
+        nothing, and its partial response, never in the history, is simply dropped (`ModelRetry`
+        says so to the consumers that showed it). Only the response that completed is returned,
+        saved and counted.
+        """
+        from pydantic_ai.messages import ThinkingPart
+
+        calls_before = self.tool_calls_used
+        settings = self.settings
+        attempts = settings.model_retries + 1
+        first_sent: float | None = None
+        retried: list[dict[str, Any]] = []
+        attempt = 1
+        while True:
+            this = _Attempt()
+            try:
+                response = await self._model_request(emit, this)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                assert self.tool_calls_used == calls_before, "a model request is retried only before its calls ran"
+                first_sent = first_sent or this.sent
+                reason = retry_reason(exc)
+                asked = provider_wait(exc)
+                if reason is None or attempt >= attempts or (asked is not None and asked > LONGEST_WAIT):
+                    tried = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    waits = (f" (the provider asked to wait {asked:g} s, longer than {LONGEST_WAIT:g} s)"
+                             if reason is not None and asked is not None and asked > LONGEST_WAIT else "")
+                    raise ModelError(f"the model request failed{tried}: {type(exc).__name__}: {exc}{waits}") from exc
+                wait = backoff(attempt, settings.model_retry_backoff, asked)
+                attempt += 1
+                self.tree.usage.retried(self.agent_id)
+                retried.append({"at": time.time(), "attempt": attempt, "wait": wait, "reason": reason})
+                emit(ModelRetry(agent_id=self.agent_id, attempt=attempt, attempts=attempts, wait=wait, reason=reason,
+                                message=provider_message(exc), discarded=this.shown))
+                await retries.sleep(wait)
+        # when the request went out and the response was complete, saved with it (for the timeline)
+        timeline: dict[str, Any] = {"sent": first_sent or this.sent, "received": time.time()}
+        if retried:
+            timeline["retries"] = retried
+        response.metadata = {**(response.metadata or {}), "timeline": timeline}
         used = self.tree.usage.record(self.agent_id, response)
         emit(
             ModelUsage(
@@ -374,6 +387,103 @@ class TurnEngine(DirectTurns):
             if isinstance(part, ThinkingPart) and part.content:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))
         return response
+
+    async def _model_request(self, emit: Emit, this: _Attempt) -> ModelResponse:
+        """Send one model request and stream its response (text and thinking as events), noting in `this` when it
+        was sent and whether a chunk was shown. Holds a slot of the tree's `max_model_requests` while it runs. A
+        stream silent for `stream_idle_timeout` raises `StreamIdle`."""
+        from pydantic_ai.direct import model_request_stream
+        from pydantic_ai.messages import (
+            PartDeltaEvent,
+            PartStartEvent,
+            TextPart,
+            TextPartDelta,
+            ThinkingPart,
+            ThinkingPartDelta,
+        )
+        from pydantic_ai.models import ModelRequestParameters
+
+        assert self._model is not None and self._toolbox is not None
+        model = self._turn_model or self._model
+        parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
+        settings: Any = dict(self.settings.model_settings or {})
+        if "max_retries" not in type(model).unsupported_settings:
+            settings.setdefault("max_retries", 0)  # ours are the only retries: seen, counted, and bounded by the tree
+        idle = self.settings.stream_idle_timeout
+        slots = self.tree.model_requests
+        waited_from = None
+        if slots.full() and slots.limit is not None:
+            waited_from = time.monotonic()
+            emit(ModelSlot(agent_id=self.agent_id, waiting=True, limit=slots.limit))
+        async with slots.slot():
+            if waited_from is not None and slots.limit is not None:
+                emit(ModelSlot(agent_id=self.agent_id, waiting=False, limit=slots.limit,
+                               waited=time.monotonic() - waited_from))
+            this.sent = time.time()
+            async with contextlib.AsyncExitStack() as stack:
+                async with _idle_limit(idle):
+                    stream = await stack.enter_async_context(model_request_stream(
+                        model, self._history, model_settings=settings, model_request_parameters=parameters,
+                    ))
+                events = aiter(stream)
+                while True:
+                    async with _idle_limit(idle):
+                        try:
+                            event = await anext(events)
+                        except StopAsyncIteration:
+                            break
+                    chunk: AgentEvent | None = None
+                    if isinstance(event, PartStartEvent):
+                        part = event.part
+                        if isinstance(part, TextPart) and part.content:
+                            chunk = ResponseChunk(agent_id=self.agent_id, content=part.content)
+                        elif isinstance(part, ThinkingPart) and part.content:
+                            chunk = ThoughtsChunk(agent_id=self.agent_id, content=part.content)
+                    elif isinstance(event, PartDeltaEvent):
+                        delta = event.delta
+                        if isinstance(delta, TextPartDelta) and delta.content_delta:
+                            chunk = ResponseChunk(agent_id=self.agent_id, content=delta.content_delta)
+                        elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                            chunk = ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta)
+                    if chunk is not None:
+                        this.shown = True
+                        emit(chunk)
+                return stream.get()
+
+
+@dataclass
+class _Attempt:
+    """One attempt at a model request: when it was sent, and whether part of its response was shown."""
+
+    sent: float | None = None
+    shown: bool = False
+
+
+@contextlib.asynccontextmanager
+async def _idle_limit(seconds: float | None) -> AsyncIterator[None]:
+    """Raise `StreamIdle` when the body takes longer than `seconds` (None: no limit)."""
+    if seconds is None:
+        yield
+        return
+    limit = asyncio.timeout(seconds)
+    try:
+        async with limit:
+            yield
+    except TimeoutError:
+        if limit.expired():
+            raise StreamIdle(seconds) from None
+        raise
+
+
+def provider_message(exc: BaseException) -> str:
+    """What the provider said about a failed request: its error body's message, else the exception's text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        message = inner.get("message") if isinstance(inner, dict) else None
+        if isinstance(message, str) and message:
+            return message
+    return getattr(exc, "message", None) or str(exc) or type(exc).__name__
 
 
 async def wait_for_end(turn: asyncio.Task[None]) -> None:
