@@ -137,8 +137,8 @@ def conversation_of(wire: Wire, body: Mapping[str, Any]) -> tuple[str, int]:
 
 class FaultPlan:
     """Faults by conversation and round: `plan.add("CHILD 3", 1, Fault(status=429), Fault(kind="cut"))` fails the
-    first two attempts of round 1 (the second request) of the conversation whose first user message contains
-    `CHILD 3`. Use it as a server's `faults`; `attempts` counts the requests per (marker, round)."""
+    first two attempts of round 1 (the second request) of the conversation whose first user message starts
+    with `CHILD 3`. Use it as a server's `faults`; `attempts` counts the requests per (marker, round)."""
 
     def __init__(self) -> None:
         self._faults: dict[tuple[str, int], tuple[Fault, ...]] = {}
@@ -154,7 +154,7 @@ class FaultPlan:
     def __call__(self, wire: Wire, body: Mapping[str, Any]) -> Fault | None:
         first, rounds = conversation_of(wire, body)
         for (marker, round), faults in self._faults.items():
-            if round == rounds and marker in first:
+            if round == rounds and first.startswith(marker):
                 attempt = self.attempts.get((marker, round), 0)
                 self.attempts[(marker, round)] = attempt + 1
                 return faults[attempt] if attempt < len(faults) else None
