@@ -364,9 +364,11 @@ class TurnEngine(DirectTurns):
                 wait = backoff(attempt, settings.model_retry_backoff, asked)
                 attempt += 1
                 self.tree.usage.retried(self.agent_id)
-                retried.append({"at": time.time(), "attempt": attempt, "wait": wait, "reason": reason})
+                said = provider_message(exc)
+                retried.append({"at": time.time(), "attempt": attempt, "attempts": attempts, "wait": wait,
+                                "reason": reason, "message": said[:500]})
                 emit(ModelRetry(agent_id=self.agent_id, attempt=attempt, attempts=attempts, wait=wait, reason=reason,
-                                message=provider_message(exc), discarded=this.shown))
+                                message=said, discarded=this.shown))
                 await retries.sleep(wait)
         # when the request went out and the response was complete, saved with it (for the timeline)
         timeline: dict[str, Any] = {"sent": first_sent or this.sent, "received": time.time()}

@@ -16,8 +16,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .wire import Wire
-
 __all__ = ["Fault", "FaultChooser", "FaultPlan", "RandomFaults", "conversation_of", "fault_headers", "faulty_stream"]
 
 FaultKind = Literal["status", "cut", "silent", "malformed", "error_event"]
@@ -44,8 +42,8 @@ class Fault:
         return self.message or _MESSAGES.get(self.status, f"scripted failure {self.status}")
 
 
-FaultChooser = Callable[[Wire, Mapping[str, Any]], Fault | None]
-"""Decides, from the protocol and the request body, whether (and how) one request fails."""
+FaultChooser = Callable[[str, Mapping[str, Any]], Fault | None]
+"""Decides, from the protocol (`openai`, `anthropic`) and the request body, whether (and how) one request fails."""
 
 _MESSAGES = {
     408: "Request timed out.",
@@ -119,13 +117,13 @@ async def faulty_stream(
         yield error_event
 
 
-def conversation_of(wire: Wire, body: Mapping[str, Any]) -> tuple[str, int]:
-    """The first user message of a request (which conversation it belongs to) and its round (assistant turns so far)."""
-    from .anthropic import to_chat_request
+def conversation_of(body: Mapping[str, Any]) -> tuple[str, int]:
+    """The first user message of a request (which conversation it belongs to) and its round (assistant turns so far).
 
-    chat = to_chat_request(body) if wire == "anthropic" else body
+    The same for both protocols: chat completions and the Messages API both send `messages` with `user` and
+    `assistant` roles, and a text content or a list of blocks."""
     first, rounds = "", 0
-    for message in chat.get("messages") or []:
+    for message in body.get("messages") or []:
         if message.get("role") == "assistant":
             rounds += 1
         elif message.get("role") == "user" and not first:
@@ -151,8 +149,8 @@ class FaultPlan:
         self._faults.clear()
         self.attempts.clear()
 
-    def __call__(self, wire: Wire, body: Mapping[str, Any]) -> Fault | None:
-        first, rounds = conversation_of(wire, body)
+    def __call__(self, wire: str, body: Mapping[str, Any]) -> Fault | None:
+        first, rounds = conversation_of(body)
         for (marker, round), faults in self._faults.items():
             if round == rounds and first.startswith(marker):
                 attempt = self.attempts.get((marker, round), 0)
@@ -173,7 +171,7 @@ class RandomFaults:
         self.requests = 0
         self.counts: dict[str, int] = {}
 
-    def __call__(self, wire: Wire, body: Mapping[str, Any]) -> Fault | None:
+    def __call__(self, wire: str, body: Mapping[str, Any]) -> Fault | None:
         self.requests += 1
         draw = self._random.random()
         for rate, fault in self.faults:

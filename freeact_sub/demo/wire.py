@@ -25,7 +25,7 @@ class ScriptedModel(Protocol):
     """Seconds between streamed chunks."""
     responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply]
     """Decides each reply from a chat-completions shaped request."""
-    faults: Callable[[Wire, Mapping[str, Any]], Fault | None] | None
+    faults: Callable[[str, Mapping[str, Any]], Fault | None] | None
     """Decides, per request (protocol and body as sent), whether it fails and how (`faults.Fault`); None: never."""
 
     def log(self, protocol: Wire, body: dict[str, Any]) -> None:

@@ -187,6 +187,9 @@ async def test_the_main_agent_retries_each_fault_and_nothing_runs_twice(
     assert_one_response_per_round(saved_responses(workdir), 2)
     timeline = saved_responses(workdir)[0].metadata["timeline"]  # type: ignore[index]
     assert [r["attempt"] for r in timeline["retries"]] == [2, 3]
+    replayed = of(ModelRetry, open_session("latest", workdir).events())  # what `sessions show` prints
+    assert [(e.attempt, e.attempts, e.reason, e.wait) for e in replayed] == [
+        (e.attempt, e.attempts, e.reason, e.wait) for e in retried]
 
 
 async def test_a_request_that_runs_out_of_retries_fails_with_the_providers_message(
