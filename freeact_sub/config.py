@@ -225,7 +225,7 @@ class AgentConfig(BaseModel):
     """How many times a model request that failed before any of its tool calls ran is sent again: a rate limit
     (429), an overload (529), a server error (5xx, 408, 409), a dropped, silent or malformed stream. 0: never.
     An agent type's `model_retries` wins for agents of that type (a cheap model may be retried more)."""
-    model_retry_backoff: float = Field(default=1.0, ge=0)
+    model_retry_backoff: float = Field(default=0.5, ge=0)
     """Seconds to wait before the first retry when the provider says nothing (`Retry-After`); doubled for each
     further retry up to 30 s, with jitter. The provider's `Retry-After` wins when it sends one."""
     stream_idle_timeout: float | None = Field(default=300.0, gt=0)

@@ -105,7 +105,7 @@ def clean_environment() -> Iterator[None]:
 def test_defaults_and_every_layer_sets_the_retry_fields(tmp_path: Path, clean_environment: None) -> None:
     config = AgentConfig()
     assert (config.model_retries, config.model_retry_backoff, config.stream_idle_timeout,
-            config.max_model_requests) == (5, 1.0, 300.0, 8)
+            config.max_model_requests) == (5, 0.5, 300.0, 8)
     config_file = tmp_path / "freeact.toml"
     config_file.write_text("model_retries = 9\nmax_model_requests = 3\nstream_idle_timeout = 60\n")
     loaded = AgentConfig.load(config_file)
@@ -209,3 +209,17 @@ def test_the_timeline_shows_a_retry_and_a_wait_for_a_model_slot_as_their_own_sta
     assert spans == [("thinking", 0, 1), ("waiting_for_model", 1, 2), ("thinking", 2, 2.5), ("retrying", 2.5, 5.5),
                      ("thinking", 5.5, 6)]
     assert lane.spans[3].label == "attempt 2/6 · overloaded"
+
+
+def test_the_readmes_retry_example_builds_the_config_it_describes() -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "model_retries=4" in b]
+    scope: dict[str, object] = {}
+    exec(block, scope)
+    config = scope["config"]
+    assert isinstance(config, AgentConfig)
+    assert (config.model_retries, config.max_model_requests) == (4, 6)
+    scout = configure(config, config.agents["scout"], "scout")
+    assert scout.model_retries == 10 and scout.model == "openai:gpt-4.1-mini"
