@@ -62,7 +62,7 @@ class Sizes:
 FULL = Sizes(
     spawns=20,
     fan_outs=((10, 5, 1.0), (50, 10, 0.5), (200, 20, 0.5)),
-    faulty_fan_out=(50, 10, 0.5, 2),
+    faulty_fan_out=(50, 10, 0.5, 3),
     approvals=40,
     cell_rounds=200,
     store_rounds=100,

@@ -74,8 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="how many model requests all agents have in flight at once ('none': no bound)",
     )
     parser.add_argument(
-        "--stream-idle-timeout", type=float, metavar="S",
-        help="seconds a model's stream may stay silent before the request is retried",
+        "--stream-idle-timeout", metavar="S",
+        help="seconds a model's stream may stay silent before the request is retried ('none': no limit)",
     )
     parser.add_argument(
         "--max-depth", type=int, metavar="N", help="how deep subagents may nest (1: only the main agent starts them)"

@@ -140,6 +140,23 @@ def streamed_text(events: list[Any], agent_id: str) -> str:
     return "".join(shown)
 
 
+def shown_by_sessions_show(events: list[Any], main: str) -> str:
+    """What `freeact-sub sessions show` prints for these replayed events (the live session's renderer)."""
+    import io
+
+    from rich.console import Console
+
+    from freeact_sub.terminal.palette import Palette
+    from freeact_sub.terminal.render import Renderer
+    from freeact_sub.terminal.status import SubagentBoard
+
+    output, palette = io.StringIO(), Palette()
+    renderer = Renderer(Console(file=output, width=200), palette, SubagentBoard(palette), main_id=main)
+    for event in events:
+        renderer.handle(event)
+    return output.getvalue()
+
+
 # -- the main agent, each fault on each protocol -----------------------------------------------------------------
 
 FAULTS = {
@@ -187,9 +204,11 @@ async def test_the_main_agent_retries_each_fault_and_nothing_runs_twice(
     assert_one_response_per_round(saved_responses(workdir), 2)
     timeline = saved_responses(workdir)[0].metadata["timeline"]  # type: ignore[index]
     assert [r["attempt"] for r in timeline["retries"]] == [2, 3]
-    replayed = of(ModelRetry, open_session("latest", workdir).events())  # what `sessions show` prints
+    saved_events = open_session("latest", workdir).events()
+    replayed = of(ModelRetry, saved_events)
     assert [(e.attempt, e.attempts, e.reason, e.wait) for e in replayed] == [
         (e.attempt, e.attempts, e.reason, e.wait) for e in retried]
+    assert shown_by_sessions_show(saved_events, main).count(f"· {reason}") == 3
 
 
 async def test_a_request_that_runs_out_of_retries_fails_with_the_providers_message(
