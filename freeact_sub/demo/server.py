@@ -62,6 +62,10 @@ class DemoServer:
         """The same bodies by protocol: `requests_by_protocol["anthropic"]` holds the Messages API requests."""
         self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # asyncio sets TCP_NODELAY only on sockets made with proto IPPROTO_TCP, not on this one (proto 0), and its
+        # connections inherit the listener's: without it a response's headers and body wait out the client's
+        # delayed ACK (Nagle), 40 ms a request
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind((host, port))
         self._socket.listen(64)
         bound_host, bound_port = self._socket.getsockname()[:2]
