@@ -148,3 +148,24 @@ async def test_fifty_children_against_a_provider_that_fails_a_fifth_of_requests_
     assert results == sorted(f"CHILD-{i} says hello" for i in range(50))
     assert usage.total.retries == len(of(ModelRetry, events)) == sum(faults.counts.values())
     assert sum(faults.counts.values()) >= 10 and len(faults.counts) >= 5, faults.counts
+
+
+async def test_an_agent_type_retries_as_often_as_it_says_and_a_child_that_runs_out_fails_its_task(
+    server: DemoServer, plan: FaultPlan, waits: list[float], workdir: Path
+) -> None:
+    """A type with `model_retries=0` fails at its first 429 (its parent is told, with the provider's message); a type
+    with more retries than the parent's outlasts what the parent would not."""
+    plan.add("CHILD-fragile", 0, Fault(status=429, message="slow down, fragile"))
+    plan.add("CHILD-sturdy", 0, *[Fault(status=503)] * 3)
+    types = {"fragile": {"description": "Never retried.", "model_retries": 0},
+             "sturdy": {"description": "Retried more.", "model_retries": 3}}
+    async with Agent(config(server, workdir, model_retries=1, agents=types)) as agent, asyncio.timeout(90):
+        events = await drive(agent.stream(parent_prompt(
+            {"prompt": "CHILD-fragile: count", "subagent_type": "fragile"},
+            {"prompt": "CHILD-sturdy: count", "subagent_type": "sturdy"})))
+    finished = {e.tool_call_id: e.status for e in of(SubagentFinished, events)}
+    assert finished == {"task-0": "failed", "task-1": "done"}
+    assert plan.attempts == {("CHILD-fragile", 0): 1, ("CHILD-sturdy", 0): 4}
+    results = {o.tool_call_id: o for o in of(ToolOutput, events) if o.tool_name == "task"}
+    assert results["task-0"].is_error and "slow down, fragile" in results["task-0"].content
+    assert [e.reason for e in of(ModelRetry, events)] == ["unavailable"] * 3
