@@ -10,31 +10,18 @@ kernel, tools, session log) and its lifecycle; `Reader` is the consumer's side o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from . import retries
 from .direct import DirectTurns
 from .errors import ModelError
-from .events import (
-    AgentEvent,
-    ModelRetry,
-    ModelSlot,
-    ModelUsage,
-    Response,
-    ResponseChunk,
-    Thoughts,
-    ThoughtsChunk,
-    TurnStarted,
-)
-from .retries import LONGEST_WAIT, StreamIdle, backoff, provider_wait, retry_reason
+from .events import AgentEvent, ModelRetry, ModelUsage, Response, Thoughts, TurnStarted
+from .model_request import Attempt, provider_message, send
+from .retries import LONGEST_WAIT, backoff, provider_wait, retry_reason
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
     from pydantic_ai.models import Model
 
@@ -345,7 +332,7 @@ class TurnEngine(DirectTurns):
         retried: list[dict[str, Any]] = []
         attempt = 1
         while True:
-            this = _Attempt()
+            this = Attempt()
             try:
                 response = await self._model_request(emit, this)
                 break
@@ -390,102 +377,14 @@ class TurnEngine(DirectTurns):
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))
         return response
 
-    async def _model_request(self, emit: Emit, this: _Attempt) -> ModelResponse:
-        """Send one model request and stream its response (text and thinking as events), noting in `this` when it
-        was sent and whether a chunk was shown. Holds a slot of the tree's `max_model_requests` while it runs. A
-        stream silent for `stream_idle_timeout` raises `StreamIdle`."""
-        from pydantic_ai.direct import model_request_stream
-        from pydantic_ai.messages import (
-            PartDeltaEvent,
-            PartStartEvent,
-            TextPart,
-            TextPartDelta,
-            ThinkingPart,
-            ThinkingPartDelta,
-        )
-        from pydantic_ai.models import ModelRequestParameters
-
+    async def _model_request(self, emit: Emit, this: Attempt) -> ModelResponse:
+        """One attempt: the request with the agent's history, model, tools and settings (`model_request.send`)."""
         assert self._model is not None and self._toolbox is not None
-        model = self._turn_model or self._model
-        parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
-        settings: Any = dict(self.settings.model_settings or {})
-        if "max_retries" not in type(model).unsupported_settings:
-            settings.setdefault("max_retries", 0)  # ours are the only retries: seen, counted, and bounded by the tree
-        idle = self.settings.stream_idle_timeout
-        slots = self.tree.model_requests
-        waited_from = None
-        if slots.full() and slots.limit is not None:
-            waited_from = time.monotonic()
-            emit(ModelSlot(agent_id=self.agent_id, waiting=True, limit=slots.limit))
-        async with slots.slot():
-            if waited_from is not None and slots.limit is not None:
-                emit(ModelSlot(agent_id=self.agent_id, waiting=False, limit=slots.limit,
-                               waited=time.monotonic() - waited_from))
-            this.sent = time.time()
-            async with contextlib.AsyncExitStack() as stack:
-                async with _idle_limit(idle):
-                    stream = await stack.enter_async_context(model_request_stream(
-                        model, self._history, model_settings=settings, model_request_parameters=parameters,
-                    ))
-                events = aiter(stream)
-                while True:
-                    async with _idle_limit(idle):
-                        try:
-                            event = await anext(events)
-                        except StopAsyncIteration:
-                            break
-                    chunk: AgentEvent | None = None
-                    if isinstance(event, PartStartEvent):
-                        part = event.part
-                        if isinstance(part, TextPart) and part.content:
-                            chunk = ResponseChunk(agent_id=self.agent_id, content=part.content)
-                        elif isinstance(part, ThinkingPart) and part.content:
-                            chunk = ThoughtsChunk(agent_id=self.agent_id, content=part.content)
-                    elif isinstance(event, PartDeltaEvent):
-                        delta = event.delta
-                        if isinstance(delta, TextPartDelta) and delta.content_delta:
-                            chunk = ResponseChunk(agent_id=self.agent_id, content=delta.content_delta)
-                        elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
-                            chunk = ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta)
-                    if chunk is not None:
-                        this.shown = True
-                        emit(chunk)
-                return stream.get()
-
-
-@dataclass
-class _Attempt:
-    """One attempt at a model request: when it was sent, and whether part of its response was shown."""
-
-    sent: float | None = None
-    shown: bool = False
-
-
-@contextlib.asynccontextmanager
-async def _idle_limit(seconds: float | None) -> AsyncIterator[None]:
-    """Raise `StreamIdle` when the body takes longer than `seconds` (None: no limit)."""
-    if seconds is None:
-        yield
-        return
-    limit = asyncio.timeout(seconds)
-    try:
-        async with limit:
-            yield
-    except TimeoutError:
-        if limit.expired():
-            raise StreamIdle(seconds) from None
-        raise
-
-
-def provider_message(exc: BaseException) -> str:
-    """What the provider said about a failed request: its error body's message, else the exception's text."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
-        message = inner.get("message") if isinstance(inner, dict) else None
-        if isinstance(message, str) and message:
-            return message
-    return getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        return await send(
+            self._turn_model or self._model, self._history, self._toolbox.definitions(), self.settings.model_settings,
+            agent_id=self.agent_id, slots=self.tree.model_requests, idle=self.settings.stream_idle_timeout,
+            emit=emit, attempt=this,
+        )
 
 
 async def wait_for_end(turn: asyncio.Task[None]) -> None:
