@@ -221,7 +221,7 @@ class AgentPanel(widgets.VBox):
             return ""
         note = self.model_note
         if self._note_until is not None:
-            left = self._note_until - time.monotonic()
+            left = self._note_until - time.time()
             if left <= 0:
                 self.model_note, self._note_until = "", None
                 return ""
@@ -322,7 +322,7 @@ class AgentPanel(widgets.VBox):
                 self.retries += 1
                 of = f"/{retry.attempts}" if retry.attempts else ""
                 self.model_note = f"attempt {retry.attempt}{of} · {retry.reason}"
-                self._note_until = time.monotonic() + retry.wait
+                self._note_until = retry.at + retry.wait  # wall clock: a replayed retry is long over
                 self._drop_partial()
             case ModelSlot(waiting=waiting, limit=limit):
                 self.model_note = f"waiting for a model slot ({limit} in flight)" if waiting else ""

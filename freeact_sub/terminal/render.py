@@ -111,7 +111,7 @@ class Renderer:
             case ModelRetry() as retry:
                 self._partials.pop((agent, "text"), None)  # the failed attempt's text is dropped, never shown twice
                 self._partials.pop((agent, "thinking"), None)
-                self.board.retrying(agent, retry.wait, retry_note(retry))
+                self.board.retrying(agent, retry.at + retry.wait, retry_note(retry))
                 body = Text.assemble(Text(f"retrying in {seconds(retry.wait)} · {retry_note(retry)}", style="yellow"),
                                      Text(f"  {_one_line(retry.message)}" if retry.message else "", style="dim"))
                 self._row(agent, Text("↻", style="yellow"), body)

@@ -41,7 +41,7 @@ class _Row:
     cost: Decimal | None = None
     parent_id: str | None = None
     retry_until: float | None = None
-    """While a model request waits to be retried: when it is sent again (the state counts down to it)."""
+    """While a model request waits to be retried: when it is sent again (`time.time()`; the state counts down)."""
 
     @property
     def finished(self) -> bool:
@@ -97,12 +97,12 @@ class SubagentBoard:
             row.state = state
             row.retry_until = None
 
-    def retrying(self, agent_id: str, wait: float, note: str) -> None:
-        """A model request of the subagent waits `wait` seconds to be sent again: `retrying in 4 s · attempt 2/6 · …`,
-        counting down, then `thinking` again."""
+    def retrying(self, agent_id: str, until: float, note: str) -> None:
+        """A model request of the subagent waits until `until` (`time.time()`) to be sent again: `retrying in 4 s ·
+        attempt 2/6 · …`, counting down, then `thinking` again."""
         row = self._rows.get(agent_id)
         if row is not None and not row.finished:
-            row.state, row.retry_until = note, time.monotonic() + wait
+            row.state, row.retry_until = note, until
 
     def turn(self, agent_id: str, turn: int) -> None:
         row = self._rows.get(agent_id)
@@ -148,7 +148,7 @@ class SubagentBoard:
             style = _FINISHED_STYLE.get(row.state, "red") if row.finished else ""
             state = Text(row.state.replace("_", " "), style=style)
             if row.retry_until is not None and not row.finished:
-                left = row.retry_until - now
+                left = row.retry_until - time.time()
                 shown = f"retrying in {max(left, 0):.0f} s · {row.state}" if left > 0 else "thinking"
                 state = Text(shown, style="yellow" if left > 0 else "")
             cells.append([

@@ -167,7 +167,7 @@ def test_the_live_table_counts_down_a_childs_retry_and_a_wait_for_a_model_slot()
     table = io.StringIO()
     Console(file=table, width=200).print(board.render())
     assert "waiting for a model slot" in table.getvalue()
-    board.retrying(CHILD, -1, "attempt 3/6 · overloaded")  # its wait is over: it thinks again
+    board.retrying(CHILD, time.time() - 1, "attempt 3/6 · overloaded")  # its wait is over: it thinks again
     table = io.StringIO()
     Console(file=table, width=200).print(board.render())
     assert "thinking" in table.getvalue() and "retrying" not in table.getvalue()
@@ -223,3 +223,10 @@ def test_the_readmes_retry_example_builds_the_config_it_describes() -> None:
     assert (config.model_retries, config.max_model_requests) == (4, 6)
     scout = configure(config, config.agents["scout"], "scout")
     assert scout.model_retries == 10 and scout.model == "openai:gpt-4.1-mini"
+
+
+def test_a_replayed_retry_counts_but_shows_no_countdown() -> None:
+    """A reopened notebook replays a saved session: its retries are counted, not shown as still waiting."""
+    panel = AgentPanel(AGENT, policy=ApprovalPolicy())
+    panel.handle(ModelRetry(agent_id=AGENT, attempt=2, attempts=6, wait=4, reason="overloaded", at=time.time() - 3600))
+    assert "retrying" not in panel._header.value and "1 retry" in panel._header.value
