@@ -10,6 +10,9 @@ server from `tests/servers/`; no API key, no network). It measures, on this mach
   and a kernel-less agent type (no pool);
 - fan-out: N children each running a cell of fixed length under a bound, wall time against
   the floor (waves x cell), for N = 10, 50, 200;
+- fan-out against a misbehaving provider: 50 children over real HTTP while 20 % of requests get
+  `429` (`Retry-After: 0.2`) and 5 % of streams drop, against the same fan-out without faults
+  (`bench/retry_bench.py`): all done, the wall-time ratio, and the peak of requests in flight;
 - approval round trip: the `ApprovalRequest` leaves the agent -> the consumer decides ->
   the cell starts in the kernel (read from the kernel's own clock);
 - per-cell overhead: a trivial cell's round trip through our kernel client against raw
@@ -48,6 +51,8 @@ class Sizes:
     spawns: int
     fan_outs: tuple[tuple[int, int, float], ...]
     """(children, bound, cell seconds) per fan-out row."""
+    faulty_fan_out: tuple[int, int, float, int]
+    """(children, bound, cell seconds, runs of each) of the fan-out against a provider that misbehaves."""
     approvals: int
     cell_rounds: int
     store_rounds: int
@@ -57,12 +62,14 @@ class Sizes:
 FULL = Sizes(
     spawns=20,
     fan_outs=((10, 5, 1.0), (50, 10, 0.5), (200, 20, 0.5)),
+    faulty_fan_out=(50, 10, 0.5, 3),
     approvals=40,
     cell_rounds=200,
     store_rounds=100,
     session_messages=1000,
 )
-QUICK = Sizes(spawns=3, fan_outs=((4, 2, 0.2),), approvals=5, cell_rounds=20, store_rounds=20, session_messages=50)
+QUICK = Sizes(spawns=3, fan_outs=((4, 2, 0.2),), faulty_fan_out=(4, 2, 0.2, 1), approvals=5, cell_rounds=20,
+              store_rounds=20, session_messages=50)
 
 
 def percentiles(samples: list[float]) -> dict[str, Any]:
@@ -135,6 +142,13 @@ async def fan_out(sizes: Sizes, timelines: Path | None) -> list[dict[str, Any]]:
             row["timeline"] = str(picture.save(timelines / f"fan-out-{children}.svg"))
         rows.append(row)
     return rows
+
+
+async def retries(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench.retry_bench import compare
+
+    children, bound, cell, repeats = sizes.faulty_fan_out
+    return await compare(children, bound, cell, repeats)
 
 
 async def approval_round_trip(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
@@ -255,6 +269,14 @@ def table(results: dict[str, Any]) -> Any:
             f"{short} {per_child[state]:.2f}" for state, short in _SHORT.items() if per_child.get(state) is not None
         )
         rows.add_row("  per child, mean seconds", where, f"{row['lost']} children lost")
+    faulty = results["retries"]
+    rows.add_row(
+        f"fan-out over HTTP: {faulty['children']} children x {faulty['cell']:g} s cell, bound {faulty['bound']}, "
+        "20 % 429 (Retry-After 0.2 s) + 5 % dropped streams",
+        f"{faulty['wall']:.2f} s, {faulty['done']}/{faulty['children']} done",
+        f"{faulty['ratio']:.2f} x the {faulty['clean_wall']:.2f} s without faults; {faulty['retries']} retries; "
+        f"peak {faulty['peak_in_flight']} requests in flight (max {faulty['max_model_requests']})",
+    )
     approval = results["approval"]
     total, seen, started = (
         approval[key] for key in ("request_to_cell_start", "request_to_consumer", "decision_to_cell_start")
@@ -359,6 +381,7 @@ async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
         ("approval", approval_round_trip),
         ("spawn", spawn),
         ("fan_out", fan_out),
+        ("retries", retries),
         ("session", session_store),
     )
     for name, step in steps:

@@ -246,6 +246,10 @@ def configure(
         update["mcp_tools"] = definition.mcp_tools
     if definition.max_children is not None:
         update["max_children"] = definition.max_children
+    if definition.model_retries is not None:
+        update["model_retries"] = definition.model_retries
+    if definition.stream_idle_timeout is not None:
+        update["stream_idle_timeout"] = definition.stream_idle_timeout
     return base.model_copy(update=update) if update else base
 
 

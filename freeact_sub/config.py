@@ -221,6 +221,19 @@ class AgentConfig(BaseModel):
     """
     max_turns: int | None = Field(default=None, ge=1)
     """Default limit on model rounds per `stream()` call (None: unlimited)."""
+    model_retries: int = Field(default=5, ge=0)
+    """How many times a model request that failed before any of its tool calls ran is sent again: a rate limit
+    (429), an overload (529), a server error (5xx, 408, 409), a dropped, silent or malformed stream. 0: never.
+    An agent type's `model_retries` wins for agents of that type (a cheap model may be retried more)."""
+    model_retry_backoff: float = Field(default=0.5, ge=0)
+    """Seconds to wait before the first retry when the provider says nothing (`Retry-After`); doubled for each
+    further retry up to 30 s, with jitter. The provider's `Retry-After` wins when it sends one."""
+    stream_idle_timeout: float | None = Field(default=300.0, gt=0)
+    """Seconds a model's stream may stay silent (before its first chunk or between two) before it is dropped and
+    the request retried; None: wait for ever. An agent type's `stream_idle_timeout` wins for its agents."""
+    max_model_requests: int | None = Field(default=8, ge=1)
+    """How many model requests the whole tree (the main agent and every subagent) has in flight at once; a
+    request beyond it waits for a slot. None (`"none"` in the environment or on the command line): no bound."""
     auto_approve: bool = False
     """Approve every action of every agent (still emitted as decided `ApprovalRequest`s)."""
     max_output_chars: int = Field(default=20_000, ge=200)
@@ -271,6 +284,11 @@ class AgentConfig(BaseModel):
     (`execute_ipython_cell`, `reset_kernel`, `task`, `<server>_<tool>`.)"""
     disallowed_tools: list[str] = Field(default_factory=list)
     """Names or glob patterns of tools not offered. Without `execute_ipython_cell` the agent gets no kernel."""
+
+    @field_validator("max_model_requests", "stream_idle_timeout", mode="before")
+    @classmethod
+    def _none_in_words(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and value.strip().lower() in ("none", "unbounded", "off") else value
 
     @field_validator("kernel_gateway", mode="before")
     @classmethod

@@ -69,6 +69,13 @@ class AgentDefinition(BaseModel):
     """Its default turn limit; a `task` call's `max_turns` wins when given."""
     max_children: int | None = Field(default=None, ge=1, validation_alias=_alias("max_children", "maxChildren"))
     """How many subagents an agent of this type may start over its life; unset: the config's `max_children`."""
+    model_retries: int | None = Field(default=None, ge=0, validation_alias=_alias("model_retries", "modelRetries"))
+    """How many times a failed model request of its agents is retried (as `AgentConfig.model_retries`); unset: the
+    parent's."""
+    stream_idle_timeout: float | None = Field(
+        default=None, gt=0, validation_alias=_alias("stream_idle_timeout", "streamIdleTimeout")
+    )
+    """Seconds its model's stream may stay silent before the request is retried; unset: the parent's."""
     mode: Literal["primary", "subagent", "all"] = "all"
     """Where it may run: `primary` only as the main agent (`--agent`), `subagent` only through `task`, `all` both."""
     max_cost: float | None = Field(default=None, gt=0, validation_alias=_alias("max_cost", "maxCost"))

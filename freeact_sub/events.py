@@ -11,6 +11,8 @@ Event family::
     ├── ThoughtsChunk / Thoughts     the model's thinking, streamed / complete
     ├── ResponseChunk / Response     the model's text, streamed / complete
     ├── ModelUsage                   tokens (and cost, where known) of one model response
+    ├── ModelRetry                   a model request failed before it acted and is sent again after a wait
+    ├── ModelSlot                    a model request waits for a slot of `max_model_requests` / got one
     ├── ApprovalRequest              a tool call waits for a decision (or was decided by a policy);
     │                                `source="code"` for an MCP tool that a cell's code calls
     ├── CodeExecutionOutputChunk     output of a running cell, as it arrives
@@ -44,6 +46,8 @@ __all__ = [
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
     "HookError",
+    "ModelRetry",
+    "ModelSlot",
     "ModelUsage",
     "Response",
     "ResponseChunk",
@@ -110,6 +114,44 @@ class ModelUsage(AgentEvent):
     """Output tokens of the response, thinking included."""
     cost: Decimal | None = None
     """USD from the `genai-prices` table; None when the model or provider is not in it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRetry(AgentEvent):
+    """A model request of `agent_id` failed before any of its tool calls ran, and is sent again after `wait` seconds.
+
+    Whatever its stream had shown is thrown away (`discarded`): drop the partial text and thinking of
+    this agent's round and show the new attempt's instead. The retried response is the only one that
+    reaches the history and the saved session. A request that runs out of retries fails as before.
+    """
+
+    attempt: int
+    """The attempt about to be made: 2 for the first retry."""
+    attempts: int
+    """The most attempts this request gets (`model_retries` + 1)."""
+    wait: float
+    """Seconds until it is sent again: the provider's `Retry-After` (plus jitter), else exponential backoff."""
+    reason: str
+    """Why, in a few words: `rate limited`, `overloaded`, `server error 500`, `stream dropped`, `silent for 300 s`,
+    `malformed stream`, …"""
+    message: str = ""
+    """The provider's own message (or the transport's), as it said it."""
+    discarded: bool = False
+    """Whether part of the failed response had been streamed (`ResponseChunk`, `ThoughtsChunk`) and is thrown away."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSlot(AgentEvent):
+    """A model request of `agent_id` waits for a slot: the tree has `limit` requests in flight (`max_model_requests`).
+
+    Emitted with `waiting=True` when the wait begins and with `waiting=False` when the request got its
+    slot (only for a request that had to wait).
+    """
+
+    waiting: bool
+    limit: int
+    waited: float = 0.0
+    """Seconds it waited (with `waiting=False`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,6 +27,7 @@ from .kernel_launcher import KernelZygote
 from .kernel_pool import KernelPool
 from .kernels import KernelBackend, new_kernel, uses_local_kernels
 from .mcp_pool import McpPool, ToolListings
+from .retries import RequestSlots
 from .sandbox import BUILT_IN_PROFILES, SandboxProfile
 from .tool_names import tool_allowed
 from .usage import UsageLedger
@@ -275,6 +276,8 @@ class AgentTree:
         self.bound = asyncio.Semaphore(self.config.max_subagents)
         """At most `max_subagents` children exist at once, across the tree: a child takes a slot before its kernel
         exists and gives it back when its kernel is gone (its session record, events and hooks come after)."""
+        self.model_requests = RequestSlots(self.config.max_model_requests)
+        """At most `max_model_requests` model requests of the tree in flight at once (a retry's wait holds none)."""
         self.zygote = KernelZygote()
         self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
         """Pre-started, never-used kernels for children."""

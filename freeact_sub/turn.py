@@ -14,17 +14,12 @@ import time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from . import retries
 from .direct import DirectTurns
 from .errors import ModelError
-from .events import (
-    AgentEvent,
-    ModelUsage,
-    Response,
-    ResponseChunk,
-    Thoughts,
-    ThoughtsChunk,
-    TurnStarted,
-)
+from .events import AgentEvent, ModelRetry, ModelUsage, Response, Thoughts, TurnStarted
+from .model_request import Attempt, provider_message, send
+from .retries import LONGEST_WAIT, backoff, provider_wait, retry_reason
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
@@ -320,46 +315,53 @@ class TurnEngine(DirectTurns):
             runner.withdraw_subagents(announced)
 
     async def _model_round(self, emit: Emit) -> ModelResponse:
-        from pydantic_ai.direct import model_request_stream
-        from pydantic_ai.messages import (
-            PartDeltaEvent,
-            PartStartEvent,
-            TextPart,
-            TextPartDelta,
-            ThinkingPart,
-            ThinkingPartDelta,
-        )
-        from pydantic_ai.models import ModelRequestParameters
+        """One model response, complete: sent again (after a wait) while it fails in a way worth retrying.
 
-        assert self._model is not None and self._toolbox is not None
-        parameters = ModelRequestParameters(function_tools=self._toolbox.definitions())
-        settings: Any = self.settings.model_settings
-        sent = time.time()
-        try:
-            async with model_request_stream(
-                self._turn_model or self._model, self._history, model_settings=settings,
-                model_request_parameters=parameters,
-            ) as stream:
-                async for event in stream:
-                    if isinstance(event, PartStartEvent):
-                        part = event.part
-                        if isinstance(part, TextPart) and part.content:
-                            emit(ResponseChunk(agent_id=self.agent_id, content=part.content))
-                        elif isinstance(part, ThinkingPart) and part.content:
-                            emit(ThoughtsChunk(agent_id=self.agent_id, content=part.content))
-                    elif isinstance(event, PartDeltaEvent):
-                        delta = event.delta
-                        if isinstance(delta, TextPartDelta) and delta.content_delta:
-                            emit(ResponseChunk(agent_id=self.agent_id, content=delta.content_delta))
-                        elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
-                            emit(ThoughtsChunk(agent_id=self.agent_id, content=delta.content_delta))
-                response = stream.get()
-            # when the request went out and the response was complete, saved with it (for the timeline)
-            response.metadata = {**(response.metadata or {}), "timeline": {"sent": sent, "received": time.time()}}
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise ModelError(f"the model request failed: {type(exc).__name__}: {exc}") from exc
+        The invariant retries rest on: nothing of a response acts before it is complete. Its tool
+        calls run only after this returns it (`_run_turn`), so a request that fails here has run
+        nothing, and its partial response, never in the history, is simply dropped (`ModelRetry`
+        says so to the consumers that showed it). Only the response that completed is returned,
+        saved and counted.
+        """
+        from pydantic_ai.messages import ThinkingPart
+
+        calls_before = self.tool_calls_used
+        settings = self.settings
+        attempts = settings.model_retries + 1
+        first_sent: float | None = None
+        retried: list[dict[str, Any]] = []
+        attempt = 1
+        while True:
+            this = Attempt()
+            try:
+                response = await self._model_request(emit, this)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                assert self.tool_calls_used == calls_before, "a model request is retried only before its calls ran"
+                first_sent = first_sent or this.sent
+                reason = retry_reason(exc)
+                asked = provider_wait(exc)
+                if reason is None or attempt >= attempts or (asked is not None and asked > LONGEST_WAIT):
+                    tried = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    waits = (f" (the provider asked to wait {asked:g} s, longer than {LONGEST_WAIT:g} s)"
+                             if reason is not None and asked is not None and asked > LONGEST_WAIT else "")
+                    raise ModelError(f"the model request failed{tried}: {type(exc).__name__}: {exc}{waits}") from exc
+                wait = backoff(attempt, settings.model_retry_backoff, asked)
+                attempt += 1
+                self.tree.usage.retried(self.agent_id)
+                said = provider_message(exc)
+                retried.append({"at": time.time(), "attempt": attempt, "attempts": attempts, "wait": wait,
+                                "reason": reason, "message": said[:500]})
+                emit(ModelRetry(agent_id=self.agent_id, attempt=attempt, attempts=attempts, wait=wait, reason=reason,
+                                message=said, discarded=this.shown))
+                await retries.sleep(wait)
+        # when the request went out and the response was complete, saved with it (for the timeline)
+        timeline: dict[str, Any] = {"sent": first_sent or this.sent, "received": time.time()}
+        if retried:
+            timeline["retries"] = retried
+        response.metadata = {**(response.metadata or {}), "timeline": timeline}
         used = self.tree.usage.record(self.agent_id, response)
         emit(
             ModelUsage(
@@ -374,6 +376,15 @@ class TurnEngine(DirectTurns):
             if isinstance(part, ThinkingPart) and part.content:
                 emit(Thoughts(agent_id=self.agent_id, content=part.content))
         return response
+
+    async def _model_request(self, emit: Emit, this: Attempt) -> ModelResponse:
+        """One attempt: the request with the agent's history, model, tools and settings (`model_request.send`)."""
+        assert self._model is not None and self._toolbox is not None
+        return await send(
+            self._turn_model or self._model, self._history, self._toolbox.definitions(), self.settings.model_settings,
+            agent_id=self.agent_id, slots=self.tree.model_requests, idle=self.settings.stream_idle_timeout,
+            emit=emit, attempt=this,
+        )
 
 
 async def wait_for_end(turn: asyncio.Task[None]) -> None:

@@ -33,6 +33,8 @@ class Usage:
     """USD, summed over the responses whose price is known; None if no response could be priced."""
     unpriced_requests: int = 0
     """Responses whose model is not in the price table (counted in tokens, not in `cost`)."""
+    retries: int = 0
+    """Model requests sent again after a failure before they acted (a rate limit, an overload, a dropped stream)."""
 
     @property
     def total_tokens(self) -> int:
@@ -50,6 +52,7 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cost=cost,
             unpriced_requests=self.unpriced_requests + other.unpriced_requests,
+            retries=self.retries + other.retries,
         )
 
 
@@ -92,6 +95,10 @@ class UsageLedger:
         )
         self._by_agent[agent_id] = self.of(agent_id) + one
         return one
+
+    def retried(self, agent_id: str) -> None:
+        """Count one retry of a model request of `agent_id`."""
+        self._by_agent[agent_id] = self.of(agent_id) + Usage(retries=1)
 
     def of(self, agent_id: str) -> Usage:
         """`agent_id`'s totals so far."""

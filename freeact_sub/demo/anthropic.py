@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from .faults import ANTHROPIC_ERROR_TYPES, Fault, fault_headers, faulty_stream
 from .scenario import ModelErrorReply, Reply
 from .wire import ScriptedModel, pieces
 
@@ -29,10 +30,10 @@ def anthropic_routes(server: ScriptedModel) -> list[Any]:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    def error(status: int, message: str) -> Response:
-        return JSONResponse(
-            {"type": "error", "error": {"type": "invalid_request_error", "message": message}}, status_code=status
-        )
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+        kind = ANTHROPIC_ERROR_TYPES.get(status, "invalid_request_error")
+        return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status,
+                            headers=headers)
 
     async def messages(request: Request) -> Response:
         try:
@@ -42,12 +43,19 @@ def anthropic_routes(server: ScriptedModel) -> list[Any]:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return error(400, "messages: a list of messages is required")
         server.log("anthropic", body)
+        fault = server.faults("anthropic", body) if server.faults is not None else None
+        if fault is not None and fault.kind == "status":
+            return error(fault.status, fault.text(), fault_headers(fault))
         reply = server.responder(to_chat_request(body))
         if isinstance(reply, ModelErrorReply):
             return error(reply.status, reply.message)
         model = str(body.get("model") or "scripted")
         if body.get("stream"):
-            return EventSourceResponse(_events(reply, model, body, server.chunk_delay), ping=0, sep="\n")
+            events = _events(reply, model, body, server.chunk_delay)
+            if fault is not None:
+                broken = {"event": "content_block_delta", "data": '{"type": "con'}
+                events = faulty_stream(events, fault, malformed=broken, error_event=_error_event(fault))
+            return EventSourceResponse(events, ping=0, sep="\n")
         return JSONResponse(_message(reply, model, body))
 
     return [Route("/v1/messages", messages, methods=["POST"])]
@@ -113,6 +121,12 @@ def _usage(body: Mapping[str, Any], reply: Reply) -> tuple[int, int]:
     prompt = len(json.dumps(body.get("messages", []))) // 4
     output = len(reply.reasoning) + len(reply.text) + sum(len(json.dumps(c.arguments)) for c in reply.tool_calls)
     return prompt, max(1, output // 4)
+
+
+def _error_event(fault: Fault) -> dict[str, str]:
+    """An `error` event inside a stream, as Anthropic sends `overloaded_error` after a response started."""
+    kind = ANTHROPIC_ERROR_TYPES.get(fault.status, "api_error")
+    return {"event": "error", "data": json.dumps({"type": "error", "error": {"type": kind, "message": fault.text()}})}
 
 
 def _sse(kind: str, data: dict[str, Any]) -> dict[str, str]:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from .faults import Fault, fault_headers, faulty_stream
 from .scenario import DEMO_MODEL, ModelErrorReply, Reply
 from .wire import ScriptedModel, pieces
 
@@ -29,9 +30,9 @@ def openai_routes(server: ScriptedModel) -> list[Any]:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    def error(status: int, message: str) -> Response:
-        body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-        return JSONResponse(body, status_code=status)
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+        body = {"error": {"message": message, "type": _ERROR_TYPES.get(status, "invalid_request_error"), "code": None}}
+        return JSONResponse(body, status_code=status, headers=headers)
 
     async def completions(request: Request) -> Response:
         try:
@@ -41,13 +42,20 @@ def openai_routes(server: ScriptedModel) -> list[Any]:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return error(400, "the request needs a list of messages")
         server.log("openai", body)
+        fault = server.faults("openai", body) if server.faults is not None else None
+        if fault is not None and fault.kind == "status":
+            return error(fault.status, fault.text(), fault_headers(fault))
         reply = server.responder(body)
         if isinstance(reply, ModelErrorReply):
             return error(reply.status, reply.message)
         model = str(body.get("model") or DEMO_MODEL)
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return EventSourceResponse(_chunks(reply, model, body, usage, server.chunk_delay), ping=0, sep="\n")
+            chunks = _chunks(reply, model, body, usage, server.chunk_delay)
+            if fault is not None:
+                chunks = faulty_stream(chunks, fault, malformed='{"id": "chatcmpl-broken", "choices": [{"delta"',
+                                       error_event=_error_chunk(fault))
+            return EventSourceResponse(chunks, ping=0, sep="\n")
         return JSONResponse(_completion(reply, model, body))
 
     async def models(request: Request) -> Response:
@@ -60,6 +68,16 @@ def openai_routes(server: ScriptedModel) -> list[Any]:
         Route("/chat/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
     ]
+
+
+_ERROR_TYPES = {429: "rate_limit_exceeded", 500: "server_error", 503: "service_unavailable", 529: "overloaded"}
+"""The error `type` OpenAI-compatible servers send for a status (pydantic-ai reads the category from it in a stream)."""
+
+
+def _error_chunk(fault: Fault) -> str:
+    """An `error` chunk inside a stream, as OpenAI sends one when a response fails after it started."""
+    kind = _ERROR_TYPES.get(fault.status, "server_error")
+    return json.dumps({"error": {"message": fault.text(), "type": kind, "code": kind}})
 
 
 def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .anthropic import anthropic_routes
+from .faults import FaultChooser
 from .openai import openai_routes
 from .scenario import ModelErrorReply, Reply, respond
 from .wire import Wire
@@ -40,6 +41,7 @@ class DemoServer:
         chunk_delay: float = DEFAULT_CHUNK_DELAY,
         protocol: Wire = "openai",
         responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply] = respond,
+        faults: FaultChooser | None = None,
     ) -> None:
         import uvicorn
 
@@ -50,6 +52,8 @@ class DemoServer:
         The server answers both either way; `base_url_for()` gives the other one's URL."""
         self.responder = responder
         """Decides each reply from a chat-completions shaped request (Anthropic requests are translated)."""
+        self.faults = faults
+        """Decides which requests fail and how (`freeact_sub.demo.faults`): rate limits, overloads, broken streams."""
         self.requests: collections.deque[dict[str, Any]] = collections.deque(maxlen=200)
         """The bodies of the latest model requests (at most 200) of both protocols, oldest first, as sent."""
         self.requests_by_protocol: dict[str, collections.deque[dict[str, Any]]] = {
@@ -58,6 +62,10 @@ class DemoServer:
         """The same bodies by protocol: `requests_by_protocol["anthropic"]` holds the Messages API requests."""
         self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # asyncio sets TCP_NODELAY only on sockets made with proto IPPROTO_TCP, not on this one (proto 0), and its
+        # connections inherit the listener's: without it a response's headers and body wait out the client's
+        # delayed ACK (Nagle), 40 ms a request
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind((host, port))
         self._socket.listen(64)
         bound_host, bound_port = self._socket.getsockname()[:2]
@@ -157,6 +165,7 @@ def start_demo_server(
     chunk_delay: float | None = None,
     protocol: Wire = "openai",
     responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply] = respond,
+    faults: FaultChooser | None = None,
 ) -> DemoServer:
     """Start the scripted demo model server in a background thread; returns once it listens.
 
@@ -165,9 +174,11 @@ def start_demo_server(
     speaks both the OpenAI chat-completions and the Anthropic Messages protocol; `protocol` picks
     which one `base_url` points at
     (`protocol="anthropic"`: use it with `model="anthropic:<name>"` and `base_url=server.base_url`).
+    `faults` makes some requests fail as real providers do (`freeact_sub.demo.faults.Fault`).
     """
     delay = chunk_delay_from_env() if chunk_delay is None else chunk_delay
-    return DemoServer(host, port, chunk_delay=delay, protocol=protocol, responder=responder).start()
+    return DemoServer(host, port, chunk_delay=delay, protocol=protocol, responder=responder,
+                      faults=faults).start()
 
 
 def _application(server: DemoServer) -> Any:

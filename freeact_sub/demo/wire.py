@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .scenario import ModelErrorReply, Reply
+
+if TYPE_CHECKING:
+    from .faults import Fault
 
 Wire = Literal["openai", "anthropic"]
 
@@ -22,6 +25,8 @@ class ScriptedModel(Protocol):
     """Seconds between streamed chunks."""
     responder: Callable[[Mapping[str, Any]], Reply | ModelErrorReply]
     """Decides each reply from a chat-completions shaped request."""
+    faults: Callable[[str, Mapping[str, Any]], Fault | None] | None
+    """Decides, per request (protocol and body as sent), whether it fails and how (`faults.Fault`); None: never."""
 
     def log(self, protocol: Wire, body: dict[str, Any]) -> None:
         """Record one model request's body as it arrived."""

@@ -16,6 +16,8 @@ from freeact_sub import (
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
     HookError,
+    ModelRetry,
+    ModelSlot,
     ModelUsage,
     Response,
     ResponseChunk,
@@ -76,6 +78,11 @@ class AgentPanel(widgets.VBox):
         self.calls: dict[str, CallView] = {}
         """The tool calls of this agent, by tool call id."""
         self.error: str | None = None
+        self.retries = 0
+        """Model requests of this agent sent again after a failure before they acted."""
+        self.model_note = ""
+        """What its model request waits for now: `retrying in 4 s · attempt 2/6 · rate limited`, a model slot."""
+        self._note_until: float | None = None
         self._policy = policy
         self._on_change = on_change
         self._started = time.monotonic()
@@ -200,10 +207,26 @@ class AgentPanel(widgets.VBox):
         self.refresh()
 
     def _usage_text(self) -> str:
+        retries = (f' · <span class="freeact-retries" data-retries="{self.retries}">{self.retries} '
+                   f"retr{'y' if self.retries == 1 else 'ies'}</span>") if self.retries else ""
         if not self.tokens:
-            return ""
+            return retries
         cost = f" · ${self.cost:.4f}" if self.cost is not None else ""
-        return f' · <span class="freeact-usage" data-tokens="{self.tokens}">{self.tokens:,} tokens{cost}</span>'
+        return (f' · <span class="freeact-usage" data-tokens="{self.tokens}">{self.tokens:,} tokens{cost}</span>'
+                f"{retries}")
+
+    def _model_note_html(self) -> str:
+        """The header's note on a model request that waits: to be retried (counting down) or for a slot."""
+        if not self.model_note or self.finished:
+            return ""
+        note = self.model_note
+        if self._note_until is not None:
+            left = self._note_until - time.time()
+            if left <= 0:
+                self.model_note, self._note_until = "", None
+                return ""
+            note = f"retrying in {max(1, round(left))} s · {note}"
+        return f' <span class="freeact-model-note">{_html.escape(note)}</span>'
 
     def refresh(self) -> None:
         """Redraw the header (state, elapsed time, turns) and follow the standing decision."""
@@ -229,7 +252,8 @@ class AgentPanel(widgets.VBox):
         value = (
             f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
             f'<span class="freeact-role">{role}</span> {kind}'
-            f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span> '
+            f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span>'
+            f'{self._model_note_html()} '
             f'<span class="freeact-meta">{_format_seconds(self.elapsed)}{waited} · turns used: {turns}'
             f'{self._usage_text()}</span>{error}'
         )
@@ -294,6 +318,15 @@ class AgentPanel(widgets.VBox):
                 self.turns = turn
                 if self.state == "starting":
                     self.state = "running"
+            case ModelRetry() as retry:
+                self.retries += 1
+                of = f"/{retry.attempts}" if retry.attempts else ""
+                self.model_note = f"attempt {retry.attempt}{of} · {retry.reason}"
+                self._note_until = retry.at + retry.wait  # wall clock: a replayed retry is long over
+                self._drop_partial()
+            case ModelSlot(waiting=waiting, limit=limit):
+                self.model_note = f"waiting for a model slot ({limit} in flight)" if waiting else ""
+                self._note_until = None
             case ResponseChunk(content=content):
                 self._stream_text(content)
             case Response(content=content):
@@ -382,6 +415,15 @@ class AgentPanel(widgets.VBox):
         self.calls[event.tool_call_id] = call
         self._append(call)
         return call
+
+    def _drop_partial(self) -> None:
+        """A failed attempt's streamed text and thinking are thrown away: the retry's take their place."""
+        if self._text is not None:
+            self._text_buffer = ""
+            self._text.value = ""
+        if self._thoughts is not None:
+            self._thoughts_buffer = ""
+            self._thoughts.value = ""
 
     def _stream_text(self, content: str) -> None:
         if self._text is None:

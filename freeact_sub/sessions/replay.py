@@ -30,6 +30,7 @@ from ..events import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ModelRetry,
     Response,
     SubagentFinished,
     SubagentStarted,
@@ -232,6 +233,7 @@ def replay(
             sent = saved.get("sent", message.timestamp.timestamp())
             received = saved.get("received", sent)
             events.append(TurnStarted(agent_id=agent_id, turn=turn, at=sent))
+            events += _saved_retries(agent_id, message.metadata)
             calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
             text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
             for thinking in message.parts:
@@ -331,6 +333,21 @@ def _builtin_toolbox(tool_name: str) -> Any:
         return Toolbox([builtin_tool(tool_name)])
     except Exception:  # an MCP tool, or a name the model made up
         return None
+
+
+def _saved_retries(agent_id: str, metadata: Any) -> list[AgentEvent]:
+    """The retries a response needed before it completed, saved with it (`{"timeline": {"retries": [...]}}`)."""
+    found = metadata.get("timeline") if isinstance(metadata, dict) else None
+    saved = found.get("retries") if isinstance(found, dict) else None
+    events: list[AgentEvent] = []
+    for retry in saved if isinstance(saved, list) else []:
+        try:
+            events.append(ModelRetry(agent_id=agent_id, at=float(retry["at"]), attempt=int(retry["attempt"]),
+                                     attempts=int(retry.get("attempts", 0)), wait=float(retry["wait"]),
+                                     reason=str(retry["reason"]), message=str(retry.get("message", ""))))
+        except (KeyError, TypeError, ValueError):
+            continue  # a record this version cannot read: the response itself still replays
+    return events
 
 
 def _saved_times(metadata: Any) -> dict[str, float]:

@@ -68,6 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-subagents", type=int, metavar="N", help="how many subagents may run at once")
     parser.add_argument("--max-turns", type=int, metavar="N", help="limit on model rounds per prompt")
     parser.add_argument(
+        "--model-retries", type=int, metavar="N",
+        help="how often a model request that failed before it acted is retried (429, 529, 5xx, a dropped stream)",
+    )
+    parser.add_argument(
+        "--max-model-requests", metavar="N",
+        help="how many model requests all agents have in flight at once ('none': no bound)",
+    )
+    parser.add_argument(
+        "--stream-idle-timeout", metavar="S",
+        help="seconds a model's stream may stay silent before the request is retried ('none': no limit)",
+    )
+    parser.add_argument(
         "--max-depth", type=int, metavar="N", help="how deep subagents may nest (1: only the main agent starts them)"
     )
     parser.add_argument(
@@ -343,6 +355,9 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
         "api_key_env": args.api_key_env,
         "max_subagents": args.max_subagents,
         "max_turns": args.max_turns,
+        "model_retries": args.model_retries,
+        "max_model_requests": args.max_model_requests,
+        "stream_idle_timeout": args.stream_idle_timeout,
         "max_depth": args.max_depth,
         "max_cost": args.max_cost,
         "sandbox": args.sandbox,

@@ -29,6 +29,8 @@ from freeact_sub import (
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
     HookError,
+    ModelRetry,
+    ModelSlot,
     ModelUsage,
     Response,
     ResponseChunk,
@@ -50,11 +52,27 @@ from .palette import Palette
 from .safe_text import ansi_text, clean, visible
 from .status import SubagentBoard
 
-__all__ = ["Renderer"]
+__all__ = ["Renderer", "retry_note", "seconds"]
 
 _TOOL_RESULT_LINES = 20
 _PARTIAL_LINES = 3
 _MARKER_WIDTH = 6
+
+
+def seconds(value: float) -> str:
+    """`0.4 s`, `4 s`, `32 s`: a wait as a person reads it."""
+    return f"{value:.1f} s" if value < 1 else f"{value:.0f} s"
+
+
+def retry_note(retry: ModelRetry) -> str:
+    """`attempt 2/6 · rate limited`."""
+    of = f"/{retry.attempts}" if retry.attempts else ""
+    return f"attempt {retry.attempt}{of} · {retry.reason}"
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class Renderer:
@@ -98,6 +116,18 @@ class Renderer:
                 self.board.turn(agent, turn)
             case ModelUsage(input_tokens=tokens_in, output_tokens=tokens_out, cost=cost):
                 self.board.usage(agent, tokens_in + tokens_out, cost)
+            case ModelRetry() as retry:
+                self._partials.pop((agent, "text"), None)  # the failed attempt's text is dropped, never shown twice
+                self._partials.pop((agent, "thinking"), None)
+                self.board.retrying(agent, retry.at + retry.wait, retry_note(retry))
+                body = Text.assemble(Text(f"retrying in {seconds(retry.wait)} · {retry_note(retry)}", style="yellow"),
+                                     Text(f"  {_one_line(retry.message)}" if retry.message else "", style="dim"))
+                self._row(agent, Text("↻", style="yellow"), body)
+            case ModelSlot(waiting=waiting, limit=limit):
+                self.board.set_state(agent, "waiting for a model slot" if waiting else "thinking")
+                if waiting and is_main:
+                    self._row(agent, Text("…", style="dim"),
+                              Text(f"waiting for a model request slot ({limit} in flight)", style="dim"))
             case ThoughtsChunk(content=content):
                 if is_main:
                     self._grow(agent, "thinking", content)

@@ -40,6 +40,8 @@ class _Row:
     tokens: int = 0
     cost: Decimal | None = None
     parent_id: str | None = None
+    retry_until: float | None = None
+    """While a model request waits to be retried: when it is sent again (`time.time()`; the state counts down)."""
 
     @property
     def finished(self) -> bool:
@@ -93,12 +95,20 @@ class SubagentBoard:
         row = self._rows.get(agent_id)
         if row is not None and not row.finished:
             row.state = state
+            row.retry_until = None
+
+    def retrying(self, agent_id: str, until: float, note: str) -> None:
+        """A model request of the subagent waits until `until` (`time.time()`) to be sent again: `retrying in 4 s ·
+        attempt 2/6 · …`, counting down, then `thinking` again."""
+        row = self._rows.get(agent_id)
+        if row is not None and not row.finished:
+            row.state, row.retry_until = note, until
 
     def turn(self, agent_id: str, turn: int) -> None:
         row = self._rows.get(agent_id)
         if row is not None and not row.finished:
             row.turns = turn
-            row.state = "thinking"
+            row.state, row.retry_until = "thinking", None
 
     def finished(self, agent_id: str, status: str, turns_used: int, elapsed: float) -> None:
         row = self._rows.get(agent_id)
@@ -137,6 +147,10 @@ class SubagentBoard:
             elapsed = row.elapsed if row.elapsed is not None else now - row.started
             style = _FINISHED_STYLE.get(row.state, "red") if row.finished else ""
             state = Text(row.state.replace("_", " "), style=style)
+            if row.retry_until is not None and not row.finished:
+                left = row.retry_until - time.time()
+                shown = f"retrying in {max(left, 0):.0f} s · {row.state}" if left > 0 else "thinking"
+                state = Text(shown, style="yellow" if left > 0 else "")
             cells.append([
                 name,
                 row.subagent_type,
@@ -208,6 +222,8 @@ def usage_report(usage: TreeUsage, main_id: str) -> str:
         if used.cost is not None and used.unpriced_requests:
             cost += f" (+{used.unpriced_requests} unpriced)"
         requests = f"{used.requests} model request{'s' if used.requests != 1 else ''}"
+        if used.retries:
+            requests += f" ({used.retries} retr{'y' if used.retries == 1 else 'ies'})"
         return (f"{name}: {requests}, {used.input_tokens:,} input + "
                 f"{used.output_tokens:,} output tokens, {cost}")
 

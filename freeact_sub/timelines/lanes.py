@@ -8,6 +8,8 @@ knowing that call:
     starting               the child took its slot and is being set up until it first acts; and a first cell's
                            wait for the child's kernel, which boots beside its first model request
     thinking               a model request is out: from `TurnStarted` until the response is complete
+    waiting_for_model      a model request waits for a slot: the tree has `max_model_requests` in flight
+    retrying               a model request failed before it acted and waits to be sent again (`ModelRetry`)
     waiting_for_approval   an `ApprovalRequest` nobody has decided yet
     running_code           an approved `execute_ipython_cell` call, until its output is complete
     calling_tool           any other approved call (an MCP tool, `reset_kernel`, a `task` running its child)
@@ -32,6 +34,8 @@ from ..events import (
     AgentEvent,
     ApprovalRequest,
     CodeExecutionOutput,
+    ModelRetry,
+    ModelSlot,
     ModelUsage,
     Response,
     SubagentFinished,
@@ -46,12 +50,15 @@ from ..events import (
 __all__ = ["SPAN_STATES", "Lane", "LaneStatus", "Span", "SpanState", "TimelineBuilder", "TimelineData"]
 
 SpanState = Literal[
-    "waiting_for_slot", "starting", "thinking", "waiting_for_approval", "running_code", "calling_tool", "finishing"
+    "waiting_for_slot", "starting", "thinking", "waiting_for_model", "retrying", "waiting_for_approval",
+    "running_code", "calling_tool", "finishing",
 ]
 SPAN_STATES: tuple[SpanState, ...] = (
     "waiting_for_slot",
     "starting",
     "thinking",
+    "waiting_for_model",
+    "retrying",
     "waiting_for_approval",
     "running_code",
     "calling_tool",
@@ -181,6 +188,19 @@ class TimelineBuilder:
             case TurnStarted():
                 if lane.parent_id is None:
                     lane.status, lane.end = "running", None  # the main agent's next turn
+                self._close(event.agent_id, "thinking", at)
+                self._open_span(event.agent_id, Span(state="thinking", start=at))
+            case ModelRetry():
+                self._close(event.agent_id, "thinking", at)
+                lane.spans.append(Span(state="retrying", start=at, end=at + event.wait,
+                                       label=f"attempt {event.attempt}/{event.attempts} · {event.reason}"))
+                self._open_span(event.agent_id, Span(state="thinking", start=at + event.wait))
+            case ModelSlot(waiting=True):
+                self._close(event.agent_id, "thinking", at)
+                self._open_span(event.agent_id, Span(state="waiting_for_model", start=at,
+                                                     label=f"{event.limit} model requests in flight"))
+            case ModelSlot():
+                self._close(event.agent_id, "waiting_for_model", at)
                 self._close(event.agent_id, "thinking", at)
                 self._open_span(event.agent_id, Span(state="thinking", start=at))
             case ModelUsage() | Thoughts() | ApprovalRequest():
