@@ -30,6 +30,7 @@ DOTENV_SETTINGS: frozenset[str] = frozenset({
     "MODEL", "MODEL_SETTINGS", "MAX_TURNS", "MAX_SUBAGENTS", "MAX_DEPTH", "MAX_COST", "MAX_CHILDREN",
     "EXECUTION_TIMEOUT", "MAX_OUTPUT_CHARS", "MCP_TOOLS", "ENABLE_SUBAGENTS", "KERNEL_POOL_SIZE", "MCP_POOL_SIZE",
     "MAX_IMAGES_TO_MODEL", "MAX_IMAGE_BYTES", "DEMO_CHUNK_DELAY",
+    "MODEL_RETRIES", "MODEL_RETRY_BACKOFF", "STREAM_IDLE_TIMEOUT", "MAX_MODEL_REQUESTS",
 })
 """The `FREEACT_SUB_*` settings (without the prefix) a project's `.env` may set: none of them widens what runs
 without the person, where requests go or what a kernel may touch."""
