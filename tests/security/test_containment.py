@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -85,9 +86,15 @@ async def attacked(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tu
     listener.listen()
     before = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = HOST_KEY  # the host holds a provider key; no kernel may
+    # The lab's kernels get a private root of their own: under `off` the attack drives every kernel it finds,
+    # and the kernels of tests running beside this module (same user, same /tmp) are not the lab's to drive.
+    temp_before = tempfile.tempdir
+    tempfile.tempdir = str(lab.root / "tmp")
+    os.mkdir(tempfile.tempdir)
     try:
         yield lab, {profile: await _attack(lab, profile, abstract) for profile in PROFILES}
     finally:
+        tempfile.tempdir = temp_before
         if before is None:
             os.environ.pop("OPENAI_API_KEY", None)
         else:
