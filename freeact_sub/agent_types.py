@@ -10,8 +10,9 @@ Where definitions come from, later ones replacing earlier ones by name:
 
 A Markdown file is YAML front matter (the fields of `AgentDefinition`, plus `name`, default
 the file's name) and a body that is the `prompt`. camelCase spellings (`maxTurns`,
-`disallowedTools`, `mcpServers`, …) are accepted. Every problem is a `ConfigError` naming the
-file (or table) and the field.
+`disallowedTools`, `mcpServers`, …) are accepted, and so are Claude Code's and OpenCode's own
+fields (`color`, `temperature`, `permissionMode`, …: `foreign_fields.py`). Every problem is a
+`ConfigError` naming the file (or table) and the field.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .builtin_types import BUILTIN_TYPES
 from .config import AgentConfig
 from .definitions import GENERAL, AgentDefinition, ApprovalRule, definition_fields
 from .errors import ConfigError
+from .foreign_fields import translate_foreign_fields
 from .mcp_config import McpServerConfig, StdioServerConfig
 from .model_options import ModelOption, find_option
 from .sandbox import check_enforceable, meet
@@ -73,8 +75,9 @@ def validated(name: str, value: Any, source: str) -> AgentDefinition:
         return value
     if not isinstance(value, Mapping):
         raise ConfigError(f"{source}: agent type {name!r} must be a table of fields, got {type(value).__name__}")
+    where = f"{source}.{name}" if source == "agents" else source
     try:
-        return AgentDefinition.model_validate(definition_fields(value))
+        return AgentDefinition.model_validate(translate_foreign_fields(definition_fields(value), where))
     except ValidationError as exc:
         lines = []
         for error in exc.errors(include_url=False):

@@ -6,6 +6,9 @@ depth, so a grandchild's lines sit visibly under its parent's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from rich.color import Color, ColorParseError
 from rich.text import Text
 
 from .safe_text import clean
@@ -26,18 +29,44 @@ _COLOURS = (
 )
 
 
-class Palette:
-    """Hands out colours in the order agents first appear; an agent keeps its colour for the session."""
+_ALIASES = {"orange": "orange1", "pink": "pink1", "purple": "medium_purple1", "gray": "grey50", "grey": "grey50"}
+"""Colour names of Claude Code's and OpenCode's agent files that rich spells otherwise."""
 
-    def __init__(self) -> None:
+
+def type_colour(name: str | None) -> str | None:
+    """A rich colour for an agent type's `color` (`blue`, `orange`, `#5f87ff`), or None for one rich does not know."""
+    if not name:
+        return None
+    name = _ALIASES.get(name.lower(), name.lower())
+    try:
+        Color.parse(name)
+    except ColorParseError:
+        return None
+    return name
+
+
+class Palette:
+    """Hands out colours in the order agents first appear; an agent keeps its colour for the session.
+
+    An agent whose type has a `color` of its own (`type_colours`, by type name) is drawn in that colour.
+    """
+
+    def __init__(self, type_colours: Mapping[str, str | None] | None = None) -> None:
         self._colours: dict[str, str] = {}
         self._types: dict[str, str] = {}
         self._parents: dict[str, str] = {}
+        self._type_colours = {k: c for k, v in (type_colours or {}).items() if (c := type_colour(v)) is not None}
 
     def set_type(self, agent_id: str, subagent_type: str) -> None:
         """Remember an agent's type: its label shows it where it is not `general` (`agent-3fa2 reviewer`)."""
+        self.use_type_colour(agent_id, subagent_type)
         if subagent_type and subagent_type != "general":
             self._types[agent_id] = " ".join(clean(subagent_type).split())  # a label is one line
+
+    def use_type_colour(self, agent_id: str, subagent_type: str) -> None:
+        """Draw `agent_id` in its type's own `color`, if the type has one and the agent has no colour yet."""
+        if subagent_type in self._type_colours and agent_id not in self._colours:
+            self._colours[agent_id] = self._type_colours[subagent_type]
 
     def set_parent(self, agent_id: str, parent_id: str) -> None:
         """Remember who started a subagent (from its `SubagentStarted`)."""
@@ -60,7 +89,8 @@ class Palette:
 
     def colour(self, agent_id: str) -> str:
         if agent_id not in self._colours:
-            self._colours[agent_id] = _COLOURS[len(self._colours) % len(_COLOURS)]
+            handed_out = sum(1 for c in self._colours.values() if c in _COLOURS)
+            self._colours[agent_id] = _COLOURS[handed_out % len(_COLOURS)]
         return self._colours[agent_id]
 
     def label(self, agent_id: str) -> Text:
