@@ -30,6 +30,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .agent_types import (
+    check_tool_names,
     check_types,
     compose_system_prompt,
     configure,
@@ -331,7 +332,11 @@ class Agent(TurnEngine, SubagentMessages):
 
     def _take_type(self) -> None:
         """Load the agent types (built-in, files, config) into the tree and apply `config.agent` to this agent."""
-        types = load_agent_types(self.config.agents, self.config.working_dir)
+        servers = list(self.config.mcp_servers)
+        for field in ("tools", "disallowed_tools"):
+            check_tool_names(getattr(self.config, field) or [], f"config: {field}", servers)
+        # an unknown tool name in a type is an error naming its file and field, not a warning when it starts
+        types = load_agent_types(self.config.agents, self.config.working_dir, servers=servers)
         name = self.config.agent or GENERAL
         if name not in types:
             raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")

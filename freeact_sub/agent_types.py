@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +35,14 @@ from .model_options import ModelOption, find_option
 from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile
 from .tool_names import tool_allowed, unmatched_patterns
-from .tools import ToolSpec, builtin_tool
+from .tools import BUILTIN_TOOL_NAMES, ToolSpec, builtin_tool
 
 __all__ = [
     "BUILTIN_TYPES",
     "GENERAL",
     "AgentDefinition",
     "ApprovalRule",
+    "check_tool_names",
     "check_types",
     "compose_system_prompt",
     "configure",
@@ -132,29 +133,61 @@ def load_agent_file(path: Path) -> tuple[str, AgentDefinition]:
 
 def load_agent_dir(folder: Path) -> dict[str, AgentDefinition]:
     """Every `*.md` agent type in `folder` (none if it does not exist), by name."""
+    return {name: definition for name, (definition, _) in _agent_files(folder).items()}
+
+
+def _agent_files(folder: Path) -> dict[str, tuple[AgentDefinition, str]]:
+    """Every `*.md` agent type in `folder` by name, with the file it came from."""
     if not folder.is_dir():
         return {}
-    found: dict[str, AgentDefinition] = {}
-    seen: dict[str, Path] = {}
+    found: dict[str, tuple[AgentDefinition, str]] = {}
     for path in sorted(folder.glob("*.md")):
         name, definition = load_agent_file(path)
-        if name in seen:
-            raise ConfigError(f"{path}: name: {name!r} is already defined in {seen[name]}")
-        seen[name] = path
-        found[name] = definition
+        if name in found:
+            raise ConfigError(f"{path}: name: {name!r} is already defined in {found[name][1]}")
+        found[name] = (definition, str(path))
     return found
 
 
 def load_agent_types(
-    agents: Mapping[str, Any], working_dir: Path, *, user_dir: Path | None = None
+    agents: Mapping[str, Any],
+    working_dir: Path,
+    *,
+    user_dir: Path | None = None,
+    servers: Iterable[str] | None = None,
 ) -> dict[str, AgentDefinition]:
-    """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`."""
+    """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`.
+
+    With `servers` (the config's MCP server names), every `tools` / `disallowed_tools` entry must be
+    able to name a tool: a built-in one, or `<server>_…` of one of those servers or of a type's own
+    (`check_tool_names`); else a `ConfigError` names the file and the field.
+    """
     types = dict(BUILTIN_TYPES)
-    types.update(load_agent_dir(user_dir if user_dir is not None else user_agents_dir()))
-    types.update(load_agent_dir(project_agents_dir(working_dir)))
+    sources: dict[str, str] = {}
+    for folder in (user_dir if user_dir is not None else user_agents_dir(), project_agents_dir(working_dir)):
+        for name, (definition, source) in _agent_files(folder).items():
+            types[name], sources[name] = definition, source
     for name, value in agents.items():
-        types[name] = validated(name, value, "agents")
+        types[name], sources[name] = validated(name, value, "agents"), f"agents.{name}"
+    if servers is not None:
+        known = {*servers, *(server for definition in types.values() for server in definition.mcp_servers)}
+        for name, source in sources.items():
+            definition = types[name]
+            where = source if source.startswith("agents.") else f"{source}: agent type {name!r}"
+            check_tool_names(definition.tools or [], f"{where}: tools", known)
+            check_tool_names(definition.disallowed_tools, f"{where}: disallowed_tools", known)
     return types
+
+
+def check_tool_names(patterns: Iterable[str], field: str, servers: Iterable[str]) -> None:
+    """A `ConfigError` naming `field` for a tool name or pattern that can match no tool: not a built-in tool,
+    and not `<server>_…` of one of `servers` (a typo such as `execute_ipython_call`)."""
+    servers = sorted(set(servers))
+    for pattern in unmatched_patterns(patterns, BUILTIN_TOOL_NAMES, servers):
+        mcp = (f"or <server>_<tool> of the MCP servers {', '.join(servers)}" if servers
+               else "and no MCP server is configured for <server>_<tool> names")
+        raise ConfigError(f"{field}: {pattern!r} names no tool (the built-in tools are "
+                          f"{', '.join(BUILTIN_TOOL_NAMES)}; {mcp})")
 
 
 def configure(

@@ -177,14 +177,24 @@ class _Runner:
             loop.add_signal_handler(signum, end, signum)
 
     async def _run(self) -> int:
-        from freeact_sub import ConfigError, FreeactError
-
         args = self.args
         one_shot = args.prompt is not None
         if args.timeline is not None:
             _check_timeline_file(args.timeline, one_shot)
         if not one_shot and not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("the interactive session needs a terminal; use -p PROMPT for one-shot mode")
+        from .screen import ScreenConsole
+        from .warning_lines import warnings_as_lines
+
+        console = ScreenConsole(stderr=one_shot)
+        with warnings_as_lines(console):  # a library's warning is one styled line, never a traceback-like block
+            return await self._run_with(console)
+
+    async def _run_with(self, console: Any) -> int:
+        from freeact_sub import ConfigError, FreeactError
+
+        args = self.args
+        one_shot = args.prompt is not None
         working_dir = _working_dir(args.working_dir)
         _load_dotenv(working_dir)
         if args.demo:
@@ -203,9 +213,7 @@ class _Runner:
         from freeact_sub import Agent, SessionError
 
         from .keys import enter_stays_enter
-        from .screen import ScreenConsole
 
-        console = ScreenConsole(stderr=one_shot)
         try:
             agent = Agent(config, session=args.resume)
         except SessionError as exc:

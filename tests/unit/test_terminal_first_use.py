@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import io
+import re
+import warnings
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from freeact_sub import Agent, AgentConfig, ConfigError
+from freeact_sub import Agent, AgentConfig, ConfigError, ConfigWarning
+from freeact_sub.agent_types import load_agent_types
 from freeact_sub.terminal.palette import Palette, type_colour
 from freeact_sub.terminal.session import Session
+from freeact_sub.terminal.warning_lines import warnings_as_lines
+
+
+def strip_control(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 def test_an_agent_types_own_colour_draws_its_agents_and_odd_names_fall_back_to_the_palette() -> None:
@@ -42,3 +50,34 @@ def test_one_bad_command_file_leaves_the_others_working_and_help_names_every_bad
     text = out.getvalue()
     assert "/x: (no description)" in text and "bad1.md: descripton: unknown field" in text
     assert "bad2.md: model: Input should be a valid string" in text
+
+
+def test_a_warning_is_one_styled_line_said_once_without_a_source_line() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=True)
+    with warnings_as_lines(console):
+        for _ in range(2):
+            warnings.warn("x.md: skills: ignored\n(no skills)\x1b[2J", ConfigWarning, stacklevel=1)
+        warnings.warn("another", UserWarning, stacklevel=1)
+    text = strip_control(out.getvalue())
+    assert text.splitlines() == ["freeact-sub: warning: x.md: skills: ignored (no skills)",
+                                 "freeact-sub: warning: another"]
+    assert "\x1b[33m" in out.getvalue()  # yellow
+
+
+async def test_an_unknown_tool_name_is_an_error_at_load_naming_the_file_and_the_field(tmp_path: Path) -> None:
+    folder = tmp_path / ".freeact-sub" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "runner.md").write_text("---\ndescription: runs\ntools: [execute_ipython_call]\n---\nRun.\n")
+    with pytest.raises(ConfigError, match=r"runner\.md: agent type 'runner': tools: 'execute_ipython_call' names no "
+                                          r"tool \(the built-in tools are execute_ipython_cell, "):
+        load_agent_types({}, tmp_path, user_dir=tmp_path / "none", servers=["demo"])
+    (folder / "runner.md").write_text("---\ndescription: runs\ntools: [execute_ipython_cell, demo_*, files_read]\n"
+                                      "mcpServers: {files: {command: x}}\ndisallowedTools: [reset_kernel]\n---\nRun.\n")
+    assert load_agent_types({}, tmp_path, user_dir=tmp_path / "none", servers=["demo"])["runner"].tools
+    with pytest.raises(ConfigError, match=r"agents\.x: disallowed_tools: 'calcecho' names no tool .* of the MCP "
+                                          r"servers demo, files"):
+        load_agent_types({"x": {"description": "x", "disallowed_tools": ["calcecho"]}}, tmp_path,
+                         user_dir=tmp_path / "none", servers=["demo"])
+    with pytest.raises(ConfigError, match=r"config: tools: 'execute_ipython_call' names no tool"):
+        await Agent(AgentConfig(model="test", working_dir=tmp_path, tools=["execute_ipython_call"])).start()

@@ -1,0 +1,56 @@
+"""Issue 28's terminal items, run as the real command: other tools' agent files, warnings, output options."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from terminal_driver import cli_env, processes_in
+
+pytestmark = pytest.mark.timeout(300)
+
+CLAUDE_CODE_AGENT = """\
+---
+name: code-reviewer
+description: Reviews code.
+tools: Read, Grep, WebFetch
+model: inherit
+color: blue
+skills: [pdf]
+---
+You review code.
+"""
+
+
+def _run(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", *args], cwd=cwd, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+
+
+def test_a_claude_code_agent_file_starts_with_each_warning_one_line(workdir: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    agents = home / ".config" / "freeact-sub" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "code-reviewer.md").write_text(CLAUDE_CODE_AGENT)
+    env = cli_env(HOME=str(home))
+    done = _run("--demo", "-p", "one cell", "--auto-approve", cwd=workdir, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The sum of 1 to 100 is **5050**.\n"
+    lines = [line for line in done.stderr.splitlines() if "warning" in line.lower()]
+    assert lines == [
+        f"freeact-sub: warning: {agents / 'code-reviewer.md'}: skills: ignored (this project has no skills)",
+        f"freeact-sub: warning: {agents / 'code-reviewer.md'}: tools WebFetch: ignored (Claude Code's or OpenCode's "
+        "own tools; here the kernel (execute_ipython_cell) reads, searches, runs and writes)",
+    ], done.stderr
+    assert "warnings.warn" not in done.stderr and "UserWarning" not in done.stderr
+
+    (agents / "code-reviewer.md").write_text(CLAUDE_CODE_AGENT.replace("Read, Grep", "execute_ipython_call"))
+    done = _run("--demo", "-p", "one cell", "--auto-approve", cwd=workdir, env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"freeact-sub: {agents / 'code-reviewer.md'}: agent type 'code-reviewer': tools: 'execute_ipython_call' "
+        "names no tool (the built-in tools are execute_ipython_cell, reset_kernel, task, task_output, task_stop, "
+        "task_list, task_send, task_report; or <server>_<tool> of the MCP servers demo)")
+    assert processes_in(workdir) == []
