@@ -258,9 +258,15 @@ class _Runner:
         from .status import usage_report
 
         print(usage_report(agent.usage, agent.agent_id), file=sys.stderr)
+        timeline_failed = False
         if session.timeline is not None:
-            path = session.timeline.build().save(args.timeline)
-            print(clean(f"timeline: {path}"), file=sys.stderr)
+            try:
+                path = session.timeline.build().save(args.timeline)
+            except Exception as exc:  # an output option never costs the answer: it is printed below all the same
+                timeline_failed = True
+                _complain(f"--timeline {args.timeline}: the timeline could not be written: {exc}")
+            else:
+                print(clean(f"timeline: {path}"), file=sys.stderr)
         if outcome.status == "failed":
             _complain(outcome.error or "the turn failed")
             return EXIT_FAILED
@@ -272,7 +278,7 @@ class _Runner:
             reason = "an action was rejected" if outcome.status == "rejected" else "the turn limit was reached"
             print(f"freeact-sub: {reason}", file=sys.stderr)
             return EXIT_FAILED
-        return EXIT_OK
+        return EXIT_FAILED if timeline_failed else EXIT_OK
 
 
 def _show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: str) -> None:
@@ -295,8 +301,16 @@ def _check_timeline_file(name: str, one_shot: bool) -> None:
         raise UsageError(
             "--timeline goes with -p PROMPT; for a saved session: freeact-sub sessions show ID --timeline FILE"
         )
-    if Path(name).suffix.lower() not in (".svg", ".png", ".html", ".htm"):
+    path = Path(name).expanduser()
+    if path.suffix.lower() not in (".svg", ".png", ".html", ".htm"):
         raise UsageError(f"--timeline {name}: name a .svg, .png or .html file")
+    folder = path.parent
+    if path.is_dir():
+        raise UsageError(f"--timeline {name}: that is a folder; name a file in it")
+    if not folder.is_dir():
+        raise UsageError(f"--timeline {name}: the folder {folder} does not exist (checked before the run)")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--timeline {name}: {path if path.exists() else folder} is not writable")
 
 
 def _working_dir(flag: str | None) -> Path:

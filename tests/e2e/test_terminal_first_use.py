@@ -54,3 +54,14 @@ def test_a_claude_code_agent_file_starts_with_each_warning_one_line(workdir: Pat
         "names no tool (the built-in tools are execute_ipython_cell, reset_kernel, task, task_output, task_stop, "
         "task_list, task_send, task_report; or <server>_<tool> of the MCP servers demo)")
     assert processes_in(workdir) == []
+
+
+def test_a_timeline_file_that_cannot_be_written_is_refused_before_the_run(workdir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing" / "dir" / "t.svg"
+    done = _run("--demo", "-p", "one cell", "--auto-approve", "--timeline", str(missing), cwd=workdir, env=cli_env())
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"freeact-sub: --timeline {missing}: the folder {missing.parent} does not exist " \
+                          "(checked before the run)\n"
+    assert not (workdir / ".freeact-sub" / "sessions").exists()  # no run, no session
+    done = _run("--demo", "-p", "one cell", "--auto-approve", "--timeline", str(tmp_path), cwd=workdir, env=cli_env())
+    assert done.returncode == 2 and "name a .svg, .png or .html file" in done.stderr
