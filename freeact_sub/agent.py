@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -70,6 +71,8 @@ if TYPE_CHECKING:
     from .sessions.index import SavedAgent
 
 __all__ = ["Agent"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _agent_ids: set[str] = set()
 
@@ -611,6 +614,9 @@ class Agent(TurnEngine, SubagentMessages):
         next `stream()` call ends it as cancelled. A `stream()` call while a turn is unfinished
         ends that turn first (its consumer, if still reading, gets `TurnCancelled`).
         """
+        if (bad := _LONE_SURROGATE.search(prompt)) is not None:  # no file, JSON body or model can carry one
+            raise ValueError(f"the prompt is not valid Unicode text: character {bad.start() + 1} is a lone surrogate "
+                             "(a byte that was not UTF-8, as Python reads one); replace it, e.g. with U+FFFD")
         if not self._started:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
         turn_model, child_model = None, None

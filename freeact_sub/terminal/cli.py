@@ -179,6 +179,8 @@ class _Runner:
     async def _run(self) -> int:
         args = self.args
         one_shot = args.prompt is not None
+        if one_shot:
+            _check_prompt_text(args.prompt)
         if args.timeline is not None:
             _check_timeline_file(args.timeline, one_shot)
         if not one_shot and not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -293,6 +295,16 @@ def _show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: st
     console.print()
     console.print(Text(f"Resumed session {session_id}. The conversation goes on; the kernel is new "
                        "(earlier variables are gone, files remain).", style="yellow"))
+
+
+def _check_prompt_text(prompt: str) -> None:
+    """`-p` text that is not valid UTF-8 is refused before anything starts (no kernel, no session)."""
+    from .input_text import first_undecodable
+
+    where = first_undecodable(prompt)
+    if where is not None:
+        raise UsageError(f"-p: the prompt is not valid UTF-8 (a byte at character {where + 1} is not); "
+                         "pass the text as UTF-8 (iconv -t UTF-8)")
 
 
 def _check_timeline_file(name: str, one_shot: bool) -> None:

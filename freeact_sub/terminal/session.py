@@ -33,6 +33,7 @@ from freeact_sub import (
 )
 
 from .approvals import ApprovalDesk
+from .input_text import first_undecodable, replace_undecodable
 from .keys import KeyReader
 from .palette import Palette
 from .prompt import PromptReader
@@ -162,6 +163,9 @@ class Session:
                 return
             if not prompt.strip():
                 continue
+            if first_undecodable(prompt) is not None:
+                prompt = replace_undecodable(prompt)
+                self.renderer.note("Your text held bytes that are not UTF-8; they are sent as �.", style="yellow")
             if self.command(prompt.strip()):
                 continue
             self.after_turn(await self.run_turn(prompt))

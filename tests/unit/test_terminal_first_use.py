@@ -12,6 +12,8 @@ from rich.console import Console
 
 from freeact_sub import Agent, AgentConfig, ConfigError, ConfigWarning
 from freeact_sub.agent_types import load_agent_types
+from freeact_sub.sessions import SessionStore
+from freeact_sub.terminal.input_text import first_undecodable, replace_undecodable
 from freeact_sub.terminal.palette import Palette, type_colour
 from freeact_sub.terminal.session import Session
 from freeact_sub.terminal.warning_lines import warnings_as_lines
@@ -81,3 +83,37 @@ async def test_an_unknown_tool_name_is_an_error_at_load_naming_the_file_and_the_
                          user_dir=tmp_path / "none", servers=["demo"])
     with pytest.raises(ConfigError, match=r"config: tools: 'execute_ipython_call' names no tool"):
         await Agent(AgentConfig(model="test", working_dir=tmp_path, tools=["execute_ipython_call"])).start()
+
+
+async def test_bytes_that_were_not_utf8_are_replaced_in_typed_text_and_a_session_never_used_is_not_kept(
+    tmp_path: Path,
+) -> None:
+    assert first_undecodable("ok") is None and first_undecodable("hi \udcff") == 3
+    assert replace_undecodable("hi \udcff there") == "hi \ufffd there"
+    assert replace_undecodable("caf\udcc3\udca9") == "café"  # escaped UTF-8 bytes decode again
+    assert replace_undecodable("a \ud800") == "a \ufffd"  # a surrogate that stands for no byte
+    with pytest.raises(ValueError, match="character 4 is a lone surrogate"):
+        await Agent(AgentConfig(model="test", working_dir=tmp_path)).stream("hi \udcff").__anext__()
+    store = SessionStore.create(tmp_path)
+    with pytest.raises(UnicodeEncodeError):
+        store.record({"record": "prompt", "text": "hi \udcff"}, used=True)
+    store.close()
+    assert not any((tmp_path / ".freeact-sub" / "sessions").glob("*/index.jsonl"))  # nothing to resume: removed
+
+
+async def test_a_typed_line_with_such_bytes_is_read_with_a_note(tmp_path: Path) -> None:
+    out = io.StringIO()
+    session = Session(Agent(AgentConfig(model="test", working_dir=tmp_path)), Console(file=out, width=200),
+                      ask_keys=False)
+    lines = iter(["/help \udcff"])
+
+    class Reader:
+        async def read(self) -> str:
+            try:
+                return next(lines)
+            except StopIteration:
+                raise EOFError from None
+
+    await session._prompts(Reader())  # type: ignore[arg-type]
+    assert "Your text held bytes that are not UTF-8; they are sent as �." in out.getvalue()
+    assert "Commands:" in out.getvalue()

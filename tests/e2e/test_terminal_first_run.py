@@ -65,3 +65,13 @@ def test_a_timeline_file_that_cannot_be_written_is_refused_before_the_run(workdi
     assert not (workdir / ".freeact-sub" / "sessions").exists()  # no run, no session
     done = _run("--demo", "-p", "one cell", "--auto-approve", "--timeline", str(tmp_path), cwd=workdir, env=cli_env())
     assert done.returncode == 2 and "name a .svg, .png or .html file" in done.stderr
+
+
+def test_a_prompt_that_is_not_utf8_is_refused_before_anything_starts(workdir: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "--demo", "--auto-approve", "-p",
+                           b"hi \xff there"], cwd=workdir, env=cli_env(), stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr == (b"freeact-sub: -p: the prompt is not valid UTF-8 (a byte at character 4 is not); "
+                           b"pass the text as UTF-8 (iconv -t UTF-8)\n")
+    assert not (workdir / ".freeact-sub").exists()  # no session left behind
