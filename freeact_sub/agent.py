@@ -287,6 +287,7 @@ class Agent(TurnEngine, SubagentMessages):
         self._loop = asyncio.get_running_loop()
         if not self.is_subagent:
             self.config.make_working_dir()
+            self.config.make_state_dir()  # a read-only working folder is one clear error, not a traceback mid-start
             self._take_type()  # a bad type file or field is a ConfigError before any kernel starts
         self._model = self.settings.resolve_model()
         if not self.is_subagent and self.config.max_cost is not None:

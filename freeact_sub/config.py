@@ -338,6 +338,32 @@ class AgentConfig(BaseModel):
         except OSError as exc:
             raise ConfigError(f"working_dir: {self.working_dir} cannot be the working folder: {exc.strerror}") from None
 
+    def make_state_dir(self) -> None:
+        """Create `<working_dir>/.freeact-sub` when something of this config keeps files there; a `ConfigError`
+        naming the folder and what needs it if it cannot be made or written (a read-only working folder)."""
+        needs = [what for what, needed in (
+            ("the saved sessions (save_sessions)", self.save_sessions),
+            ("the images cells make (images_dir)", self.images_dir is None),
+            ("the MCP tools' Python modules (mcp_tools)", self.mcp_tools != "calls" and bool(self.mcp_servers)),
+        ) if needed]
+        if not needs:
+            return
+        folder = self.working_dir / ".freeact-sub"
+        try:
+            if folder.exists() and not folder.is_dir():
+                raise NotADirectoryError(0, "it is not a folder")
+            folder.mkdir(exist_ok=True)
+            writable = os.access(folder, os.W_OK | os.X_OK)
+            problem = "" if writable else "it is not writable"
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+        if problem:
+            raise ConfigError(
+                f"working_dir: {folder} cannot be made or written ({problem}); it holds {', '.join(needs)}. "
+                "Choose a writable --working-dir, or turn those off (save_sessions = false, images_dir elsewhere, "
+                "mcp_tools = 'calls')"
+            )
+
     @classmethod
     def load(
         cls,

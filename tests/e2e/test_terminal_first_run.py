@@ -75,3 +75,15 @@ def test_a_prompt_that_is_not_utf8_is_refused_before_anything_starts(workdir: Pa
     assert done.stderr == (b"freeact-sub: -p: the prompt is not valid UTF-8 (a byte at character 4 is not); "
                            b"pass the text as UTF-8 (iconv -t UTF-8)\n")
     assert not (workdir / ".freeact-sub").exists()  # no session left behind
+
+
+def test_a_working_folder_it_cannot_keep_files_in_is_one_line_and_exit_2(workdir: Path, tmp_path: Path) -> None:
+    (workdir / ".freeact-sub").write_text("not a folder")
+    config = tmp_path / "config.json"
+    config.write_text('{"save_sessions": false}')
+    done = _run("--demo", "-p", "one cell", "--auto-approve", "--config", str(config), cwd=workdir, env=cli_env())
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"freeact-sub: working_dir: {workdir / '.freeact-sub'} cannot be made or written (it is not a folder)")
+    assert processes_in(workdir) == []

@@ -117,3 +117,15 @@ async def test_a_typed_line_with_such_bytes_is_read_with_a_note(tmp_path: Path) 
     await session._prompts(Reader())  # type: ignore[arg-type]
     assert "Your text held bytes that are not UTF-8; they are sent as �." in out.getvalue()
     assert "Commands:" in out.getvalue()
+
+
+async def test_a_working_folder_where_freeact_sub_cannot_keep_files_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / ".freeact-sub").write_text("not a folder")
+    config = AgentConfig(model="test", working_dir=tmp_path, save_sessions=False)
+    with pytest.raises(ConfigError) as caught:
+        await Agent(config).start()
+    assert str(caught.value).startswith(
+        f"working_dir: {tmp_path / '.freeact-sub'} cannot be made or written (it is not a folder); it holds the "
+        "images cells make (images_dir).")
+    # nothing of this config keeps files there: no error, nothing made
+    AgentConfig(model="test", working_dir=tmp_path, save_sessions=False, images_dir=tmp_path / "img").make_state_dir()
