@@ -494,9 +494,18 @@ def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
 
 
 def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:
-    """Read a JSON file in the `mcpServers` shape (`{"mcpServers": {name: {...}}}` or the inner mapping)."""
+    """Read a JSON file in the `mcpServers` shape (`{"mcpServers": {name: {...}}}` or the inner mapping), or VS Code's
+    `{"servers": {name: {"type": "stdio", ...}}}` (its `inputs` are not read)."""
     data = _read_config_file(Path(path))
-    servers = data.get("mcpServers", data.get("mcp_servers", data))
+    if "mcp_servers" in data:
+        servers = data["mcp_servers"]
+    elif isinstance(data.get("servers"), Mapping):  # VS Code's .vscode/mcp.json
+        servers = data["servers"]
+    elif data and all(isinstance(spec, Mapping) and ("command" in spec or "url" in spec) for spec in data.values()):
+        servers = data
+    else:
+        raise ConfigError(f"{path}: expected `mcpServers` (or VS Code's `servers`): an object mapping server names to "
+                          f"their settings; the file has {', '.join(map(repr, data)) or 'nothing'}")
     if not isinstance(servers, Mapping):
         raise ConfigError(f"{path}: mcpServers must be an object mapping server names to their settings")
     try:
