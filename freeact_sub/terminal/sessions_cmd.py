@@ -160,6 +160,10 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
                 renderer.show_request(event, note="approved" if event.decision else "rejected")
         elif not isinstance(event, SavedDecision):
             renderer.handle(event)
+    pending = sum(1 for event in events if isinstance(event, SavedDecision) and event.by == "pending")
+    if pending:
+        console.print(Text(f"{pending} question{'s were' if pending != 1 else ' was'} still waiting for an answer when "
+                           "the session ended (the process was killed or lost its terminal)", style="yellow"))
 
 
 def _show_decided(renderer: Renderer, request: ApprovalRequest, saved: SavedDecision) -> None:
@@ -183,6 +187,9 @@ def _show_decided(renderer: Renderer, request: ApprovalRequest, saved: SavedDeci
     elif saved.by == "person":
         text = f"rejected, the model is told: {saved.reason}" if saved.reason else "rejected"
         renderer.show_decision(request, text, approved=False, goes_on=saved.reason is not None)
+    elif saved.by == "pending":
+        renderer.show_decision(request, "never answered: the session ended while this question waited (it did not run)",
+                               approved=False)
     elif saved.by == "cancelled" and saved.stopped_by == "the user" and agent != renderer.main_id:
         renderer.show_decision(request, "stopping this subagent; its parent is told and goes on",
                                approved=False, goes_on=True)

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from freeact_sub import Agent, AgentConfig, ConfigError, ConfigWarning
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, ConfigError, ConfigWarning
 from freeact_sub.agent_types import load_agent_types
-from freeact_sub.sessions import SessionStore
+from freeact_sub.sessions import SavedDecision, SessionStore, UserPrompt
 from freeact_sub.terminal.input_text import first_undecodable, replace_undecodable
 from freeact_sub.terminal.palette import Palette, type_colour
 from freeact_sub.terminal.session import Session
+from freeact_sub.terminal.sessions_cmd import print_transcript
 from freeact_sub.terminal.warning_lines import warnings_as_lines
 
 
@@ -129,3 +130,22 @@ async def test_a_working_folder_where_freeact_sub_cannot_keep_files_is_one_clear
         "images cells make (images_dir).")
     # nothing of this config keeps files there: no error, nothing made
     AgentConfig(model="test", working_dir=tmp_path, save_sessions=False, images_dir=tmp_path / "img").make_state_dir()
+
+
+async def test_sessions_show_says_which_questions_were_still_open_when_the_session_ended() -> None:
+    out = io.StringIO()
+    request = ApprovalRequest(agent_id="agent-main", tool_name="execute_ipython_cell", tool_args={"code": "1 + 1"},
+                              tool_call_id="c1")
+    events = [UserPrompt(agent_id="agent-main", content="add"), request,
+              SavedDecision(agent_id="agent-main", tool_call_id="c1", by="pending")]
+
+    class Saved:
+        session_id = "20261127-000000-abcd"
+
+        def events(self, agent_id: str) -> list[object]:
+            return events
+
+    print_transcript(Console(file=out, width=200), Saved(), "agent-main")  # type: ignore[arg-type]
+    text = out.getvalue()
+    assert "✗ never answered: the session ended while this question waited (it did not run)" in text
+    assert "1 question was still waiting for an answer when the session ended" in text
