@@ -97,6 +97,7 @@ class Session:
         keys = KeyReader() if self._ask_keys else None
         desk = self.desk
         self.board.clear()
+        self.board.carry_over(self.agent.subagents())  # background subagents from earlier turns hold slots too
         self.renderer.reset()
         self._cancelling = False
         self._turn_started = time.monotonic()

@@ -149,3 +149,25 @@ async def test_sessions_show_says_which_questions_were_still_open_when_the_sessi
     text = out.getvalue()
     assert "✗ never answered: the session ended while this question waited (it did not run)" in text
     assert "1 question was still waiting for an answer when the session ended" in text
+
+
+def test_subagents_alive_from_earlier_turns_are_rows_beside_a_queued_one() -> None:
+    from decimal import Decimal
+
+    from freeact_sub import SubagentInfo
+    from freeact_sub.terminal.status import SubagentBoard
+
+    def info(agent_id: str, state: str) -> SubagentInfo:
+        return SubagentInfo(agent_id=agent_id, parent_id="agent-main", subagent_type="general", description="",
+                            prompt="p", state=state, background=True, turns=2, elapsed=5.0, input_tokens=100,
+                            output_tokens=20, cost=Decimal("0.001"))
+
+    board = SubagentBoard(Palette())
+    board.carry_over([info("agent-bg01", "running"), info("agent-bg02", "waiting")])
+    board.queued("agent-new1", parent_id="agent-main")
+    out = io.StringIO()
+    Console(file=out, width=120).print(board.render())
+    rows = {line.split()[0]: line for line in out.getvalue().splitlines()[1:]}
+    assert "running (background)" in rows["agent-bg01"] and "120" in rows["agent-bg01"]
+    assert "2/" not in rows["agent-bg01"]  # its turn limit is not known here: no `2/0`
+    assert "waiting for a slot" in rows["agent-bg02"] and "waiting for a slot" in rows["agent-new1"]
