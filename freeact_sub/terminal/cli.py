@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from freeact_sub import Agent, AgentConfig
     from freeact_sub.demo import DemoServer
 
+    from .theme import Theme
+
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -113,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run every action of every agent without asking (also FREEACT_SUB_AUTO_APPROVE=1)",
     )
+    parser.add_argument(
+        "--theme",
+        choices=("light", "dark"),
+        help="colours for a light or a dark terminal background (default: asked of the terminal; also "
+        "FREEACT_SUB_THEME)",
+    )
     parser.add_argument("--demo", action="store_true", help="offline demo: a scripted model, real kernels and MCP")
     parser.add_argument(
         "--resume",
@@ -152,6 +160,8 @@ class _Runner:
         self.stopping = False
         """Set while the agent stops: a signal then must not cut the cleanup short."""
         self.demo: DemoServer | None = None
+        self.theme: Theme | None = None
+        """The colours for the terminal's background, chosen before the session starts."""
 
     async def run(self) -> int:
         self._end_on_signals()
@@ -215,6 +225,15 @@ class _Runner:
         from freeact_sub import Agent, SessionError
 
         from .keys import enter_stays_enter
+        from .theme import choose_background, theme_for
+
+        asks = sys.stdin.isatty() and sys.stdout.isatty() and os.isatty(sys.stdout.fileno())
+        try:
+            self.theme = theme_for(choose_background(args.theme, os.environ,
+                                                     tty_fds=(sys.stdin.fileno(), sys.stdout.fileno()) if asks
+                                                     else None))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
         try:
             agent = Agent(config, session=args.resume)
@@ -242,7 +261,8 @@ class _Runner:
         from .session import Session
 
         args = self.args
-        session = Session(agent, console, ask_keys=sys.stdin.isatty(), show_final=args.prompt is None)
+        session = Session(agent, console, ask_keys=sys.stdin.isatty(), show_final=args.prompt is None,
+                          theme=self.theme)
         console.print(banner(agent, config, session.palette, demo=self.demo, one_shot=args.prompt is not None))
         if args.resume is not None and agent.session_id is not None:
             _show_resumed(console, agent.session_id, config.working_dir, agent.agent_id)

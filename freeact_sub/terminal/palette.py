@@ -12,22 +12,9 @@ from rich.color import Color, ColorParseError
 from rich.text import Text
 
 from .safe_text import clean
+from .theme import Theme, theme_for
 
 __all__ = ["Palette"]
-
-_COLOURS = (
-    "bright_cyan",
-    "bright_magenta",
-    "bright_green",
-    "bright_yellow",
-    "bright_blue",
-    "orange1",
-    "orchid",
-    "spring_green2",
-    "deep_sky_blue1",
-    "light_salmon1",
-)
-
 
 _ALIASES = {"orange": "orange1", "pink": "pink1", "purple": "medium_purple1", "gray": "grey50", "grey": "grey50"}
 """Colour names of Claude Code's and OpenCode's agent files that rich spells otherwise."""
@@ -49,13 +36,22 @@ class Palette:
     """Hands out colours in the order agents first appear; an agent keeps its colour for the session.
 
     An agent whose type has a `color` of its own (`type_colours`, by type name) is drawn in that colour.
+    The colours (and the style code is highlighted with, `code_theme`) are the `theme`'s: the
+    terminal's background decides (`theme.py`); default dark.
     """
 
-    def __init__(self, type_colours: Mapping[str, str | None] | None = None) -> None:
+    def __init__(self, type_colours: Mapping[str, str | None] | None = None, theme: Theme | None = None) -> None:
+        self.theme = theme or theme_for("dark")
         self._colours: dict[str, str] = {}
         self._types: dict[str, str] = {}
         self._parents: dict[str, str] = {}
-        self._type_colours = {k: c for k, v in (type_colours or {}).items() if (c := type_colour(v)) is not None}
+        self._type_colours = {k: self.theme.type_colour(c) for k, v in (type_colours or {}).items()
+                              if (c := type_colour(v)) is not None}
+
+    @property
+    def code_theme(self) -> str:
+        """The Pygments style for code to approve, readable on the terminal's background."""
+        return self.theme.code_theme
 
     def set_type(self, agent_id: str, subagent_type: str) -> None:
         """Remember an agent's type: its label shows it where it is not `general` (`agent-3fa2 reviewer`)."""
@@ -89,8 +85,9 @@ class Palette:
 
     def colour(self, agent_id: str) -> str:
         if agent_id not in self._colours:
-            handed_out = sum(1 for c in self._colours.values() if c in _COLOURS)
-            self._colours[agent_id] = _COLOURS[handed_out % len(_COLOURS)]
+            colours = self.theme.agent_colours
+            handed_out = sum(1 for c in self._colours.values() if c in colours)
+            self._colours[agent_id] = colours[handed_out % len(colours)]
         return self._colours[agent_id]
 
     def label(self, agent_id: str) -> Text:

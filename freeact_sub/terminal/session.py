@@ -40,6 +40,7 @@ from .prompt import PromptReader
 from .render import Renderer
 from .safe_text import clean
 from .status import SubagentBoard, agents_table
+from .theme import Theme
 
 __all__ = ["Session", "TurnOutcome"]
 
@@ -68,10 +69,13 @@ class TurnOutcome:
 class Session:
     """Runs turns of one started agent in the terminal."""
 
-    def __init__(self, agent: Agent, console: Console, *, ask_keys: bool, show_final: bool = True) -> None:
+    def __init__(
+        self, agent: Agent, console: Console, *, ask_keys: bool, show_final: bool = True, theme: Theme | None = None
+    ) -> None:
+        """`theme`: the colours for the terminal's background (`theme.py`); default dark."""
         self.agent = agent
         self.console = console
-        self.palette = Palette({name: definition.color for name, definition in agent.tree.types.items()})
+        self.palette = Palette({name: definition.color for name, definition in agent.tree.types.items()}, theme)
         self.palette.use_type_colour(agent.agent_id, agent.subagent_type)  # `--agent TYPE`: that type's colour
         self.palette.colour(agent.agent_id)  # else the main agent gets the first colour
         self.board = SubagentBoard(self.palette)

@@ -134,8 +134,14 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
     from .palette import Palette
     from .render import Renderer
     from .status import SubagentBoard
+    from .theme import Background, choose_background, theme_for
 
-    palette = Palette()
+    background: Background
+    try:  # the background as the flag-less environment says it (no query: the transcript may go to a pipe)
+        background = choose_background(None, os.environ)
+    except ValueError:
+        background = "dark"
+    palette = Palette(theme=theme_for(background))
     palette.colour(agent_id)
     renderer = Renderer(console, palette, SubagentBoard(palette), main_id=agent_id, show_final=True)
     events = saved.events(agent_id)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from terminal_driver import cli_env, processes_in
+from terminal_driver import Terminal, cli_env, processes_in
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -86,4 +87,25 @@ def test_a_working_folder_it_cannot_keep_files_in_is_one_line_and_exit_2(workdir
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1].startswith(
         f"freeact-sub: working_dir: {workdir / '.freeact-sub'} cannot be made or written (it is not a folder)")
+    assert processes_in(workdir) == []
+
+
+def test_the_cli_asks_the_terminal_for_its_background_and_draws_for_a_light_one(workdir: Path) -> None:
+    env = cli_env()
+    env.pop("COLORFGBG")
+    term = Terminal("--demo", cwd=workdir, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while "\x1b]11;?" not in term.raw:  # the OSC 11 query: what is your background colour?
+            assert time.monotonic() < deadline and not term.ended, term.text[-2000:]
+            term._pump(0.1)
+        term.send("\x1b]11;rgb:ffff/ffff/ffff\x1b\\")  # as a terminal with a white background answers
+        term.expect(r"you ›")
+        banner = term.raw[term.raw.index("\x1b]11;?"):]
+        assert "38;5;26m" in banner  # the main agent's label in the light theme's first colour (dodger_blue3)
+        assert "\x1b[1;96m" not in banner  # not bright cyan, faint on white
+        term.send("\x04")
+        assert term.wait_exit() == 0
+    finally:
+        term.kill()
     assert processes_in(workdir) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 import warnings
 from pathlib import Path
 
@@ -15,8 +16,17 @@ from freeact_sub.agent_types import load_agent_types
 from freeact_sub.sessions import SavedDecision, SessionStore, UserPrompt
 from freeact_sub.terminal.input_text import first_undecodable, replace_undecodable
 from freeact_sub.terminal.palette import Palette, type_colour
+from freeact_sub.terminal.render import Renderer
 from freeact_sub.terminal.session import Session
 from freeact_sub.terminal.sessions_cmd import print_transcript
+from freeact_sub.terminal.status import SubagentBoard
+from freeact_sub.terminal.theme import (
+    choose_background,
+    from_colorfgbg,
+    parse_background_reply,
+    query_background,
+    theme_for,
+)
 from freeact_sub.terminal.warning_lines import warnings_as_lines
 
 
@@ -171,3 +181,59 @@ def test_subagents_alive_from_earlier_turns_are_rows_beside_a_queued_one() -> No
     assert "running (background)" in rows["agent-bg01"] and "120" in rows["agent-bg01"]
     assert "2/" not in rows["agent-bg01"]  # its turn limit is not known here: no `2/0`
     assert "waiting for a slot" in rows["agent-bg02"] and "waiting for a slot" in rows["agent-new1"]
+
+
+def test_the_background_comes_from_the_flag_the_environment_or_colorfgbg() -> None:
+    assert from_colorfgbg("0;15") == "light" and from_colorfgbg("15;0") == "dark"
+    assert from_colorfgbg("0;default;7") == "light" and from_colorfgbg("") is None and from_colorfgbg("x") is None
+    assert parse_background_reply(b"\x1b]11;rgb:ffff/ffff/ffff\x1b\\") == "light"
+    assert parse_background_reply(b"\x1b]11;rgb:1c1c/1c1c/1c1c\x07") == "dark"
+    assert parse_background_reply(b"junk") is None
+    assert choose_background("light", {"FREEACT_SUB_THEME": "dark", "COLORFGBG": "15;0"}) == "light"
+    assert choose_background(None, {"FREEACT_SUB_THEME": "dark", "COLORFGBG": "0;15"}) == "dark"
+    assert choose_background(None, {"COLORFGBG": "0;15"}) == "light" and choose_background(None, {}) == "dark"
+    with pytest.raises(ValueError, match="FREEACT_SUB_THEME sepia: use light or dark"):
+        choose_background(None, {"FREEACT_SUB_THEME": "sepia"})
+
+
+def test_the_terminal_is_asked_for_its_background_and_silence_is_no_answer() -> None:
+    import os
+    import threading
+
+    master, slave = os.openpty()
+    try:
+        def answer() -> None:
+            asked = b""
+            while b"\x1b]11;?" not in asked:
+                asked += os.read(master, 64)
+            os.write(master, b"\x1b]11;rgb:fafa/fafa/f0f0\x1b\\")
+
+        helper = threading.Thread(target=answer)
+        helper.start()
+        assert choose_background(None, {}, tty_fds=(slave, slave)) == "light"
+        helper.join(timeout=5)
+        started = time.monotonic()
+        assert query_background(slave, slave, timeout=0.1) is None  # nobody answers: no theme from it
+        assert time.monotonic() - started < 1
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+async def test_code_to_approve_and_agent_labels_are_readable_on_a_light_background() -> None:
+    def drawn(theme: str) -> str:
+        out = io.StringIO()
+        palette = Palette({"scout": "yellow"}, theme_for(theme))  # type: ignore[arg-type]
+        console = Console(file=out, width=100, force_terminal=True, color_system="truecolor")
+        renderer = Renderer(console, palette, SubagentBoard(palette), main_id="agent-main")
+        palette.set_type("agent-s", "scout")
+        renderer.show_request(ApprovalRequest(agent_id="agent-s", tool_name="execute_ipython_cell",
+                                              tool_args={"code": "limit = 200_000\nprint(limit)"}, tool_call_id="c"))
+        return out.getvalue()
+
+    near_white = "38;2;248;248;242"  # monokai's identifiers
+    assert near_white in drawn("dark") and near_white not in drawn("light")
+    light = Palette({"scout": "yellow"}, theme_for("light"))
+    light.set_type("agent-s", "scout")
+    assert light.colour("agent-s") == "dark_goldenrod"
+    assert not any(light.colour(f"agent-{n}").startswith("bright") for n in range(12))
