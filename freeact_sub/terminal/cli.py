@@ -160,6 +160,8 @@ class _Runner:
         self.stopping = False
         """Set while the agent stops: a signal then must not cut the cleanup short."""
         self.demo: DemoServer | None = None
+        self.start_cancelled = False
+        """Set when Ctrl-C stopped the start (the kernel and MCP servers) before the session began."""
         self.theme: Theme | None = None
         """The colours for the terminal's background, chosen before the session starts."""
 
@@ -171,6 +173,27 @@ class _Runner:
             if self.demo is not None:
                 self.demo.close()
         return 128 + self.ended_by if self.ended_by else code
+
+    @contextlib.contextmanager
+    def _ctrl_c_stops_the_start(self, status: Any) -> Iterator[None]:
+        """Ctrl-C while the kernel and MCP servers start (a slow server) stops the start at once and says so;
+        a second Ctrl-C changes nothing (what had started is being stopped)."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def cancel() -> None:
+            if self.start_cancelled:
+                return
+            self.start_cancelled = True
+            status.update("Cancelled: stopping what had started …")
+            task.cancel()
+
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: loop.call_soon_threadsafe(cancel))
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     def _end_on_signals(self) -> None:
         """SIGTERM and SIGHUP (terminal closed) cancel everything, so the cleanup below runs."""
@@ -241,8 +264,19 @@ class _Runner:
             raise UsageError(str(exc)) from None
         with enter_stays_enter():  # a line typed while the kernel starts or a turn runs is sent when the prompt is up
             try:
-                with console.status("Starting the kernel and MCP servers …", spinner="dots"):
+                with console.status("Starting the kernel and MCP servers …", spinner="dots") as status, \
+                        self._ctrl_c_stops_the_start(status):
                     await agent.start()
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not self.start_cancelled or task is None:
+                    raise
+                task.uncancel()  # the cancel was ours: stop what had started (timeouts in it work as usual)
+                self.stopping = True
+                with _sigint_ignored(), console.status("Cancelled: stopping what had started …", spinner="dots"):
+                    await agent.stop()
+                _complain("cancelled while starting (Ctrl-C); nothing was left running")
+                return EXIT_CANCELLED
             except FreeactError as exc:
                 self.stopping = True
                 await agent.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -106,6 +107,31 @@ def test_the_cli_asks_the_terminal_for_its_background_and_draws_for_a_light_one(
         assert "\x1b[1;96m" not in banner  # not bright cyan, faint on white
         term.send("\x04")
         assert term.wait_exit() == 0
+    finally:
+        term.kill()
+    assert processes_in(workdir) == []
+
+
+def test_ctrl_c_while_a_slow_mcp_server_starts_stops_the_start_at_once(workdir: Path, tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(60)\n")  # an MCP server that never answers
+    mcp = tmp_path / "mcp.json"
+    server = {"command": sys.executable, "args": [str(tmp_path / "slow.py")]}
+    mcp.write_text(json.dumps({"mcpServers": {"slow": server}}))
+    term = Terminal("--demo", "--mcp-config", str(mcp), cwd=workdir)
+    try:
+        term.expect(r"Starting the kernel and MCP servers")
+        deadline = time.monotonic() + 60
+        while not any("slow.py" in line for line in processes_in(workdir)):
+            assert time.monotonic() < deadline, "the slow server never started"
+            term._pump(0.2)
+        term.send("\x03")
+        pressed = time.monotonic()
+        term.expect(r"Cancelled: stopping what had started", timeout=5)
+        assert term.wait_exit() == 130
+        # the server still opening is stopped, not waited for (it was given 10 s to finish its handshake)
+        assert time.monotonic() - pressed < 9
+        assert "freeact-sub: cancelled while starting (Ctrl-C); nothing was left running" in term.text
+        assert "Traceback" not in term.text
     finally:
         term.kill()
     assert processes_in(workdir) == []
