@@ -309,64 +309,70 @@ class ApprovalDesk:
         if len(pending) == 1:
             return self._line(selected, selected=True)
         listed = pending[:MAX_LISTED]
-        header = Text(
-            f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it"
-            + (", s stops its subagent" if self._can_stop(selected) else ""),
-            style="bold",
+        stop = self._can_stop(selected)
+        header = self._fit(
+            Text(f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it"
+                 + (", s stops its subagent" if stop else ""), style="bold"),
+            Text(f"{len(pending)} questions · 1–{len(listed)}/Tab picks, y/n/a/A answers"
+                 + (", s stops" if stop else ""), style="bold"),
         )
         rows: list[RenderableType] = [header]
         for number, request in enumerate(listed, start=1):
             chosen = request is selected
             prefix = Text.assemble(("›" if chosen else " ", "bold"), f" {number} ")
-            rows.append(Text.assemble(prefix, self._line(request, selected=chosen)))
+            rows.append(Text.assemble(prefix, self._line(request, selected=chosen, indent=prefix.cell_len)))
         if len(pending) > len(listed):
             rows.append(Text(f"    … and {len(pending) - len(listed)} more after these", style="dim"))
         return Group(*rows)
 
-    def _line(self, request: ApprovalRequest, *, selected: bool) -> Text:
+    def _fit(self, full: Text, short: Text, indent: int = 0) -> Text:
+        """`full` if it fits the terminal's width on one line (after `indent` cells), else `short`: at 80 columns a
+        question is one line, never wrapped under the live view."""
+        return full if indent + full.cell_len <= self._renderer.console.width else short
+
+    def _line(self, request: ApprovalRequest, *, selected: bool, indent: int = 0) -> Text:
         agent = request.agent_id
         question = _QUESTIONS.get(request.tool_name, f"Call {visible(request.tool_name)}?")
         line = Text.assemble(self._palette.tag(agent), " ")
         if not selected:
-            return Text.assemble(line, question, "  ", (_summary(request), "dim"))
+            room = self._renderer.console.width - indent - line.cell_len - len(question) - 2
+            return Text.assemble(line, question, "  ", (_summary(request, max(room, 12)), "dim"))
         dropped = self._burst.dropped if self._burst is not None else ""
         left_out = (f"[left out, typed with the key before: {' '.join(visible(dropped).split())[:20]}] "
                     if dropped.strip() else "")
         if self._reason is not None and self._reason.request is request:
-            return Text.assemble(
-                line,
-                ("Reject. Reason for the model", "bold"),
-                " (Enter alone rejects without one, Esc goes back): ",
-                (left_out, "yellow"),
-                self._reason.text,
-                ("▏", "blink"),
+            head = self._fit(
+                Text.assemble(("Reject. Reason for the model", "bold"),
+                              " (Enter alone rejects without one, Esc goes back): "),
+                Text.assemble(("Reject. Reason", "bold"), " (Enter: none, Esc: back): "),
+                indent + line.cell_len + 20,  # room for the reason's first words
             )
+            return Text.assemble(line, head, (left_out, "yellow"), self._reason.text, ("▏", "blink"))
         if self._confirm is not None and self._confirm.request is request:
-            return Text.assemble(
-                line,
-                ("Approve every agent's actions, for the rest of the session?", "bold"),
-                "  ", ("[y]", "bold"), "es, any other key goes back  ", (left_out, "yellow"),
+            head = self._fit(
+                Text.assemble(("Approve every agent's actions, for the rest of the session?", "bold"),
+                              "  ", ("[y]", "bold"), "es, any other key goes back  "),
+                Text.assemble(("Every agent, from now on?", "bold"), " ", ("[y]", "bold"), "es, other key: back "),
+                indent + line.cell_len,
             )
-        keys = Text.assemble(
-            line,
-            f"{question}  ",
-            ("[y]", "bold"),
-            "es  ",
-            ("[n]", "bold"),
-            "o  ",
-            ("[a]", "bold"),
-            "lways for ",
-            self._palette.label(agent),
-            "  ",
-            ("[A]", "bold"),
-            "ll agents",
+            return Text.assemble(line, head, (left_out, "yellow"))
+        full = Text.assemble(
+            line, f"{question}  ",
+            ("[y]", "bold"), "es  ", ("[n]", "bold"), "o  ",
+            ("[a]", "bold"), "lways for ", self._palette.label(agent), "  ",
+            ("[A]", "bold"), "ll agents",
+        )
+        short = Text.assemble(
+            line, f"{question}  ", ("[y]", "bold"), "es ", ("[n]", "bold"), "o ", ("[a]", "bold"), "lways ",
+            ("[A]", "bold"), "ll",
         )
         if self._can_stop(request):
-            keys.append_text(Text.assemble("  ", ("[s]", "bold"), "top ", self._palette.label(agent)))
-        return keys
+            full.append_text(Text.assemble("  ", ("[s]", "bold"), "top ", self._palette.label(agent)))
+            short.append_text(Text.assemble(" ", ("[s]", "bold"), "top"))
+        return self._fit(full, short, indent)
 
 
-def _summary(request: ApprovalRequest) -> str:
+def _summary(request: ApprovalRequest, limit: int = 60) -> str:
     """The call in a few words: its first line of code, the subagent's prompt, or the arguments (controls drawn)."""
     if request.code is not None:
         lines = [line for line in request.code.strip().splitlines() if line.strip()]
@@ -376,4 +382,5 @@ def _summary(request: ApprovalRequest) -> str:
     else:
         text = json.dumps(request.tool_args, ensure_ascii=False)
     text = " ".join(visible(text).split())
-    return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
+    limit = min(limit, _SUMMARY_CHARS)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -237,3 +237,36 @@ async def test_code_to_approve_and_agent_labels_are_readable_on_a_light_backgrou
     light.set_type("agent-s", "scout")
     assert light.colour("agent-s") == "dark_goldenrod"
     assert not any(light.colour(f"agent-{n}").startswith("bright") for n in range(12))
+
+
+async def test_questions_fit_80_columns_one_line_each() -> None:
+    from freeact_sub import ApprovalPolicy
+    from freeact_sub.terminal.approvals import ApprovalDesk
+
+    palette = Palette()
+    renderer = Renderer(Console(file=io.StringIO(), width=80), palette, SubagentBoard(palette), main_id="agent-main")
+    desk = ApprovalDesk(renderer, palette, ApprovalPolicy(), stop=lambda agent_id: True)
+    palette.set_type("agent-bbb5", "reviewer")
+    requests = [
+        ApprovalRequest(agent_id="agent-bbb5", tool_name="execute_ipython_cell", tool_call_id="1",
+                        tool_args={"code": "limit = 200_000; primes = [n for n in range(2, limit) if all("
+                                           "n % d for d in range(2, int(n ** 0.5) + 1))]"}),
+        ApprovalRequest(agent_id="agent-1d74", tool_name="demo_constant", tool_args={"name": "pi" * 40},
+                        tool_call_id="2"),
+    ]
+
+    def lines() -> list[str]:
+        console = Console(width=80, record=True, file=io.StringIO())
+        console.print(desk.view())
+        return console.export_text().splitlines()
+
+    desk.submit(requests[0])
+    assert len(lines()) == 1 and "[y]es" in lines()[0] and "[s]top" in lines()[0]
+    desk.submit(requests[1])
+    shown = lines()
+    assert len(shown) == 3 and all(len(line) <= 80 for line in shown), shown
+    for key in ("n", "\x1b", "A"):  # the reason line, back, the confirmation
+        desk.press(key)
+        shown = lines()
+        assert len(shown) == 3 and all(len(line) <= 80 for line in shown), shown
+    assert "Every agent, from now on?" in shown[1]
