@@ -34,8 +34,8 @@ from .mcp_config import McpServerConfig, StdioServerConfig
 from .model_options import ModelOption, find_option
 from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile
-from .tool_names import tool_allowed, unmatched_patterns
-from .tools import BUILTIN_TOOL_NAMES, ToolSpec, builtin_tool
+from .tool_names import check_tool_names, tool_allowed, unmatched_patterns
+from .tools import ToolSpec, builtin_tool
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -177,17 +177,6 @@ def load_agent_types(
             check_tool_names(definition.tools or [], f"{where}: tools", known)
             check_tool_names(definition.disallowed_tools, f"{where}: disallowed_tools", known)
     return types
-
-
-def check_tool_names(patterns: Iterable[str], field: str, servers: Iterable[str]) -> None:
-    """A `ConfigError` naming `field` for a tool name or pattern that can match no tool: not a built-in tool,
-    and not `<server>_…` of one of `servers` (a typo such as `execute_ipython_call`)."""
-    servers = sorted(set(servers))
-    for pattern in unmatched_patterns(patterns, BUILTIN_TOOL_NAMES, servers):
-        mcp = (f"or <server>_<tool> of the MCP servers {', '.join(servers)}" if servers
-               else "and no MCP server is configured for <server>_<tool> names")
-        raise ConfigError(f"{field}: {pattern!r} names no tool (the built-in tools are "
-                          f"{', '.join(BUILTIN_TOOL_NAMES)}; {mcp})")
 
 
 def configure(
