@@ -10,11 +10,11 @@ from importlib.metadata import PackageNotFoundError, version
 from .agent import Agent
 from .approvals import ApprovalPolicy
 from .builtin_types import BUILTIN_TYPES
-from .commands import Command, load_commands
+from .commands import Command, CommandFiles, load_commands, read_commands
 from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
 from .definitions import AgentDefinition
 from .direct import split_type_prompt
-from .errors import ConfigError, FreeactError, KernelError, McpServerError, ModelError, SessionError
+from .errors import ConfigError, ConfigWarning, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
     ApprovalRequest,
@@ -61,7 +61,9 @@ __all__ = [
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
     "Command",
+    "CommandFiles",
     "ConfigError",
+    "ConfigWarning",
     "FreeactError",
     "HookError",
     "HookSpec",
@@ -97,6 +99,7 @@ __all__ = [
     "forget_folder",
     "load_commands",
     "load_mcp_config",
+    "read_commands",
     "split_type_prompt",
     "timeline",
     "trusted_folders",

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .agent_types import (
+    check_tool_names,
     check_types,
     compose_system_prompt,
     configure,
@@ -71,6 +73,8 @@ if TYPE_CHECKING:
     from .sessions.index import SavedAgent
 
 __all__ = ["Agent"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _agent_ids: set[str] = set()
 
@@ -291,6 +295,7 @@ class Agent(TurnEngine, SubagentMessages):
         self._loop = asyncio.get_running_loop()
         if not self.is_subagent:
             self.config.make_working_dir()
+            self.config.make_state_dir()  # a read-only working folder is one clear error, not a traceback mid-start
             self._take_type()  # a bad type file or field is a ConfigError before any kernel starts
         self._model = self.settings.resolve_model()
         if not self.is_subagent and self.config.max_cost is not None:
@@ -351,7 +356,12 @@ class Agent(TurnEngine, SubagentMessages):
 
     def _take_type(self) -> None:
         """Load the agent types (built-in, files, config) into the tree and apply `config.agent` to this agent."""
-        types = load_agent_types(self.config.agents, self.config.working_dir, trust_project=self.trust_project)
+        servers = list(self.config.mcp_servers)
+        for field in ("tools", "disallowed_tools"):
+            check_tool_names(getattr(self.config, field) or [], f"config: {field}", servers)
+        # an unknown tool name in a type is an error naming its file and field, not a warning when it starts
+        types = load_agent_types(self.config.agents, self.config.working_dir, trust_project=self.trust_project,
+                                 servers=servers)
         name = self.config.agent or GENERAL
         if name not in types and (inert := self._inert_type(name)) is not None:
             raise ConfigError(f"agent: the agent type {name!r} ({inert}) is not used: this folder is not trusted")
@@ -635,6 +645,9 @@ class Agent(TurnEngine, SubagentMessages):
         next `stream()` call ends it as cancelled. A `stream()` call while a turn is unfinished
         ends that turn first (its consumer, if still reading, gets `TurnCancelled`).
         """
+        if (bad := _LONE_SURROGATE.search(prompt)) is not None:  # no file, JSON body or model can carry one
+            raise ValueError(f"the prompt is not valid Unicode text: character {bad.start() + 1} is a lone surrogate "
+                             "(a byte that was not UTF-8, as Python reads one); replace it, e.g. with U+FFFD")
         if not self._started:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
         turn_model, child_model = None, None

@@ -12,15 +12,16 @@ Where definitions come from, later ones replacing earlier ones by name:
 
 A Markdown file is YAML front matter (the fields of `AgentDefinition`, plus `name`, default
 the file's name) and a body that is the `prompt`. camelCase spellings (`maxTurns`,
-`disallowedTools`, `mcpServers`, …) are accepted. Every problem is a `ConfigError` naming the
-file (or table) and the field.
+`disallowedTools`, `mcpServers`, …) are accepted, and so are Claude Code's and OpenCode's own
+fields (`color`, `temperature`, `permissionMode`, …: `foreign_fields.py`). Every problem is a
+`ConfigError` naming the file (or table) and the field.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,13 @@ from .builtin_types import BUILTIN_TYPES
 from .config import AgentConfig
 from .definitions import GENERAL, AgentDefinition, ApprovalRule, definition_fields
 from .errors import ConfigError
+from .foreign_fields import translate_foreign_fields
 from .mcp_config import McpServerConfig, StdioServerConfig
 from .model_options import ModelOption, find_option
 from .project_trust import ProjectFile, ProjectPowers, powers_of, project_powers
 from .sandbox import check_enforceable, meet
 from .sandbox.profiles import SandboxProfile
-from .tool_names import tool_allowed, unmatched_patterns
+from .tool_names import check_tool_names, tool_allowed, unmatched_patterns
 from .tools import ToolSpec, builtin_tool
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "GENERAL",
     "AgentDefinition",
     "ApprovalRule",
+    "check_tool_names",
     "check_types",
     "compose_system_prompt",
     "configure",
@@ -77,8 +80,9 @@ def validated(name: str, value: Any, source: str) -> AgentDefinition:
         return value
     if not isinstance(value, Mapping):
         raise ConfigError(f"{source}: agent type {name!r} must be a table of fields, got {type(value).__name__}")
+    where = f"{source}.{name}" if source == "agents" else source
     try:
-        return AgentDefinition.model_validate(definition_fields(value))
+        return AgentDefinition.model_validate(translate_foreign_fields(definition_fields(value), where))
     except ValidationError as exc:
         lines = []
         for error in exc.errors(include_url=False):
@@ -178,6 +182,7 @@ def load_agent_types(
     user_dir: Path | None = None,
     trust_project: bool | None = None,
     store: Path | None = None,
+    servers: Iterable[str] | None = None,
 ) -> dict[str, AgentDefinition]:
     """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`.
 
@@ -185,16 +190,29 @@ def load_agent_types(
     the person trusts the folder (remembered in `store`); with None and an untrusted folder they are
     a `ConfigError` naming each file and field, with False they are left out. Files without powers
     always load.
+
+    With `servers` (the config's MCP server names), every `tools` / `disallowed_tools` entry must be
+    able to name a tool: a built-in one, or `<server>_…` of one of those servers or of a type's own
+    (`check_tool_names`); else a `ConfigError` names the file and the field.
     """
     types = dict(BUILTIN_TYPES)
-    types.update(load_agent_dir(user_dir if user_dir is not None else user_agents_dir()))
+    sources: dict[str, str] = {}
+    for path, name, _, definition in _agent_files(user_dir if user_dir is not None else user_agents_dir()):
+        types[name], sources[name] = definition, str(path)
     project = project_agent_types(working_dir, store=store)
     applied = not project.powerful or project.applies(trust_project)
     for file in project.files:
         if applied or not file.powers:
-            types[file.name] = file.definition
+            types[file.name], sources[file.name] = file.definition, str(file.path)
     for name, value in agents.items():
-        types[name] = validated(name, value, "agents")
+        types[name], sources[name] = validated(name, value, "agents"), f"agents.{name}"
+    if servers is not None:
+        known = {*servers, *(server for definition in types.values() for server in definition.mcp_servers)}
+        for name, source in sources.items():
+            definition = types[name]
+            where = source if source.startswith("agents.") else f"{source}: agent type {name!r}"
+            check_tool_names(definition.tools or [], f"{where}: tools", known)
+            check_tool_names(definition.disallowed_tools, f"{where}: disallowed_tools", known)
     return types
 
 

@@ -356,6 +356,32 @@ class AgentConfig(BaseModel):
         except OSError as exc:
             raise ConfigError(f"working_dir: {self.working_dir} cannot be the working folder: {exc.strerror}") from None
 
+    def make_state_dir(self) -> None:
+        """Create `<working_dir>/.freeact-sub` when something of this config keeps files there; a `ConfigError`
+        naming the folder and what needs it if it cannot be made or written (a read-only working folder)."""
+        needs = [what for what, needed in (
+            ("the saved sessions (save_sessions)", self.save_sessions),
+            ("the images cells make (images_dir)", self.images_dir is None),
+            ("the MCP tools' Python modules (mcp_tools)", self.mcp_tools != "calls" and bool(self.mcp_servers)),
+        ) if needed]
+        if not needs:
+            return
+        folder = self.working_dir / ".freeact-sub"
+        try:
+            if folder.exists() and not folder.is_dir():
+                raise NotADirectoryError(0, "it is not a folder")
+            folder.mkdir(exist_ok=True)
+            writable = os.access(folder, os.W_OK | os.X_OK)
+            problem = "" if writable else "it is not writable"
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+        if problem:
+            raise ConfigError(
+                f"working_dir: {folder} cannot be made or written ({problem}); it holds {', '.join(needs)}. "
+                "Choose a writable --working-dir, or turn those off (save_sessions = false, images_dir elsewhere, "
+                "mcp_tools = 'calls')"
+            )
+
     @classmethod
     def load(
         cls,
@@ -486,9 +512,18 @@ def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
 
 
 def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:
-    """Read a JSON file in the `mcpServers` shape (`{"mcpServers": {name: {...}}}` or the inner mapping)."""
+    """Read a JSON file in the `mcpServers` shape (`{"mcpServers": {name: {...}}}` or the inner mapping), or VS Code's
+    `{"servers": {name: {"type": "stdio", ...}}}` (its `inputs` are not read)."""
     data = _read_config_file(Path(path))
-    servers = data.get("mcpServers", data.get("mcp_servers", data))
+    if "mcp_servers" in data:
+        servers = data["mcp_servers"]
+    elif isinstance(data.get("servers"), Mapping):  # VS Code's .vscode/mcp.json
+        servers = data["servers"]
+    elif data and all(isinstance(spec, Mapping) and ("command" in spec or "url" in spec) for spec in data.values()):
+        servers = data
+    else:
+        raise ConfigError(f"{path}: expected `mcpServers` (or VS Code's `servers`): an object mapping server names to "
+                          f"their settings; the file has {', '.join(map(repr, data)) or 'nothing'}")
     if not isinstance(servers, Mapping):
         raise ConfigError(f"{path}: mcpServers must be an object mapping server names to their settings")
     try:

@@ -90,6 +90,9 @@ class AgentDefinition(BaseModel):
     """Its sandbox profile (a name or a table, as `AgentConfig.sandbox`); it can only narrow its parent's."""
     approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
     """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
+    color: str | None = Field(default=None, pattern=r"^(#[0-9A-Fa-f]{6}|[A-Za-z][A-Za-z0-9_]*)$")
+    """The colour its agents' labels are drawn in, in the terminal (`blue`, `purple`, `#5f87ff`); unset: the next
+    colour of the palette. A name the terminal does not know is left for the palette's."""
 
     @field_validator("tools", "disallowed_tools", mode="before")
     @classmethod

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-    from .commands import Command
+    from .commands import Command, CommandFiles
     from .config import AgentConfig
     from .events import AgentEvent
     from .subagents import SubagentRunner
@@ -73,21 +73,26 @@ class DirectTurns:
         ) -> AsyncGenerator[AgentEvent, None]: ...
 
     def commands(self) -> dict[str, Command]:
-        """The person's and the project's commands (`.freeact-sub/commands/*.md`), read afresh; `ConfigError` for a
-        bad file (naming it and the field)."""
-        from .commands import load_commands
+        """The person's and the project's commands that can run (`.freeact-sub/commands/*.md`), read afresh; a bad
+        file is left out (`command_files()` says what is wrong with it)."""
+        return self.command_files().commands
 
-        return load_commands(self.settings.working_dir)
+    def command_files(self) -> CommandFiles:
+        """The command files, read afresh one by one: the good commands and each bad file's problems (every field
+        named; an `agent` that is no agent type is one)."""
+        from .commands import read_commands
+
+        return read_commands(self.settings.working_dir, types=self.tree.types or None)  # none known before start()
 
     def read_prompt(self, text: str, *, reserved: Iterable[str] = ()) -> tuple[str, str | None, str | None]:
         """What a person's prompt asks for, as `(prompt, subagent_type, model)`: a command of theirs (`/name args`,
         unless `/name` is one of the `reserved` commands of the surface), `@type prompt` (a known agent type), else
-        the prompt itself for the main agent. `ConfigError` for a bad command file (naming it and the field)."""
+        the prompt itself for the main agent. `ConfigError` for `/name` whose file is bad (naming it and its fields)."""
         name, _, rest = text.strip().partition(" ")
         if name.startswith("/") and len(name) > 1 and "/" not in name[1:] and name not in set(reserved):
-            command = self.commands().get(name[1:])
-            if command is not None:
-                command.check(self.tree.types)
+            files = self.command_files()
+            if name[1:] in files.commands or name[1:] in files.problems:
+                command = files.get(name[1:])
                 return command.prompt(rest), command.agent, command.model
         subagent_type, prompt = split_type_prompt(text, self.tree.types)
         return prompt, subagent_type, None
@@ -100,13 +105,7 @@ class DirectTurns:
         A command with an `agent` runs as a subagent of that type (as `stream(..., subagent_type=...)`);
         its `model` is the model of the turn. `ConfigError` for an unknown command or a bad file.
         """
-        from .errors import ConfigError
-
-        commands = self.commands()
-        if name not in commands:
-            known = ", ".join(f"/{c}" for c in sorted(commands)) or "none (add .freeact-sub/commands/NAME.md)"
-            raise ConfigError(f"unknown command {name!r}; the commands are {known}")
-        command = commands[name].check(self.tree.types)
+        command = self.command_files().get(name)
         return self.stream(command.prompt(arguments), max_turns, subagent_type=command.agent, model=command.model)
 
     def check_direct(self, subagent_type: str, model: Any, known: Iterable[str]) -> str | None:

@@ -7,13 +7,17 @@
     ├── ModelError         the model request failed during a turn (the history is as before the turn)
     └── SessionError       a session cannot be created, a saved one is missing, or another process holds it
 
+    ConfigWarning (a UserWarning): a setting that was read but has no effect here (names the file and field)
+
 Faults *inside* a turn that the model can correct (unknown tool, invalid arguments, a cell that
 raises, a crashed MCP server, a failed subagent) never raise: they become tool results.
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "FreeactError", "KernelError", "McpServerError", "ModelError", "SessionError"]
+__all__ = [
+    "ConfigError", "ConfigWarning", "FreeactError", "KernelError", "McpServerError", "ModelError", "SessionError",
+]
 
 
 class FreeactError(Exception):
@@ -42,3 +46,7 @@ class ModelError(FreeactError, RuntimeError):
 
 class SessionError(FreeactError, RuntimeError):
     """A session cannot be created, a saved one is missing, or another process holds it."""
+
+
+class ConfigWarning(UserWarning):
+    """A setting read but left without effect (a Claude Code or OpenCode field with no meaning here); names it."""

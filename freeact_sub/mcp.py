@@ -177,11 +177,12 @@ class McpConnections:
         return McpResult(_result_text(result), is_error=is_error, structured=structured)
 
     async def close(self) -> None:
-        """Close every session and stop every server process started for it."""
+        """Close every session and stop every server process started for it; one still starting (a slow server
+        when the start is cancelled) is stopped at once rather than waited for: nobody will use it."""
         connections = list(self._connections.values())
         self._connections.clear()
         self._by_tool.clear()
-        await close_connections(connections)
+        await close_connections(connections, abandon_opening=True)
 
 
 def _describe_failure(spec: McpServerConfig, exc: BaseException) -> str:

@@ -38,8 +38,12 @@ class HttpServerConfig(BaseModel):
 McpServerConfig = StdioServerConfig | HttpServerConfig
 
 
+_TYPES = ("stdio", "http", "streamable-http", "streamableHttp")
+
+
 def servers_by_shape(value: Any) -> Any:
-    """Validate each server of an `mcpServers` mapping as stdio (`command`) or HTTP (`url`)."""
+    """Validate each server of an `mcpServers` mapping as stdio (`command`) or HTTP (`url`); a `type` of
+    `stdio` or `http` (VS Code's and Claude's spelling) is accepted, other transports are refused by name."""
     if not isinstance(value, Mapping):
         return value
     parsed: dict[str, Any] = {}
@@ -47,6 +51,11 @@ def servers_by_shape(value: Any) -> Any:
         if not isinstance(spec, Mapping):
             parsed[name] = spec
             continue
+        kind = spec.get("type")  # VS Code's and Claude's files say it
+        if kind is not None:
+            if kind not in _TYPES:
+                raise ValueError(f"{name}.type: {kind!r} is not a transport this client speaks (stdio or http)")
+            spec = {k: v for k, v in spec.items() if k != "type"}
         shape = HttpServerConfig if "url" in spec else StdioServerConfig
         try:
             parsed[name] = shape.model_validate(spec)

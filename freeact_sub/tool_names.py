@@ -6,7 +6,10 @@ import fnmatch
 import re
 from collections.abc import Iterable
 
-__all__ = ["qualified_tool_name", "server_may_offer", "tool_allowed", "unmatched_patterns"]
+from .errors import ConfigError
+from .tools import BUILTIN_TOOL_NAMES
+
+__all__ = ["check_tool_names", "qualified_tool_name", "server_may_offer", "tool_allowed", "unmatched_patterns"]
 
 _TOOL_NAME_MAX = 64
 
@@ -69,3 +72,14 @@ def _may_start_with(pattern: str, prefix: str) -> bool:
 def _covers_all_starting_with(pattern: str, prefix: str) -> bool:
     literal, wild = _literal_start(pattern)
     return wild and pattern == literal + "*" and prefix.startswith(literal)
+
+
+def check_tool_names(patterns: Iterable[str], field: str, servers: Iterable[str]) -> None:
+    """A `ConfigError` naming `field` for a tool name or pattern that can match no tool: not a built-in tool,
+    and not `<server>_…` of one of `servers` (a typo such as `execute_ipython_call`)."""
+    servers = sorted(set(servers))
+    for pattern in unmatched_patterns(patterns, BUILTIN_TOOL_NAMES, servers):
+        mcp = (f"or <server>_<tool> of the MCP servers {', '.join(servers)}" if servers
+               else "and no MCP server is configured for <server>_<tool> names")
+        raise ConfigError(f"{field}: {pattern!r} names no tool (the built-in tools are "
+                          f"{', '.join(BUILTIN_TOOL_NAMES)}; {mcp})")

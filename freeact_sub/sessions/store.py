@@ -224,11 +224,12 @@ class SessionStore:
     def record(self, record: dict[str, Any], *, fsync: bool = False, used: bool = False) -> None:
         """Append one record to the session's index (an agent's status, usage, prompt); `used`: the session now
         holds something worth keeping (a new session nobody used is removed when it closes)."""
-        if used:
-            self._used = True
         if self._index is None:
+            self._used = self._used or used
             return
-        self._index.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"  # may fail: then unused
+        self._used = self._used or used
+        self._index.write(line)
         self._index.flush()
         if fsync and self._index_durable is not None:
             self._index_durable.request()

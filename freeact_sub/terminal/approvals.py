@@ -10,6 +10,14 @@ that asks: its parent is told the user stopped it and goes on; offered when the 
 given a `stop` function and the question is a subagent's). With one question waiting, the view
 is the single line it has always been.
 
+Typing meant for the prompt must not answer a question. `A` (every agent, for the rest of the
+session) asks to confirm with `y`. Keys that `n` or `A` would take next are left out while they come
+in the same burst of typing as that key (less than `BURST_GAP` apart: nobody reads the new line that
+fast), so `nice, and then` is not a rejection with the reason `ice, and then` and `Also` does not
+approve every agent; Enter right after `n` is still a bare rejection. A key that answers nothing is
+ignored with a hint. Only keys read from the keyboard (`run()`, or `press(key, at=...)`) are timed;
+`press(key)` from code (`/n reason` at the prompt) is taken as it comes.
+
 The desk outlives a turn: `submit()` may be called at any time (e.g. a background subagent's
 request while no turn runs), and `press()` takes one key from whatever reads the keyboard —
 `run()` reads them from a `KeyReader`, another front end can call `press()` itself.
@@ -18,6 +26,7 @@ request while no turn runs), and `press()` takes one key from whatever reads the
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,6 +54,8 @@ _ENTER = ("\r", "\n")
 _BACKSPACE = ("\x7f", "\b")
 _CLEAR_LINE = "\x15"  # Ctrl-U
 _SUMMARY_CHARS = 60
+BURST_GAP = 0.3
+"""Seconds: keys closer together than this are one burst of typing (a word typed, a paste)."""
 
 
 @dataclass
@@ -53,6 +64,21 @@ class _Reason:
 
     request: ApprovalRequest
     text: str = ""
+
+
+@dataclass
+class _Confirm:
+    """`A` was pressed for this request: approving every agent waits for `y`."""
+
+    request: ApprovalRequest
+
+
+@dataclass
+class _Burst:
+    """Keys of the burst that opened a reason or a confirmation: left out until a pause."""
+
+    last: float
+    dropped: str = ""
 
 
 class ApprovalDesk:
@@ -73,6 +99,9 @@ class ApprovalDesk:
         self._requests: list[ApprovalRequest] = []
         self._selected: ApprovalRequest | None = None
         self._reason: _Reason | None = None
+        self._confirm: _Confirm | None = None
+        self._burst: _Burst | None = None
+        self._hinted = False
         self._nobody_answers = False
 
     # -- what is waiting ------------------------------------------------------------------
@@ -112,37 +141,76 @@ class ApprovalDesk:
         self._renderer.show_request(request)
         self._requests.append(request)
 
-    def press(self, key: str) -> bool:
-        """Handle one key; returns whether it decided a request. An empty string means input has ended."""
+    def press(self, key: str, at: float | None = None) -> bool:
+        """Handle one key; returns whether it decided a request. An empty string means input has ended.
+
+        `at` (a `time.monotonic()` reading) is when the key was typed: keys typed in one burst with the `n` or
+        `A` before them are left out (see the module's docstring). Without it, the key is taken as it comes.
+        """
         if key == "":
             self.close_input()
             return True
         request = self.selected
         if request is None:
             return False  # typed while nothing was asked: not an answer to a later question
+        if self._in_burst(key, at):
+            return False
         if self._reason is not None and self._reason.request is request:
             return self._type_reason(key)
         self._reason = None
+        if self._confirm is not None:
+            confirmed = self._confirm.request is request and key in ("y", "Y")
+            self._confirm = None
+            if confirmed:
+                self._decide(request, "A")
+                return True
+            self._renderer.note("Not approved for every agent: the question waits.", style="yellow")
+            return False
         if key in ("\t", BACK_TAB):
             pending = self.pending[:MAX_LISTED]
             step = 1 if key == "\t" else -1
             self._selected = pending[(pending.index(request) + step) % len(pending)]
         elif key.isdigit() and 1 <= int(key) <= min(len(self.pending), MAX_LISTED):
             self._selected = self.pending[int(key) - 1]
-        elif key in ("y", "Y", "a", "A"):
-            self._decide(request, key if key in ("a", "A") else "y")
+        elif key in ("y", "Y", "a"):
+            self._decide(request, key if key == "a" else "y")
             return True
+        elif key == "A":
+            self._confirm = _Confirm(request)
+            self._burst = _Burst(at) if at is not None else None
         elif key in ("n", "N"):
             self._reason = _Reason(request)
+            self._burst = _Burst(at) if at is not None else None
         elif key == "s" and self._can_stop(request):
             self._stop_asker(request)
             return True
+        elif key.isprintable() and not self._hinted:
+            self._hinted = True  # once per question: typing a sentence here gives one hint, not one per letter
+            keys = "y, n, a or A" + (", s" if self._can_stop(request) else "")
+            self._renderer.note(f"{key!r} answers nothing: {keys} answer the question waiting below (other keys "
+                                "are ignored; type your prompt once it is answered).", style="yellow")
         return False
+
+    def _in_burst(self, key: str, at: float | None) -> bool:
+        """Whether `key` came in the burst of typing that opened the reason or the confirmation: then it is left
+        out (Enter right after `n` alone still rejects)."""
+        burst = self._burst
+        if burst is None or at is None:
+            return False
+        if at - burst.last >= BURST_GAP:
+            self._burst = None
+            return False
+        burst.last = at
+        if key in _ENTER and not burst.dropped and self._reason is not None:
+            self._burst = None
+            return False  # `n` and Enter: the bare rejection the person typed
+        burst.dropped += key
+        return True
 
     def close_input(self) -> None:
         """Nobody can answer any more (stdin ended, or there is no terminal): reject what waits and what comes."""
         self._nobody_answers = True
-        self._reason = None
+        self._reason, self._confirm, self._burst = None, None, None
         for request in self.pending:
             self._decide(request, "n")
 
@@ -156,7 +224,7 @@ class ApprovalDesk:
             if key == "":
                 self.close_input()  # stdin ended: nobody can answer
                 return
-            if self.press(key):
+            if self.press(key, time.monotonic()):
                 keys.discard_typed_ahead()  # a double-pressed key must not answer the next question
             self._renderer.refresh()  # a selection or a typed reason shows at once
 
@@ -181,6 +249,7 @@ class ApprovalDesk:
 
     def _decide(self, request: ApprovalRequest, answer: str, reason: str | None = None) -> None:
         agent = request.agent_id
+        self._hinted, self._burst, self._confirm = False, None, None
         if answer == "n":
             request.reject(reason)
         else:
@@ -240,54 +309,70 @@ class ApprovalDesk:
         if len(pending) == 1:
             return self._line(selected, selected=True)
         listed = pending[:MAX_LISTED]
-        header = Text(
-            f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it"
-            + (", s stops its subagent" if self._can_stop(selected) else ""),
-            style="bold",
+        stop = self._can_stop(selected)
+        header = self._fit(
+            Text(f"{len(pending)} questions wait · 1–{len(listed)} or Tab picks one, y/n/a/A answers it"
+                 + (", s stops its subagent" if stop else ""), style="bold"),
+            Text(f"{len(pending)} questions · 1–{len(listed)}/Tab picks, y/n/a/A answers"
+                 + (", s stops" if stop else ""), style="bold"),
         )
         rows: list[RenderableType] = [header]
         for number, request in enumerate(listed, start=1):
             chosen = request is selected
             prefix = Text.assemble(("›" if chosen else " ", "bold"), f" {number} ")
-            rows.append(Text.assemble(prefix, self._line(request, selected=chosen)))
+            rows.append(Text.assemble(prefix, self._line(request, selected=chosen, indent=prefix.cell_len)))
         if len(pending) > len(listed):
             rows.append(Text(f"    … and {len(pending) - len(listed)} more after these", style="dim"))
         return Group(*rows)
 
-    def _line(self, request: ApprovalRequest, *, selected: bool) -> Text:
+    def _fit(self, full: Text, short: Text, indent: int = 0) -> Text:
+        """`full` if it fits the terminal's width on one line (after `indent` cells), else `short`: at 80 columns a
+        question is one line, never wrapped under the live view."""
+        return full if indent + full.cell_len <= self._renderer.console.width else short
+
+    def _line(self, request: ApprovalRequest, *, selected: bool, indent: int = 0) -> Text:
         agent = request.agent_id
         question = _QUESTIONS.get(request.tool_name, f"Call {visible(request.tool_name)}?")
         line = Text.assemble(self._palette.tag(agent), " ")
         if not selected:
-            return Text.assemble(line, question, "  ", (_summary(request), "dim"))
+            room = self._renderer.console.width - indent - line.cell_len - len(question) - 2
+            return Text.assemble(line, question, "  ", (_summary(request, max(room, 12)), "dim"))
+        dropped = self._burst.dropped if self._burst is not None else ""
+        left_out = (f"[left out, typed with the key before: {' '.join(visible(dropped).split())[:20]}] "
+                    if dropped.strip() else "")
         if self._reason is not None and self._reason.request is request:
-            return Text.assemble(
-                line,
-                ("Reject. Reason for the model", "bold"),
-                " (Enter alone rejects without one, Esc goes back): ",
-                self._reason.text,
-                ("▏", "blink"),
+            head = self._fit(
+                Text.assemble(("Reject. Reason for the model", "bold"),
+                              " (Enter alone rejects without one, Esc goes back): "),
+                Text.assemble(("Reject. Reason", "bold"), " (Enter: none, Esc: back): "),
+                indent + line.cell_len + 20,  # room for the reason's first words
             )
-        keys = Text.assemble(
-            line,
-            f"{question}  ",
-            ("[y]", "bold"),
-            "es  ",
-            ("[n]", "bold"),
-            "o  ",
-            ("[a]", "bold"),
-            "lways for ",
-            self._palette.label(agent),
-            "  ",
-            ("[A]", "bold"),
-            "ll agents",
+            return Text.assemble(line, head, (left_out, "yellow"), self._reason.text, ("▏", "blink"))
+        if self._confirm is not None and self._confirm.request is request:
+            head = self._fit(
+                Text.assemble(("Approve every agent's actions, for the rest of the session?", "bold"),
+                              "  ", ("[y]", "bold"), "es, any other key goes back  "),
+                Text.assemble(("Every agent, from now on?", "bold"), " ", ("[y]", "bold"), "es, other key: back "),
+                indent + line.cell_len,
+            )
+            return Text.assemble(line, head, (left_out, "yellow"))
+        full = Text.assemble(
+            line, f"{question}  ",
+            ("[y]", "bold"), "es  ", ("[n]", "bold"), "o  ",
+            ("[a]", "bold"), "lways for ", self._palette.label(agent), "  ",
+            ("[A]", "bold"), "ll agents",
+        )
+        short = Text.assemble(
+            line, f"{question}  ", ("[y]", "bold"), "es ", ("[n]", "bold"), "o ", ("[a]", "bold"), "lways ",
+            ("[A]", "bold"), "ll",
         )
         if self._can_stop(request):
-            keys.append_text(Text.assemble("  ", ("[s]", "bold"), "top ", self._palette.label(agent)))
-        return keys
+            full.append_text(Text.assemble("  ", ("[s]", "bold"), "top ", self._palette.label(agent)))
+            short.append_text(Text.assemble(" ", ("[s]", "bold"), "top"))
+        return self._fit(full, short, indent)
 
 
-def _summary(request: ApprovalRequest) -> str:
+def _summary(request: ApprovalRequest, limit: int = 60) -> str:
     """The call in a few words: its first line of code, the subagent's prompt, or the arguments (controls drawn)."""
     if request.code is not None:
         lines = [line for line in request.code.strip().splitlines() if line.strip()]
@@ -297,4 +382,5 @@ def _summary(request: ApprovalRequest) -> str:
     else:
         text = json.dumps(request.tool_args, ensure_ascii=False)
     text = " ".join(visible(text).split())
-    return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
+    limit = min(limit, _SUMMARY_CHARS)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from freeact_sub import Agent, AgentConfig
     from freeact_sub.demo import DemoServer
 
+    from .theme import Theme
+
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -134,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="use (or, with --no-trust-project, leave out) this folder's agent types that carry hooks, endpoints, "
         "keys' names, MCP servers, allow rules or a wider sandbox, without asking (default: ask once per folder)",
     )
+    parser.add_argument(
+        "--theme",
+        choices=("light", "dark"),
+        help="colours for a light or a dark terminal background (default: asked of the terminal; also "
+        "FREEACT_SUB_THEME)",
+    )
     parser.add_argument("--demo", action="store_true", help="offline demo: a scripted model, real kernels and MCP")
     parser.add_argument(
         "--resume",
@@ -177,6 +185,10 @@ class _Runner:
         self.stopping = False
         """Set while the agent stops: a signal then must not cut the cleanup short."""
         self.demo: DemoServer | None = None
+        self.start_cancelled = False
+        """Set when Ctrl-C stopped the start (the kernel and MCP servers) before the session began."""
+        self.theme: Theme | None = None
+        """The colours for the terminal's background, chosen before the session starts."""
 
     async def run(self) -> int:
         self._end_on_signals()
@@ -186,6 +198,27 @@ class _Runner:
             if self.demo is not None:
                 self.demo.close()
         return 128 + self.ended_by if self.ended_by else code
+
+    @contextlib.contextmanager
+    def _ctrl_c_stops_the_start(self, status: Any) -> Iterator[None]:
+        """Ctrl-C while the kernel and MCP servers start (a slow server) stops the start at once and says so;
+        a second Ctrl-C changes nothing (what had started is being stopped)."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def cancel() -> None:
+            if self.start_cancelled:
+                return
+            self.start_cancelled = True
+            status.update("Cancelled: stopping what had started …")
+            task.cancel()
+
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: loop.call_soon_threadsafe(cancel))
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     def _end_on_signals(self) -> None:
         """SIGTERM and SIGHUP (terminal closed) cancel everything, so the cleanup below runs."""
@@ -202,14 +235,26 @@ class _Runner:
             loop.add_signal_handler(signum, end, signum)
 
     async def _run(self) -> int:
-        from freeact_sub import ConfigError, FreeactError
-
         args = self.args
         one_shot = args.prompt is not None
+        if one_shot:
+            _check_prompt_text(args.prompt)
         if args.timeline is not None:
             _check_timeline_file(args.timeline, one_shot)
         if not one_shot and not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("the interactive session needs a terminal; use -p PROMPT for one-shot mode")
+        from .screen import ScreenConsole
+        from .warning_lines import warnings_as_lines
+
+        console = ScreenConsole(stderr=one_shot)
+        with warnings_as_lines(console):  # a library's warning is one styled line, never a traceback-like block
+            return await self._run_with(console)
+
+    async def _run_with(self, console: Any) -> int:
+        from freeact_sub import ConfigError, FreeactError
+
+        args = self.args
+        one_shot = args.prompt is not None
         working_dir = _working_dir(args.working_dir)
         _load_dotenv(working_dir)
         if args.demo:
@@ -228,10 +273,17 @@ class _Runner:
         from freeact_sub import Agent, SessionError
 
         from .keys import enter_stays_enter
-        from .screen import ScreenConsole
+        from .theme import choose_background, theme_for
         from .trust import TrustRefused, settle_trust
 
-        console = ScreenConsole(stderr=one_shot)
+        asks = sys.stdin.isatty() and sys.stdout.isatty() and os.isatty(sys.stdout.fileno())
+        try:
+            self.theme = theme_for(choose_background(args.theme, os.environ,
+                                                     tty_fds=(sys.stdin.fileno(), sys.stdout.fileno()) if asks
+                                                     else None))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
         try:
             agent = Agent(config, session=args.resume)
             await settle_trust(agent, args.trust_project, console)
@@ -239,8 +291,19 @@ class _Runner:
             raise UsageError(str(exc)) from None
         with enter_stays_enter():  # a line typed while the kernel starts or a turn runs is sent when the prompt is up
             try:
-                with console.status("Starting the kernel and MCP servers …", spinner="dots"):
+                with console.status("Starting the kernel and MCP servers …", spinner="dots") as status, \
+                        self._ctrl_c_stops_the_start(status):
                     await agent.start()
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not self.start_cancelled or task is None:
+                    raise
+                task.uncancel()  # the cancel was ours: stop what had started (timeouts in it work as usual)
+                self.stopping = True
+                with _sigint_ignored(), console.status("Cancelled: stopping what had started …", spinner="dots"):
+                    await agent.stop()
+                _complain("cancelled while starting (Ctrl-C); nothing was left running")
+                return EXIT_CANCELLED
             except FreeactError as exc:
                 self.stopping = True
                 await agent.stop()
@@ -259,7 +322,8 @@ class _Runner:
         from .session import Session
 
         args = self.args
-        session = Session(agent, console, ask_keys=sys.stdin.isatty(), show_final=args.prompt is None)
+        session = Session(agent, console, ask_keys=sys.stdin.isatty(), show_final=args.prompt is None,
+                          theme=self.theme)
         console.print(banner(agent, config, session.palette, demo=self.demo, one_shot=args.prompt is not None))
         if args.resume is not None and agent.session_id is not None:
             _show_resumed(console, agent.session_id, config.working_dir, agent.agent_id)
@@ -277,9 +341,15 @@ class _Runner:
         from .status import usage_report
 
         print(usage_report(agent.usage, agent.agent_id), file=sys.stderr)
+        timeline_failed = False
         if session.timeline is not None:
-            path = session.timeline.build().save(args.timeline)
-            print(clean(f"timeline: {path}"), file=sys.stderr)
+            try:
+                path = session.timeline.build().save(args.timeline)
+            except Exception as exc:  # an output option never costs the answer: it is printed below all the same
+                timeline_failed = True
+                _complain(f"--timeline {args.timeline}: the timeline could not be written: {exc}")
+            else:
+                print(clean(f"timeline: {path}"), file=sys.stderr)
         if outcome.status == "failed":
             _complain(outcome.error or "the turn failed")
             return EXIT_FAILED
@@ -291,7 +361,7 @@ class _Runner:
             reason = "an action was rejected" if outcome.status == "rejected" else "the turn limit was reached"
             print(f"freeact-sub: {reason}", file=sys.stderr)
             return EXIT_FAILED
-        return EXIT_OK
+        return EXIT_FAILED if timeline_failed else EXIT_OK
 
 
 def _show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: str) -> None:
@@ -308,14 +378,32 @@ def _show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: st
                        "(earlier variables are gone, files remain).", style="yellow"))
 
 
+def _check_prompt_text(prompt: str) -> None:
+    """`-p` text that is not valid UTF-8 is refused before anything starts (no kernel, no session)."""
+    from .input_text import first_undecodable
+
+    where = first_undecodable(prompt)
+    if where is not None:
+        raise UsageError(f"-p: the prompt is not valid UTF-8 (a byte at character {where + 1} is not); "
+                         "pass the text as UTF-8 (iconv -t UTF-8)")
+
+
 def _check_timeline_file(name: str, one_shot: bool) -> None:
     """`--timeline FILE` goes with `-p` and names a file the timeline can be drawn as."""
     if not one_shot:
         raise UsageError(
             "--timeline goes with -p PROMPT; for a saved session: freeact-sub sessions show ID --timeline FILE"
         )
-    if Path(name).suffix.lower() not in (".svg", ".png", ".html", ".htm"):
+    path = Path(name).expanduser()
+    if path.suffix.lower() not in (".svg", ".png", ".html", ".htm"):
         raise UsageError(f"--timeline {name}: name a .svg, .png or .html file")
+    folder = path.parent
+    if path.is_dir():
+        raise UsageError(f"--timeline {name}: that is a folder; name a file in it")
+    if not folder.is_dir():
+        raise UsageError(f"--timeline {name}: the folder {folder} does not exist (checked before the run)")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--timeline {name}: {path if path.exists() else folder} is not writable")
 
 
 def _working_dir(flag: str | None) -> Path:

@@ -238,7 +238,8 @@ class Renderer:
         )
         body: RenderableType
         if request.code is not None:
-            body = Syntax(visible(request.code), "python", theme="monokai", word_wrap=True, background_color="default")
+            body = Syntax(visible(request.code), "python", theme=self.palette.code_theme, word_wrap=True,
+                          background_color="default")
         elif request.tool_name == "task":
             notes = task_call_notes(request.tool_args)
             prompt = Text(visible(str(request.tool_args.get("prompt", ""))))

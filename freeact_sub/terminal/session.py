@@ -33,12 +33,14 @@ from freeact_sub import (
 )
 
 from .approvals import ApprovalDesk
+from .input_text import first_undecodable, replace_undecodable
 from .keys import KeyReader
 from .palette import Palette
 from .prompt import PromptReader
 from .render import Renderer
 from .safe_text import clean
 from .status import SubagentBoard, agents_table
+from .theme import Theme
 
 __all__ = ["Session", "TurnOutcome"]
 
@@ -67,11 +69,15 @@ class TurnOutcome:
 class Session:
     """Runs turns of one started agent in the terminal."""
 
-    def __init__(self, agent: Agent, console: Console, *, ask_keys: bool, show_final: bool = True) -> None:
+    def __init__(
+        self, agent: Agent, console: Console, *, ask_keys: bool, show_final: bool = True, theme: Theme | None = None
+    ) -> None:
+        """`theme`: the colours for the terminal's background (`theme.py`); default dark."""
         self.agent = agent
         self.console = console
-        self.palette = Palette()
-        self.palette.colour(agent.agent_id)  # the main agent gets the first colour
+        self.palette = Palette({name: definition.color for name, definition in agent.tree.types.items()}, theme)
+        self.palette.use_type_colour(agent.agent_id, agent.subagent_type)  # `--agent TYPE`: that type's colour
+        self.palette.colour(agent.agent_id)  # else the main agent gets the first colour
         self.board = SubagentBoard(self.palette)
         self.renderer = Renderer(console, self.palette, self.board, main_id=agent.agent_id, show_final=show_final)
         self._ask_keys = ask_keys
@@ -95,6 +101,7 @@ class Session:
         keys = KeyReader() if self._ask_keys else None
         desk = self.desk
         self.board.clear()
+        self.board.carry_over(self.agent.subagents())  # background subagents from earlier turns hold slots too
         self.renderer.reset()
         self._cancelling = False
         self._turn_started = time.monotonic()
@@ -161,6 +168,9 @@ class Session:
                 return
             if not prompt.strip():
                 continue
+            if first_undecodable(prompt) is not None:
+                prompt = replace_undecodable(prompt)
+                self.renderer.note("Your text held bytes that are not UTF-8; they are sent as �.", style="yellow")
             if self.command(prompt.strip()):
                 continue
             self.after_turn(await self.run_turn(prompt))
@@ -234,16 +244,15 @@ class Session:
                 self.desk.press("\r")
         elif name == "/help" or (name.startswith("/") and "/" not in name[1:] and len(name) > 1):
             # a path such as /etc/hosts is a prompt; /word is a command, and an unknown one goes nowhere
-            try:
-                commands = self.agent.commands()
-            except FreeactError as exc:
-                self.renderer.note("Your commands cannot be read:", style="red", detail=str(exc))
-                commands = {}
-            if name != "/help" and name[1:] in commands:
-                return False  # the person's command: `run_turn` runs it
+            files = self.agent.command_files()
+            if name != "/help" and (name[1:] in files.commands or name[1:] in files.problems):
+                return False  # the person's command: `run_turn` runs it (or says what is wrong with its file)
             if name != "/help":
                 self.renderer.note(f"Unknown command {name}: nothing was sent to the model.", style="yellow")
-            self._help(commands)
+            self._help(files.commands)
+            if files.problems:
+                self.renderer.note("These command files are left out:", style="red",
+                                   detail="\n".join(files.problems[n] for n in sorted(files.problems)))
         else:
             return False
         return True

@@ -134,8 +134,14 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
     from .palette import Palette
     from .render import Renderer
     from .status import SubagentBoard
+    from .theme import Background, choose_background, theme_for
 
-    palette = Palette()
+    background: Background
+    try:  # the background as the flag-less environment says it (no query: the transcript may go to a pipe)
+        background = choose_background(None, os.environ)
+    except ValueError:
+        background = "dark"
+    palette = Palette(theme=theme_for(background))
     palette.colour(agent_id)
     renderer = Renderer(console, palette, SubagentBoard(palette), main_id=agent_id, show_final=True)
     events = saved.events(agent_id)
@@ -160,6 +166,10 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
                 renderer.show_request(event, note="approved" if event.decision else "rejected")
         elif not isinstance(event, SavedDecision):
             renderer.handle(event)
+    pending = sum(1 for event in events if isinstance(event, SavedDecision) and event.by == "pending")
+    if pending:
+        console.print(Text(f"{pending} question{'s were' if pending != 1 else ' was'} still waiting for an answer when "
+                           "the session ended (the process was killed or lost its terminal)", style="yellow"))
 
 
 def _show_decided(renderer: Renderer, request: ApprovalRequest, saved: SavedDecision) -> None:
@@ -183,6 +193,9 @@ def _show_decided(renderer: Renderer, request: ApprovalRequest, saved: SavedDeci
     elif saved.by == "person":
         text = f"rejected, the model is told: {saved.reason}" if saved.reason else "rejected"
         renderer.show_decision(request, text, approved=False, goes_on=saved.reason is not None)
+    elif saved.by == "pending":
+        renderer.show_decision(request, "never answered: the session ended while this question waited (it did not run)",
+                               approved=False)
     elif saved.by == "cancelled" and saved.stopped_by == "the user" and agent != renderer.main_id:
         renderer.show_decision(request, "stopping this subagent; its parent is told and goes on",
                                approved=False, goes_on=True)

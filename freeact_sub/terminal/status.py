@@ -71,6 +71,21 @@ class SubagentBoard:
     ) -> None:
         self._rows[agent_id] = _Row(agent_id, max_turns, subagent_type, model, parent_id=parent_id)
 
+    def carry_over(self, live: list[SubagentInfo]) -> None:
+        """Rows for subagents still alive from earlier turns (background ones), so a queued row's `waiting for a
+        slot` is seen beside the subagents that hold the slots."""
+        for info in live:
+            if info.agent_id in self._rows:
+                continue
+            waiting = info.state == "waiting"
+            row = _Row(info.agent_id, 0, info.subagent_type,
+                       parent_id=info.parent_id,
+                       state="waiting for a slot" if waiting else f"{info.state} (background)" if info.background
+                       else info.state)
+            row.started = time.monotonic() - info.elapsed
+            row.turns, row.tokens, row.cost = info.turns, info.input_tokens + info.output_tokens, info.cost
+            self._rows[info.agent_id] = row
+
     def queued(self, agent_id: str, *, subagent_type: str = "general", parent_id: str | None = None) -> None:
         """A subagent waits for a slot: it shows as `waiting for a slot` until it starts (its clock starts then)."""
         self._rows[agent_id] = _Row(agent_id, 0, subagent_type, parent_id=parent_id, state="waiting for a slot")
@@ -157,7 +172,7 @@ class SubagentBoard:
                 Text(row.model, style="dim"),
                 state,
                 f"{elapsed:.1f} s",
-                f"{row.turns}/{row.max_turns}",
+                f"{row.turns}/{row.max_turns}" if row.max_turns else str(row.turns),  # carried over: no limit known
                 f"{row.tokens:,}",
                 format_cost(row.cost),
             ])

@@ -30,6 +30,7 @@ def cli_env(**extra: str) -> dict[str, str]:
     """The environment for the command: no provider keys, no colour downgrades, prompt_toolkit without CPR."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FREEACT_SUB_") and not k.endswith("_API_KEY")}
     env.update(TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="200", LINES="60")
+    env["COLORFGBG"] = "15;0"  # a dark terminal, said: no OSC 11 query (a pty would not answer it; 0.2 s per start)
     env["FREEACT_SUB_DEMO_CHUNK_DELAY"] = os.environ.get("FREEACT_SUB_DEMO_CHUNK_DELAY", "0.001")
     env.pop("NO_COLOR", None)
     env.update(extra)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from freeact_sub import AgentConfig, AgentDefinition, ConfigError
+from freeact_sub import AgentConfig, AgentDefinition, ConfigError, ConfigWarning
 from freeact_sub.agent_types import (
     BUILTIN_TYPES,
     compose_system_prompt,
@@ -67,9 +67,70 @@ def test_the_name_defaults_to_the_file_name_and_snake_case_works_too(tmp_path: P
 
 
 def test_opencode_tool_switches_become_disallowed_tools(tmp_path: Path) -> None:
-    text = "---\ndescription: Plans.\ntools:\n  write: false\n  read: true\n---\nPlan only.\n"
+    text = "---\ndescription: Plans.\ntools:\n  files_write: false\n  files_read: true\n---\nPlan only.\n"
     _, d = load_agent_file(write(tmp_path, "plan.md", text))
-    assert d.tools is None and d.disallowed_tools == ["write"]
+    assert d.tools is None and d.disallowed_tools == ["files_write"]
+
+
+CLAUDE_CODE_AGENT = """\
+---
+name: code-reviewer
+description: Reviews code.
+tools: Read, Grep, Glob, Bash, WebFetch
+model: inherit
+color: blue
+permissionMode: plan
+skills: [pdf]
+---
+You review code.
+"""
+
+OPENCODE_AGENT = """\
+---
+description: Plans.
+mode: subagent
+temperature: 0.1
+top_p: 0.9
+maxSteps: 5
+color: "#FF5733"
+tools:
+  write: false
+permission:
+  edit: deny
+---
+Plan only.
+"""
+
+
+def test_claude_code_and_opencode_agent_files_load_what_maps_and_warn_of_the_rest(tmp_path: Path) -> None:
+    with pytest.warns(ConfigWarning) as caught:
+        name, claude = load_agent_file(write(tmp_path, "code-reviewer.md", CLAUDE_CODE_AGENT))
+        _, opencode = load_agent_file(write(tmp_path, "planner.md", OPENCODE_AGENT))
+    assert name == "code-reviewer" and claude.color == "blue" and claude.sandbox.name == "read-only"  # type: ignore[union-attr]
+    assert claude.tools == ["execute_ipython_cell"] and claude.model is None
+    assert opencode.color == "#FF5733" and opencode.model_settings == {"temperature": 0.1, "top_p": 0.9}
+    assert opencode.max_turns == 5 and opencode.mode == "subagent" and opencode.disallowed_tools == []
+    said = sorted(str(w.message) for w in caught)
+    assert said == [
+        f"{tmp_path / 'code-reviewer.md'}: skills: ignored (this project has no skills)",
+        f"{tmp_path / 'code-reviewer.md'}: tools WebFetch: ignored (Claude Code's or OpenCode's own tools; here the "
+        "kernel (execute_ipython_cell) reads, searches, runs and writes)",
+        f"{tmp_path / 'planner.md'}: disallowed_tools write: ignored (Claude Code's or OpenCode's own tools; "
+        "disallow execute_ipython_cell to take away the kernel)",
+        f"{tmp_path / 'planner.md'}: permission: ignored (OpenCode's permissions name OpenCode's tools; use "
+        "`approvals` rules)",
+    ]
+
+
+def test_permission_modes_and_own_fields_win_over_translated_ones() -> None:
+    _, bypass = parse_agent_markdown(
+        "---\ndescription: x\npermissionMode: bypassPermissions\napprovals: {files_*: deny}\ntemperature: 0.5\n"
+        "modelSettings: {temperature: 0.2}\nsteps: 3\nmaxTurns: 7\n---\n", "x.md", "x")
+    assert bypass.approvals == {"*": "allow", "files_*": "deny"}
+    assert bypass.model_settings == {"temperature": 0.2} and bypass.max_turns == 7
+    with pytest.warns(ConfigWarning, match=r"x\.md: permissionMode 'acceptEdits': ignored"):
+        _, edits = parse_agent_markdown("---\ndescription: x\npermissionMode: acceptEdits\n---\n", "x.md", "x")
+    assert edits.approvals == {}
 
 
 @pytest.mark.parametrize(
@@ -86,7 +147,8 @@ def test_opencode_tool_switches_become_disallowed_tools(tmp_path: Path) -> None:
             "---\ndescription: x\nmaxTurns: 0\n---\n",
             r"bad\.md: agent type 'bad':\n  maxTurns: .*greater than or equal to 1",
         ),
-        ("---\ndescription: x\ncolour: red\n---\n", r"colour: Extra inputs are not permitted"),
+        ("---\ndescription: x\ndescripton: red\n---\n", r"descripton: Extra inputs are not permitted"),
+        ("---\ndescription: x\ncolor: 'red; blink'\n---\n", r"color: String should match pattern"),
         (
             "---\ndescription: x\napprovals: {x: maybe}\n---\n",
             r"approvals\.x: Input should be 'allow', 'ask' or 'deny'",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from freeact_sub import ConfigError, load_commands, split_type_prompt
+from freeact_sub import ConfigError, load_commands, read_commands, split_type_prompt
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -57,3 +57,24 @@ def test_at_type_is_read_only_for_known_types() -> None:
     assert split_type_prompt("@nobody find it", types) == (None, "@nobody find it")
     assert split_type_prompt("mail me@explore.org", types) == (None, "mail me@explore.org")
     assert split_type_prompt("@explorer x", types) == (None, "@explorer x")
+
+
+def test_each_command_file_is_read_on_its_own_and_every_bad_file_and_field_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / ".freeact-sub" / "commands"
+    write(folder, "x", "Say x.\n")
+    write(folder, "bad1", "---\ndescripton: typo\nagent: [1]\n---\nbody\n")
+    write(folder, "bad2", "---\nagent: nobody\n---\n\n")
+    files = read_commands(tmp_path, user_dir=tmp_path / "none", types=["general", "explore"])
+    assert sorted(files.commands) == ["x"] and files.get("x").prompt() == "Say x."
+    assert sorted(files.problems) == ["bad1", "bad2"]
+    assert "bad1.md: agent: Input should be a valid string; descripton: unknown field" in files.problems["bad1"]
+    assert files.problems["bad2"].endswith(
+        "bad2.md: agent: unknown agent type 'nobody'; the known types are explore, general; "
+        "the body (the prompt) is empty")
+    with pytest.raises(ConfigError, match=r"bad2\.md: agent: unknown agent type 'nobody'"):
+        files.get("bad2")
+    with pytest.raises(ConfigError, match=r"unknown command 'y'; the commands are /x"):
+        files.get("y")
+    with pytest.raises(ConfigError) as caught:
+        load_commands(tmp_path, user_dir=tmp_path / "none")
+    assert "bad1.md" in str(caught.value) and "bad2.md" in str(caught.value)

@@ -238,3 +238,20 @@ def test_every_field_can_be_set_from_the_environment() -> None:
     assert config.system_prompt == "[brackets are text here] be brief"
     with pytest.raises(ConfigError, match="FREEACT_SUB_TOOLS: not valid JSON"):
         AgentConfig.load(environ={"FREEACT_SUB_TOOLS": "[execute_*"})
+
+
+def test_vs_codes_servers_shape_is_read_and_a_file_of_neither_shape_says_what_is_expected(tmp_path: Path) -> None:
+    vscode = _write(tmp_path / "mcp.json", {
+        "inputs": [{"type": "promptString", "id": "key"}],
+        "servers": {"calc": {"type": "stdio", "command": "python", "args": ["calc.py"]},
+                    "web": {"type": "http", "url": "http://127.0.0.1:8000/mcp"}},
+    })
+    servers = load_mcp_config(vscode)
+    assert isinstance(servers["calc"], StdioServerConfig) and servers["calc"].args == ["calc.py"]
+    assert isinstance(servers["web"], HttpServerConfig)
+    sse = _write(tmp_path / "sse.json", {"servers": {"old": {"type": "sse", "url": "http://x/sse"}}})
+    with pytest.raises(ConfigError, match=r"old\.type: 'sse' is not a transport this client speaks"):
+        load_mcp_config(sse)
+    neither = _write(tmp_path / "other.json", {"mcp": {"calc": {"command": "python"}}})
+    with pytest.raises(ConfigError, match=r"other\.json: expected `mcpServers` \(or VS Code's `servers`\).*'mcp'"):
+        load_mcp_config(neither)

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from freeact_sub import ApprovalPolicy, ApprovalRequest
-from freeact_sub.terminal.approvals import ApprovalDesk
+from freeact_sub.terminal.approvals import BURST_GAP, ApprovalDesk
 from freeact_sub.terminal.keys import KeyReader
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
@@ -101,7 +101,12 @@ async def test_all_agents_from_now_on(desk: Desk) -> None:
     desk.desk.submit(first)
     desk.desk.submit(other)
     await desk.asked("agent-aaaa")
-    desk.type(b"A")
+    desk.type(b"A")  # asks to confirm first
+    while "Approve every agent's actions" not in desk.screen:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(BURST_GAP)  # a y in the same burst as the A would be left out
+    assert not first.decided
+    desk.type(b"y")
     assert await first.approved() and await other.approved()
     assert desk.policy.everything
     later = _request("agent-cccc", "3")
@@ -183,6 +188,7 @@ async def test_n_asks_for_a_reason_that_the_rejection_carries(desk: Desk) -> Non
     desk.type(b"n")
     while "Reason for the model" not in desk.selected_line:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
+    await asyncio.sleep(BURST_GAP)  # the reason is typed once its line is there, not in one burst with the n
     desk.type("use pathlib, not os.systemX\x7f — schön".encode())  # backspace removes the X
     while "schön" not in desk.selected_line:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
@@ -199,6 +205,7 @@ async def test_esc_leaves_the_reason_and_the_keys_answer_again(desk: Desk) -> No
     desk.desk.submit(request)
     await desk.asked("agent-aaaa")
     desk.type(b"n")
+    await asyncio.sleep(BURST_GAP)
     desk.type(b"yx\x7f")  # part of the reason, not an answer; backspace takes the x away
     while not desk.selected_line.rstrip().endswith("Esc goes back): y▏"):  # noqa: ASYNC110
         await asyncio.sleep(0.01)
@@ -348,3 +355,36 @@ async def test_a_lone_escape_still_reaches_the_question() -> None:
     finally:
         os.close(master)
         os.close(slave)
+
+
+async def test_typing_meant_for_the_prompt_answers_nothing(desk: Desk) -> None:
+    """`Also` does not approve every agent, `nice, and then` is no rejection with a reason, and letters that
+    answer nothing get one hint (issue 28, item 15)."""
+    request = _request("agent-aaaa", "1")
+    desk.desk.submit(request)
+    await desk.asked("agent-aaaa")
+    for key in b"Also\r":  # typed at human speed, a key every 60 ms
+        desk.type(bytes([key]))
+        await asyncio.sleep(0.06)
+    await asyncio.sleep(BURST_GAP)
+    assert not request.decided and not desk.policy.everything
+    assert "Approve every agent's actions" in desk.screen and "[left out, typed with the key before: lso" in desk.screen
+    desk.type(b"x")  # not y: back to the question
+    while "Not approved for every agent" not in desk.output.getvalue():  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    assert "Approve every agent's actions" not in desk.screen and "[y]es" in desk.selected_line
+    for key in b"nice, and then\r":
+        desk.type(bytes([key]))
+        await asyncio.sleep(0.06)
+    await asyncio.sleep(BURST_GAP)
+    assert not request.decided
+    assert "Reason for the model" in desk.selected_line and "ice, and then" not in desk.selected_line.split("]")[-1]
+    desk.type(b"\x1b")  # Esc: back to the question
+    while "[y]es" not in desk.selected_line:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(BURST_GAP)
+    desk.type(b"hello")
+    await asyncio.sleep(0.2)
+    assert desk.output.getvalue().count("answers nothing: y, n, a or A answer") == 1 and not request.decided
+    desk.type(b"n\r")  # n and Enter at once: the bare rejection it always was
+    assert await request.approved() is False and request.reason is None

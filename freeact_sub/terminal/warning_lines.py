@@ -1,0 +1,40 @@
+"""Python warnings, in the terminal, as one styled line each: no source line, no file of ours, said once.
+
+A library warns through `warnings.warn` (a `ConfigWarning` about an agent file's field, a pattern
+that matches no tool, a sandbox the platform cannot enforce). Python's own display prints the
+warning's category, our file and line, and the source line that warned, straight onto stderr —
+across the spinner or the live view. Here it is `freeact-sub: warning: …` in yellow, printed through
+the session's console (so a live view is redrawn below it), each distinct message once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from typing import TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from .safe_text import clean
+
+__all__ = ["warnings_as_lines"]
+
+
+@contextlib.contextmanager
+def warnings_as_lines(console: Console) -> Iterator[None]:
+    """While inside, every warning is one line on `console`, each distinct text once."""
+    seen: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        text = " ".join(clean(str(message)).split())  # one line, whatever the warning's text held
+        if text not in seen:
+            seen.add(text)
+            console.print(Text(f"freeact-sub: warning: {text}", style="yellow"), soft_wrap=True)  # one line
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # `show` says each text once, wherever it was raised
+        warnings.showwarning = show
+        yield
