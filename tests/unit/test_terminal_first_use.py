@@ -87,11 +87,13 @@ async def test_an_unknown_tool_name_is_an_error_at_load_naming_the_file_and_the_
         load_agent_types({}, tmp_path, user_dir=tmp_path / "none", servers=["demo"])
     (folder / "runner.md").write_text("---\ndescription: runs\ntools: [execute_ipython_cell, demo_*, files_read]\n"
                                       "mcpServers: {files: {command: x}}\ndisallowedTools: [reset_kernel]\n---\nRun.\n")
-    assert load_agent_types({}, tmp_path, user_dir=tmp_path / "none", servers=["demo"])["runner"].tools
+    # (its own MCP server is a power: trusted here, for the tool names are what this test is about)
+    assert load_agent_types({}, tmp_path, user_dir=tmp_path / "none", servers=["demo"],
+                            trust_project=True)["runner"].tools
     with pytest.raises(ConfigError, match=r"agents\.x: disallowed_tools: 'calcecho' names no tool .* of the MCP "
                                           r"servers demo, files"):
         load_agent_types({"x": {"description": "x", "disallowed_tools": ["calcecho"]}}, tmp_path,
-                         user_dir=tmp_path / "none", servers=["demo"])
+                         user_dir=tmp_path / "none", servers=["demo"], trust_project=True)
     with pytest.raises(ConfigError, match=r"config: tools: 'execute_ipython_call' names no tool"):
         await Agent(AgentConfig(model="test", working_dir=tmp_path, tools=["execute_ipython_call"])).start()
 
