@@ -172,7 +172,7 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     term.expect(rf"\[{main}\] Run this code\?")
     term.send("A")
     term.expect(r"Approve every agent's actions, for the rest of the session\?")  # A asks to confirm
-    time.sleep(BURST_GAP)  # a y typed in one burst with the A would be left out
+    time.sleep(2 * BURST_GAP)  # a y typed in one burst with the A would be left out
     term.send("y")
     term.expect(rf"{main} +✓ approved, and always for every agent")
     term.expect(r"The sum of 1 to 100 is 5050")
@@ -216,7 +216,7 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     # n asks for a reason; the rejected agent's model receives it and goes on
     term.send("n")
     term.expect(rf"\[{first}\] Reject\. Reason for the model \(Enter alone rejects without one, Esc goes back\)")
-    time.sleep(BURST_GAP)  # typed once its line is there: keys in one burst with the n are left out
+    time.sleep(2 * BURST_GAP)  # typed once its line is there: keys in one burst with the n are left out
     term.send("use the math module\r")
     term.expect(rf"{first} +✗ rejected, the model is told: use the math module")
     term.wait_for(rf"{first} +› I stopped: .*use the math module", since=term.position)

@@ -102,7 +102,8 @@ async def test_no_images_to_the_model_when_turned_off(workdir: Path) -> None:
 async def test_the_picture_reaches_the_openai_protocol_request(workdir: Path, sees_images: bool) -> None:
     with start_demo_server(chunk_delay=0) as server:
         if sees_images:
-            config = demo_config(server, working_dir=workdir, auto_approve=True, mcp_servers={}, kernel_pool_size=0)
+            config = demo_config(server, working_dir=workdir, auto_approve=True, mcp_servers={}, kernel_pool_size=0,
+                                 agents={"reviewer": {"description": "unused: no demo server here"}})
         else:
             from pydantic_ai.models.openai import OpenAIChatModel
             from pydantic_ai.providers.openai import OpenAIProvider

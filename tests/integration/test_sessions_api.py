@@ -15,6 +15,7 @@ from freeact_sub import (
     AgentEvent,
     ApprovalRequest,
     CodeExecutionOutput,
+    ConfigError,
     Response,
     SessionError,
     SubagentFinished,
@@ -87,7 +88,9 @@ async def test_unknown_session_is_refused_at_once(workdir: Path) -> None:
 async def test_a_working_dir_that_cannot_hold_sessions_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / ".freeact-sub").write_text("not a folder")  # where the sessions folder would go
     agent = Agent(single_agent_config(Script(), tmp_path))
-    with pytest.raises(SessionError, match=r"cannot create the session folder .*/\.freeact-sub/sessions"):
+    # one clear error before anything starts, naming the folder and what needs it
+    with pytest.raises(ConfigError, match=r"/\.freeact-sub cannot be made or written \(it is not a folder\); "
+                                          r"it holds the saved sessions"):
         await agent.start()
     assert not agent.started
 

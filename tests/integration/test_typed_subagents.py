@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +217,8 @@ async def test_a_bad_type_is_reported_before_any_kernel_starts(workdir: Path) ->
         ),
         ({}, {"gone": {"command": "/no/such/dir/server"}}, r"mcp_servers\.gone\.command: '/no/such/dir/server'"),
         (
-            {"talker": {"description": "x", "tools": ["calc_*"], "mcpTools": "code"}},
+            {"talker": {"description": "x", "tools": ["calc_*"], "mcpTools": "code",
+                        "mcpServers": {"calc": {"command": sys.executable, "args": ["-c", "pass"]}}}},
             {},
             r"agent type 'talker': mcp_tools is 'code', but the type cannot run code",
         ),

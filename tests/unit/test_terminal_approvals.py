@@ -104,7 +104,7 @@ async def test_all_agents_from_now_on(desk: Desk) -> None:
     desk.type(b"A")  # asks to confirm first
     while "Approve every agent's actions" not in desk.screen:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
-    await asyncio.sleep(BURST_GAP)  # a y in the same burst as the A would be left out
+    await asyncio.sleep(2 * BURST_GAP)  # a y in the same burst as the A would be left out
     assert not first.decided
     desk.type(b"y")
     assert await first.approved() and await other.approved()
@@ -188,7 +188,7 @@ async def test_n_asks_for_a_reason_that_the_rejection_carries(desk: Desk) -> Non
     desk.type(b"n")
     while "Reason for the model" not in desk.selected_line:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
-    await asyncio.sleep(BURST_GAP)  # the reason is typed once its line is there, not in one burst with the n
+    await asyncio.sleep(2 * BURST_GAP)  # the reason is typed once its line is there, not in one burst with the n
     desk.type("use pathlib, not os.systemX\x7f — schön".encode())  # backspace removes the X
     while "schön" not in desk.selected_line:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
@@ -205,7 +205,7 @@ async def test_esc_leaves_the_reason_and_the_keys_answer_again(desk: Desk) -> No
     desk.desk.submit(request)
     await desk.asked("agent-aaaa")
     desk.type(b"n")
-    await asyncio.sleep(BURST_GAP)
+    await asyncio.sleep(2 * BURST_GAP)
     desk.type(b"yx\x7f")  # part of the reason, not an answer; backspace takes the x away
     while not desk.selected_line.rstrip().endswith("Esc goes back): y▏"):  # noqa: ASYNC110
         await asyncio.sleep(0.01)
@@ -366,7 +366,7 @@ async def test_typing_meant_for_the_prompt_answers_nothing(desk: Desk) -> None:
     for key in b"Also\r":  # typed at human speed, a key every 60 ms
         desk.type(bytes([key]))
         await asyncio.sleep(0.06)
-    await asyncio.sleep(BURST_GAP)
+    await asyncio.sleep(2 * BURST_GAP)
     assert not request.decided and not desk.policy.everything
     assert "Approve every agent's actions" in desk.screen and "[left out, typed with the key before: lso" in desk.screen
     desk.type(b"x")  # not y: back to the question
@@ -376,13 +376,13 @@ async def test_typing_meant_for_the_prompt_answers_nothing(desk: Desk) -> None:
     for key in b"nice, and then\r":
         desk.type(bytes([key]))
         await asyncio.sleep(0.06)
-    await asyncio.sleep(BURST_GAP)
+    await asyncio.sleep(2 * BURST_GAP)
     assert not request.decided
     assert "Reason for the model" in desk.selected_line and "ice, and then" not in desk.selected_line.split("]")[-1]
     desk.type(b"\x1b")  # Esc: back to the question
     while "[y]es" not in desk.selected_line:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
-    await asyncio.sleep(BURST_GAP)
+    await asyncio.sleep(2 * BURST_GAP)
     desk.type(b"hello")
     await asyncio.sleep(0.2)
     assert desk.output.getvalue().count("answers nothing: y, n, a or A answer") == 1 and not request.decided
