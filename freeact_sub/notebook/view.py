@@ -12,7 +12,7 @@ from typing import Any
 
 from freeact_sub import Agent, AgentEvent, Response, ToolOutput, TurnCancelled, auto_approve_from_env
 
-from . import _replaced
+from . import _comm_status, _replaced
 from .run_panel import RunPanel
 
 __all__ = ["AgentView"]
@@ -71,6 +71,7 @@ class AgentView:
         self._static: dict[str, str] | None = None
         self._earlier_shown = False
         _replaced.watch()
+        _comm_status.install()
 
     def __repr__(self) -> str:
         state = self.panel.state if self.panel is not None else "no run yet"

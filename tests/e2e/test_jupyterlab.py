@@ -332,11 +332,21 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     buttons("approve", first_id).click()
     pending_cell = second.locator(".freeact-call.freeact-pending .freeact-code")
     expect(pending_cell).to_contain_text("random.seed(7)", timeout=MINUTE)
+    # typed key by key at a person's speed while the cell awaits: every key reaches the kernel, not just the first
+    message = "Also say which seed you used, please."
+    second.locator(".freeact-message-text input").press_sequentially(message, delay=60)
+    second.locator("button.freeact-send").click()
+    expect(second.locator(".freeact-message")).to_have_text(f"→ message from you: {message}", timeout=MINUTE)
+    reason = "Please use the exact value from the MCP tool instead."
+    notebook.locator(f".freeact-reason-input.freeact-by-{second_id} input").press_sequentially(reason, delay=60)
     buttons("reject", second_id).click()
+    expect(second.locator(".freeact-reason")).to_have_text(reason, timeout=MINUTE)
 
     expect(state(main)).to_have_text("done", timeout=2 * MINUTE)
     expect(state(first)).to_have_text("done")
-    expect(state(second)).to_have_text("rejected")
+    expect(state(second)).to_have_text("done")  # rejected with a reason, its turn went on and it answered
+    # the whole message is what its model quotes (the reason shown above is the one the kernel handed its model)
+    expect(second.locator(".freeact-markdown").last).to_have_text(f"I read your message ('{message}') and finish here.")
     expect(first.locator(".freeact-output")).to_contain_text("RESULT: 17984")
     output = first.locator(".freeact-output")
     expect(output).to_have_css("overflow-y", "auto")  # a very long output scrolls inside its own box
@@ -345,7 +355,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(second.locator(".freeact-decision-rejected")).to_have_count(1)
     answer = main.locator(".freeact-markdown h2").filter(has_text="Results").locator("..")
     expect(answer).to_contain_text("There are 17984 primes below 200,000.")
-    expect(answer).to_contain_text("not computed, the subagent's action was rejected")
+    expect(answer).to_contain_text(f"I read your message ('{message}')")
     expect(answer).to_contain_text("The summary has 15 words")
     expect(main.locator(".freeact-images img")).to_have_count(1)  # the plot the main agent's kernel drew
     expect(notebook.locator("button.freeact-approve:not([disabled])")).to_have_count(0)
@@ -359,7 +369,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
 
     # the cells after the run: the printed answer and how each subagent ended
     outputs = notebook.locator(".jp-OutputArea-output")
-    expect(outputs.filter(has_text=f"{second_id}: rejected after")).to_have_count(1, timeout=MINUTE)
+    expect(outputs.filter(has_text=f"{second_id}: done after")).to_have_count(1, timeout=MINUTE)
     expect(outputs.filter(has_text=f"{first_id}: done after 2 turns")).to_have_count(1)
     expect(outputs.filter(has_text=f"{reviewer_id}: done after 2 turns")).to_have_count(1)
     expect(outputs.filter(has_text="## Results")).to_have_count(1)
