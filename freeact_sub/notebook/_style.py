@@ -81,12 +81,22 @@ _RULES = """
 .freeact-run.widget-box, .freeact-run.widget-box > .freeact-run-header { overflow: visible; }
 .freeact-run-header { align-items: center; gap: 8px; position: sticky; top: 0; z-index: 10;
   background: var(--jp-layout-color1, #fff); border-bottom: 1px solid var(--jp-border-color2, #e0e0e0);
-  padding: 2px 0; }
+  padding: 2px 0; flex-wrap: nowrap; min-width: 0; }
+/* one line at any width: buttons and badges keep their size and words, the prompt gives way (all of it on hover) */
+.freeact-run-header > * { flex: none; }
+.freeact-run-header > .freeact-prompt { flex: 1 1 0; min-width: 0; overflow: hidden; }
+.freeact-prompt-text { display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.freeact-run-status, .freeact-pending-count { white-space: nowrap; }
 /* JupyterLab's output area clips and scrolls by itself, which would make the header stick to it, not the notebook */
 .jp-OutputArea:has(.freeact-run-header), .jp-OutputArea-child:has(.freeact-run-header),
 .jp-OutputArea-output:has(.freeact-run-header) { overflow: visible; }
-.freeact-pending-count { padding: 1px 6px; border-radius: 8px; font-size: 90%; font-weight: bold;
-  background-color: var(--jp-warn-color1, #ff9800); color: var(--jp-layout-color0, #fff); }
+/* without its scrolling, a flex item's least width is its content's widest line: the run would push past the
+   notebook's right edge in a narrow window; it keeps the width it is given instead */
+.jp-OutputArea:has(.freeact-run-header), .jp-OutputArea-child:has(.freeact-run-header),
+.jp-OutputArea-output:has(.freeact-run-header), .freeact-run, .freeact-run .widget-box { min-width: 0; }
+.freeact-pending-count { padding: 0 6px; border-radius: 8px; font-size: 90%; font-weight: bold; border: 1px solid;
+  border-color: var(--jp-warn-color1, #ff9800); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
+  background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 22%, var(--jp-layout-color1, #fff)); }
 .freeact-pending-count:empty { display: none; }
 .freeact-banner { padding: 4px 8px; border-radius: 4px; margin: 2px 0; border-left: 4px solid;
   border-left-color: var(--jp-warn-color1, #ff9800); background-color: var(--jp-layout-color2, #eee);
@@ -101,7 +111,9 @@ _RULES = """
 .freeact-meta { font-size: 90%; }
 .freeact-sandbox { font-size: 90%; padding: 0 5px; border-radius: 8px;
   border: 1px solid var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
-.freeact-sandbox-off { border-color: var(--jp-warn-color0, #f57c00); color: var(--jp-warn-color0, #f57c00); }
+.freeact-sandbox-off { border-color: var(--jp-warn-color0, #f57c00); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
+  background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 22%, var(--jp-layout-color1, #fff)); }
+.freeact-state, .freeact-decision, .freeact-sandbox, .freeact-type, .freeact-model { white-space: nowrap; }
 .freeact-state { padding: 0 6px; border-radius: 8px; font-size: 90%; border: 1px solid;
   border-color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
   background-color: var(--jp-layout-color1, #fff); }

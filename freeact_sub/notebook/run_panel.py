@@ -21,7 +21,8 @@ class RunPanel(widgets.VBox):
 
     Events are routed by `agent_id`: a `SubagentStarted` from an agent creates the child's panel,
     and every later event tagged with the child's id lands there. The header stays in sight
-    while the transcript scrolls, with Stop and the number of calls waiting for approval.
+    while the transcript scrolls, with Stop, the number of calls waiting for approval and
+    **Approve all agents** (the standing decision for every agent, as `A` in the terminal).
     """
 
     def __init__(
@@ -47,8 +48,18 @@ class RunPanel(widgets.VBox):
         self.status = widgets.HTML()
         self.pending_count = widgets.HTML()
         self.pending_count.add_class("freeact-pending-status")
-        prompt_line = widgets.HTML(f"<b>Prompt:</b> {_html.escape(prompt)}")
-        header = widgets.HBox([self.stop_button, self.status, self.pending_count, prompt_line])
+        self.approve_all_button = widgets.Button(
+            description="Approve all agents", icon="check", layout=widgets.Layout(width="auto"),
+            tooltip="Approve what every agent waits for now, and every later action of every agent, without asking "
+                    "(as `A` in the terminal)",
+        )
+        """The standing decision for every agent (`ApprovalPolicy.always_all`); off while that decision stands."""
+        self.approve_all_button.add_class("freeact-approve-all")
+        self.approve_all_button.on_click(lambda _: policy.always_all())
+        prompt_line = widgets.HTML(f'<span class="freeact-prompt-text" title="{_html.escape(prompt)}">'
+                                   f"<b>Prompt:</b> {_html.escape(prompt)}</span>")
+        prompt_line.add_class("freeact-prompt")
+        header = widgets.HBox([self.stop_button, self.status, self.pending_count, self.approve_all_button, prompt_line])
         header.add_class("freeact-run-header")
         self.main = self._new_panel(agent_id, subagent=False)
         self.panels: dict[str, AgentPanel] = {agent_id: self.main}
@@ -72,6 +83,12 @@ class RunPanel(widgets.VBox):
         """The run's status as the header shows it (`done`, `cancelled`, `failed` once it ended)."""
         self.set_status("starting")
         self._show_pending()
+        policy.subscribe(self._policy_changed)
+        self._policy_changed()
+
+    def _policy_changed(self) -> None:
+        # every agent's panel answers what it waits for by itself (it follows the policy too)
+        self.approve_all_button.disabled = self._policy.everything
 
     def __repr__(self) -> str:
         # what a front end without widgets shows (`text/plain`), instead of the whole widget tree; no state: it is

@@ -309,6 +309,21 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     scroll_to_top_of(live)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-waiting.png"))
 
+    # every badge, the pending count's too, reads at 4.5:1 or more in the light theme and in the dark one
+    def badges_read_well(theme: str) -> None:  # measured in one go: the headers are redrawn every second
+        badges = ".freeact-pending-count, .freeact-state, .freeact-decision, .freeact-sandbox"
+        measured = live.evaluate(f"""run => {{ const contrast = {CONTRAST};
+            return [...run.querySelectorAll('{badges}')]
+              .filter(e => e.textContent.trim()).map(e => [e.textContent, contrast(e)]); }}""")
+        assert len(measured) >= 10, measured
+        hard = [f"{text!r}: {ratio:.2f}" for text, ratio in measured if ratio < 4.5]
+        assert not hard, f"badges hard to read in {theme}: {hard}"
+
+    badges_read_well("JupyterLab Light")
+    choose_theme(page, "JupyterLab Dark")
+    badges_read_well("JupyterLab Dark")
+    choose_theme(page, "JupyterLab Light")
+
     # scrolled down to the last subagent, the run header (Stop, pending count) stays in sight
     page.set_viewport_size({"width": 1400, "height": 800})
     second.locator(".freeact-call").last.evaluate("element => element.scrollIntoView({block: 'end'})")
@@ -324,6 +339,28 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     assert scroller and header and scroller["y"] - 1 <= header["y"] <= scroller["y"] + 5, (scroller, header)
     expect(run_header.locator("button.freeact-stop")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-sticky-header.png"))
+
+    # at 700 px with the file browser open: the header is one line, Stop keeps its label, the count its words, and
+    # no panel runs off the notebook's right edge
+    page.set_viewport_size({"width": 700, "height": 800})
+    file_browser_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']")
+    file_browser_tab.click()
+    expect(page.locator("#filebrowser")).to_be_visible()
+    stop = run_header.locator("button.freeact-stop")
+    expect(stop).to_have_text("Stop")
+    assert stop.evaluate("e => e.scrollWidth <= e.clientWidth"), "Stop's label is cut"
+    header, stop_box = run_header.bounding_box(), stop.bounding_box()
+    assert header and stop_box and header["height"] < 2 * stop_box["height"], (header, stop_box)
+    assert run_header.locator(".freeact-pending-count").evaluate("e => e.getClientRects().length") == 1
+    off_the_edge = live.evaluate("""run => {
+        const limit = run.closest('.jp-WindowedPanel-outer').getBoundingClientRect().right + 1;
+        return [...run.querySelectorAll('.freeact-run-header, .freeact-panel, .freeact-call, .freeact-state')]
+          .filter(e => e.getBoundingClientRect().right > limit)
+          .map(e => `${e.className}: ${Math.round(e.getBoundingClientRect().right)} > ${Math.round(limit)}`); }""")
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-narrow.png"))
+    assert not off_the_edge, off_the_edge
+    assert live.locator(".freeact-state").evaluate_all("found => found.every(e => e.getClientRects().length === 1)")
+    file_browser_tab.click()
     page.set_viewport_size({"width": 1400, "height": 1900})
 
     # the second subagent before the first: its MCP call, then the first's cell; then reject the second's cell
@@ -384,10 +421,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     keyword = main.locator(".freeact-code .fa-k").first
     light = keyword.evaluate("element => getComputedStyle(element).color")
     assert light == "rgb(0, 128, 0)", light  # --jp-mirror-editor-keyword-color of JupyterLab Light
-    page.get_by_role("menuitem", name="Settings", exact=True).click()
-    page.locator(".lm-Menu-itemLabel").get_by_text("Theme", exact=True).click()  # opens the submenu
-    page.locator(".lm-Menu-itemLabel").get_by_text("JupyterLab Dark", exact=True).click()
-    expect(page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=MINUTE)
+    choose_theme(page, "JupyterLab Dark")
     expect(keyword).to_have_css("color", "rgb(76, 175, 80)")  # the same variable in JupyterLab Dark
     background = main.locator(".freeact-code").first.evaluate("element => getComputedStyle(element).backgroundColor")
     assert background not in ("rgb(245, 245, 245)", "rgb(247, 247, 247)"), background  # not a light grey
@@ -414,6 +448,16 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(notebook.get_by_text("Error displaying widget")).to_be_hidden()
     scroll_to_top_of(static)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-reopened.png"))
+
+
+def choose_theme(page, theme: str) -> None:
+    """Settings → Theme → `theme`, as a person does, and wait until the page wears it."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("menuitem", name="Settings", exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Theme", exact=True).click()  # opens the submenu
+    page.locator(".lm-Menu-itemLabel").get_by_text(theme, exact=True).click()
+    expect(page.locator(f"body[data-jp-theme-name='{theme}']")).to_have_count(1, timeout=MINUTE)
 
 
 def _shut_down_kernels(lab: JupyterLab) -> None:
