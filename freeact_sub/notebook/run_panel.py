@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -91,9 +92,15 @@ class RunPanel(widgets.VBox):
         self.approve_all_button.disabled = self._policy.everything
 
     def __repr__(self) -> str:
-        # what a front end without widgets shows (`text/plain`), instead of the whole widget tree; no state: it is
-        # written once, when the run starts, and would still say "starting" in a notebook saved after the run
+        # instead of the whole widget tree; no state: it would be stale as soon as the run goes on
         return f"<freeact-sub run of {self.main.agent_id}>"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget with an empty `text/plain`: the run's static copy beside it is its text. An untrusted notebook
+        (and any front end without widgets) shows `text/plain` in the widget's place, which read as a stray
+        `<freeact-sub run of …>` line above the transcript."""
+        view = {"version_major": 2, "version_minor": 0, "model_id": self.model_id}
+        return {"text/plain": "", "application/vnd.jupyter.widget-view+json": view}
 
     def set_status(self, text: str) -> None:
         self.state = text

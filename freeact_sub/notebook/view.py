@@ -122,7 +122,8 @@ class AgentView:
         self._loop_thread = threading.get_ident()
         if self.auto_approve:
             self.agent.approvals.always_all()
-            print(AUTO_APPROVE_NOTE)
+            if not _in_ipython():  # in a notebook the run's banner says so; a printed line would say it twice
+                print(AUTO_APPROVE_NOTE)
         panel = RunPanel(
             self.agent.agent_id,
             prompt,

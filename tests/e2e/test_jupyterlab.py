@@ -564,6 +564,10 @@ def test_a_notebook_run_headless_reads_like_the_live_run_untrusted_and_trusted(j
         expect(static.locator(".freeact-state")).to_have_text("done")
         expect(static.locator(".freeact-decision")).to_have_text("auto-approved")
         expect(static).to_contain_text("The sum of 1 to 100 is 5050.")
+        # no stray text: the widget's own `text/plain` (shown in its place when untrusted) is empty, and the
+        # auto-approve note is said once, by the banner
+        shown = notebook.locator(".jp-Notebook").inner_text()
+        assert "<freeact-sub run of" not in shown and shown.count("Auto-approve is on") == 1, shown[:2000]
         builtin = static.locator(".freeact-code .fa-nb").first  # `print`, highlighted with the theme's colour
         code = static.locator("pre.freeact-code").first
         theme_colour = page.evaluate("""() => { const probe = document.createElement('span');

@@ -46,6 +46,15 @@ def test_the_static_transcript_carries_its_theme_styling_in_a_form_the_sanitizer
     assert main and "border-left: 4px solid" in main.group(1)
 
 
+def test_the_live_panel_has_no_text_of_its_own() -> None:
+    """An untrusted notebook shows a widget's `text/plain` in its place; the static copy beside it is the run's text, so
+    the widget's own must be empty (it showed a stray `<freeact-sub run of agent-1>` above the transcript)."""
+    panel = RunPanel("agent-1", "add it up", policy=ApprovalPolicy(), on_stop=lambda: None)
+    bundle = panel._repr_mimebundle_()
+    assert bundle["text/plain"] == ""
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
+
+
 def test_a_subagent_panel_folds_live_and_in_the_static_copy() -> None:
     """A subagent's panel (header, body and its message box) has a fold control, and its static copy is a `<details>`
     that is open or shut as the panel was; before, only panels of two parts became one, so a subagent never folded."""
