@@ -87,6 +87,14 @@ _RULES = """
 .freeact-run-header > .freeact-prompt { flex: 1 1 0; min-width: 0; overflow: hidden; }
 .freeact-prompt-text { display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .freeact-run-status, .freeact-pending-count { white-space: nowrap; }
+/* a narrow notebook (700 px with the file browser open): the run's status is the main agent's badge too, and
+   Approve all agents keeps its icon (its tooltip says it), so Stop and the pending count still fit on the line */
+.freeact-run { container-type: inline-size; }
+@container (max-width: 520px) {
+  .freeact-run-header .freeact-run-status { display: none; }
+  .freeact-run-header .freeact-approve-all { font-size: 0; display: inline-flex; align-items: center; }
+  .freeact-run-header .freeact-approve-all i { font-size: var(--jp-widgets-font-size, 13px); }
+}
 /* JupyterLab's output area clips and scrolls by itself, which would make the header stick to it, not the notebook */
 .jp-OutputArea:has(.freeact-run-header), .jp-OutputArea-child:has(.freeact-run-header),
 .jp-OutputArea-output:has(.freeact-run-header) { overflow: visible; }
@@ -146,8 +154,10 @@ pre.freeact-code, pre.freeact-pre, div.freeact-static pre.freeact-code, div.free
   border-radius: 3px; font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); }
 pre.freeact-output, div.freeact-static pre.freeact-output {
   background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
+/* the theme's error red leans a little to the text colour: 4.5:1 or more on the panels and output boxes of both themes
+   (the plain red read at 4.4:1 in the dark theme) */
 .freeact-error, pre.freeact-pre.freeact-error, div.freeact-static pre.freeact-error {
-  color: var(--jp-error-color1, #f44336); }
+  color: color-mix(in srgb, var(--jp-error-color1, #f44336) 45%, var(--jp-ui-font-color1, rgba(0,0,0,.87))); }
 .freeact-thoughts { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; white-space: pre-wrap; }
 .freeact-markdown p { margin: 2px 0; }
 .freeact-approval { align-items: center; gap: 6px; flex-wrap: wrap; }

@@ -43,7 +43,8 @@ class RunPanel(widgets.VBox):
         self.add_class("freeact-run")
         self.add_class("freeact-live")  # only the live widgets: the static copy hides itself next to them
         self._policy = policy
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop")
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          layout=widgets.Layout(width="auto"))
         self.stop_button.add_class("freeact-stop")
         self.stop_button.on_click(lambda _: on_stop())
         self.status = widgets.HTML()

@@ -354,7 +354,8 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     assert run_header.locator(".freeact-pending-count").evaluate("e => e.getClientRects().length") == 1
     off_the_edge = live.evaluate("""run => {
         const limit = run.closest('.jp-WindowedPanel-outer').getBoundingClientRect().right + 1;
-        return [...run.querySelectorAll('.freeact-run-header, .freeact-panel, .freeact-call, .freeact-state')]
+        const parts = '.freeact-run-header, .freeact-run-header > :not(.freeact-prompt), .freeact-panel, .freeact-call';
+        return [...run.querySelectorAll(parts + ', .freeact-state')]
           .filter(e => e.getBoundingClientRect().right > limit)
           .map(e => `${e.className}: ${Math.round(e.getBoundingClientRect().right)} > ${Math.round(limit)}`); }""")
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-narrow.png"))
@@ -425,6 +426,13 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(keyword).to_have_css("color", "rgb(76, 175, 80)")  # the same variable in JupyterLab Dark
     background = main.locator(".freeact-code").first.evaluate("element => getComputedStyle(element).backgroundColor")
     assert background not in ("rgb(245, 245, 245)", "rgb(247, 247, 247)"), background  # not a light grey
+    # error text (a failed agent, a failed cell's output) reads at 4.5:1 or more here too
+    probes = ('<span class="freeact-error">failed</span>', '<pre class="freeact-pre freeact-output freeact-error">x')
+    for probe in probes:
+        ratio = main.evaluate(f"""panel => {{ const holder = document.createElement('div');
+            holder.innerHTML = '{probe}'; panel.append(holder); const ratio = ({CONTRAST})(holder.firstChild);
+            holder.remove(); return ratio; }}""")
+        assert ratio >= 4.5, f"error text {probe} reads at {ratio:.2f} in JupyterLab Dark"
     scroll_to_top_of(live)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-dark.png"))
 
