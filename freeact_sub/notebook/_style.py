@@ -154,6 +154,13 @@ pre.freeact-code, pre.freeact-pre, div.freeact-static pre.freeact-code, div.free
   border-radius: 3px; font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); }
 pre.freeact-output, div.freeact-static pre.freeact-output {
   background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
+/* live, a long output scrolls in its widget's own element, which stays while each update replaces the <pre> inside
+   (a scrolling <pre> went back to its top on every new line); reversed, the box follows the end while the person is
+   there and keeps their place once they scrolled up */
+.jupyter-widgets.freeact-output-box:has(pre.freeact-output) { max-height: 24em; overflow-y: auto;
+  flex-direction: column-reverse; }
+.jupyter-widgets.freeact-output-box > * { flex-shrink: 0; }
+.jupyter-widgets.freeact-output-box pre.freeact-output { max-height: none; overflow-y: visible; }
 /* the theme's error red leans a little to the text colour: 4.5:1 or more on the panels and output boxes of both themes
    (the plain red read at 4.4:1 in the dark theme) */
 .freeact-error, pre.freeact-pre.freeact-error, div.freeact-static pre.freeact-error {

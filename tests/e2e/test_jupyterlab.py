@@ -386,9 +386,29 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     # the whole message is what its model quotes (the reason shown above is the one the kernel handed its model)
     expect(second.locator(".freeact-markdown").last).to_have_text(f"I read your message ('{message}') and finish here.")
     expect(first.locator(".freeact-output")).to_contain_text("RESULT: 17984")
-    output = first.locator(".freeact-output")
-    expect(output).to_have_css("overflow-y", "auto")  # a very long output scrolls inside its own box
-    assert output.evaluate("element => getComputedStyle(element).maxHeight") != "none"
+    box = first.locator(".jupyter-widgets.freeact-output-box").filter(has=page.locator("pre.freeact-output")).first
+    expect(box).to_have_css("overflow-y", "auto")  # a long output scrolls inside its own box
+    assert box.evaluate("element => getComputedStyle(element).maxHeight") != "none"
+    # as a cell's lines arrive (each update replaces the <pre> in the box, as the HTML widget does), the box follows
+    # the end; once the person scrolled up, it keeps their place instead of jumping back to its top (or the end)
+    place = box.evaluate("""box => {
+        const copy = box.cloneNode(true); box.after(copy);
+        const content = copy.querySelector('.widget-html-content');  // what the HTML widget's update replaces
+        const show = count => { content.innerHTML = '<pre class="freeact-pre freeact-output">'
+            + Array.from({length: count}, (_, i) => `line ${i + 1}`).join('\\n') + '</pre>'; };
+        const pre = () => content.firstElementChild;
+        const toEnd = () => Math.round(pre().getBoundingClientRect().bottom - copy.getBoundingClientRect().bottom);
+        const lineHeight = () => pre().getBoundingClientRect().height / pre().textContent.split('\\n').length;
+        const topLine = () => Math.round((copy.getBoundingClientRect().top - pre().getBoundingClientRect().top)
+                                         / lineHeight()) + 1;
+        show(5); show(60); const first = toEnd(); show(80); const second = toEnd();
+        copy.scrollBy(0, -10 * lineHeight()); const seen = topLine();
+        show(100); const after = topLine(); const left = toEnd();
+        copy.remove();
+        return {first, second, seen, after, left};
+    }""")
+    assert abs(place["first"]) <= 4 and abs(place["second"]) <= 4, f"the box does not follow the end: {place}"
+    assert abs(place["after"] - place["seen"]) <= 1 and place["left"] > 100, f"the person's place was lost: {place}"
     expect(second.locator(".freeact-output")).to_contain_text("3.14159")  # the MCP tool's result
     expect(second.locator(".freeact-decision-rejected")).to_have_count(1)
     answer = main.locator(".freeact-markdown h2").filter(has_text="Results").locator("..")
