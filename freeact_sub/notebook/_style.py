@@ -182,9 +182,11 @@ pre.freeact-output, div.freeact-static pre.freeact-output {
    broken-link icon on each): the static copy stands for the run instead */
 .jp-OutputArea:has(.freeact-static) .jp-OutputArea-child:has(.freeact-live.jupyter-widgets-disconnected) {
   display: none; }
-/* reopened without a kernel: a saved run shows its static copy, not "Error displaying widget: model not found" */
-.jp-OutputArea:has(.freeact-static) .jp-OutputArea-child:has(
-  > .jupyter-widgets[data-mime-type="application/vnd.jupyter.widget-view+json"]:not(:has(*))) { display: none; }
+/* reopened without a kernel: a saved run shows its static copy, not "Loading widget..." and then "Error displaying
+   widget: model not found" (the widget renderer writes them as bare text; unlike JupyterLab's own renderers it has no
+   data-mime-type). No :has() inside this rule's :has(): a nested one makes the whole rule invalid */
+.jp-OutputArea:has(.freeact-static) > .jp-OutputArea-child > .jp-OutputArea-output:not([data-mime-type]):not(:has(*)) {
+  display: none; }
 """
 
 

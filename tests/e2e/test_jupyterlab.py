@@ -473,6 +473,11 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(static.locator("pre.freeact-code").first).to_have_css("padding-left", "6px")  # its own style, not the page's
     expect(static.locator(".fs-timeline .fs-tl-lane")).to_have_count(4)  # the timeline as it was at the end
     expect(notebook.locator(".freeact-live")).to_have_count(0)
+    # the widget manager says "model not found" only once the new kernel is up: look after it is
+    expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=MINUTE)
+    page.wait_for_timeout(2_000)
+    shown = notebook.locator(".jp-Notebook").inner_text()
+    assert "Error displaying widget" not in shown and "model not found" not in shown, shown[:1500]
     expect(notebook.get_by_text("Error displaying widget")).to_be_hidden()
     scroll_to_top_of(static)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-reopened.png"))
