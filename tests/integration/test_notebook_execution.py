@@ -132,8 +132,9 @@ def test_parallel_subagents_runs_headless(tmp_path: Path, monkeypatch: pytest.Mo
     assert all('class="freeact-type">general<' in h and ">freeact-sub-demo<" in h for h in headers[:2])
     assert 'class="freeact-type">reviewer<' in headers[2] and ">Review the summary<" in headers[2]
     assert 'class="freeact-model">claude-demo<' in headers[2]
-    # every agent's kernel ran under the default sandbox, and each header says so
-    assert all('class="freeact-sandbox">sandbox: workspace<' in h for h in [ws.header(models, main), *headers])
+    # every agent's kernel ran under the default sandbox, and each header says so; the reviewer has no kernel
+    assert all('class="freeact-sandbox">sandbox: workspace<' in h for h in [ws.header(models, main), *headers[:2]])
+    assert "freeact-sandbox" not in headers[2]
     assert "by rule &#x27;demo_word_count&#x27;: allow (agent type reviewer)" in ws.text(models, subagents[2])
     # how each subagent ended, as the notebook prints it from `view.events` (primes: 2 turns, pi: 3, review: 2)
     endings = next(text for text in printed if "turns" in text)
