@@ -348,7 +348,8 @@ class SubagentStarted(AgentEvent):
     model: str = ""
     """The name of the model the child talks to, as sent to its provider."""
     sandbox: str = ""
-    """The sandbox profile the child's kernel runs under (`workspace`, `read-only`, `off`, …)."""
+    """The sandbox profile the child's kernel runs under (`workspace`, `read-only`, `off`, …); empty for a type that
+    runs no code (it has no kernel)."""
 
 
 @dataclass(frozen=True, kw_only=True)

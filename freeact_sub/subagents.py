@@ -417,7 +417,9 @@ class SubagentRunner:
                     subagent_type=spec.subagent_type,
                     description=spec.description,
                     model=getattr(spec.config.model, "model_name", str(spec.config.model)),
-                    sandbox=spec.sandbox.name,
+                    # a type that runs no code has no kernel to confine: no profile to show
+                    sandbox=spec.sandbox.name if tool_allowed(
+                        "execute_ipython_cell", child.settings.tools, child.settings.disallowed_tools) else "",
                 )
             )
             announced = True

@@ -63,9 +63,11 @@ def _html(widget: widgets.Widget, fold: bool = False) -> str:
     if isinstance(widget, widgets.Image):
         encoded = base64.b64encode(bytes(widget.value)).decode("ascii")
         return f'<img class="{_classes(widget)}" src="data:image/{widget.format};base64,{encoded}">'
-    if isinstance(widget, widgets.Box) and "freeact-panel" in classes and len(widget.children) == 2:
-        header, body = (_html(child, fold) for child in widget.children)
-        shut = fold and "freeact-subagent" in classes
+    if isinstance(widget, widgets.Box) and "freeact-panel" in classes and len(widget.children) >= 2:
+        # the header, then the rest (a subagent's message box is a third child, left out as a control)
+        header, *rest = (_html(child, fold) for child in widget.children)
+        body = "".join(rest)
+        shut = (fold and "freeact-subagent" in classes) or getattr(widget, "folded", False)
         return (f'<details class="freeact-vbox {_classes(widget)}"{"" if shut else " open"}>'
                 f'<summary class="freeact-summary">{header}</summary>{body}</details>')
     if isinstance(widget, widgets.Box):

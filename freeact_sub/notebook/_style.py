@@ -81,12 +81,30 @@ _RULES = """
 .freeact-run.widget-box, .freeact-run.widget-box > .freeact-run-header { overflow: visible; }
 .freeact-run-header { align-items: center; gap: 8px; position: sticky; top: 0; z-index: 10;
   background: var(--jp-layout-color1, #fff); border-bottom: 1px solid var(--jp-border-color2, #e0e0e0);
-  padding: 2px 0; }
+  padding: 2px 0; flex-wrap: nowrap; min-width: 0; }
+/* one line at any width: buttons and badges keep their size and words, the prompt gives way (all of it on hover) */
+.freeact-run-header > * { flex: none; }
+.freeact-run-header > .freeact-prompt { flex: 1 1 0; min-width: 0; overflow: hidden; }
+.freeact-prompt-text { display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.freeact-run-status, .freeact-pending-count { white-space: nowrap; }
+/* a narrow notebook (700 px with the file browser open): the run's status is the main agent's badge too, and
+   Approve all agents keeps its icon (its tooltip says it), so Stop and the pending count still fit on the line */
+.freeact-run { container-type: inline-size; }
+@container (max-width: 520px) {
+  .freeact-run-header .freeact-run-status { display: none; }
+  .freeact-run-header .freeact-approve-all { font-size: 0; display: inline-flex; align-items: center; }
+  .freeact-run-header .freeact-approve-all i { font-size: var(--jp-widgets-font-size, 13px); }
+}
 /* JupyterLab's output area clips and scrolls by itself, which would make the header stick to it, not the notebook */
 .jp-OutputArea:has(.freeact-run-header), .jp-OutputArea-child:has(.freeact-run-header),
 .jp-OutputArea-output:has(.freeact-run-header) { overflow: visible; }
-.freeact-pending-count { padding: 1px 6px; border-radius: 8px; font-size: 90%; font-weight: bold;
-  background-color: var(--jp-warn-color1, #ff9800); color: var(--jp-layout-color0, #fff); }
+/* without its scrolling, a flex item's least width is its content's widest line: the run would push past the
+   notebook's right edge in a narrow window; it keeps the width it is given instead */
+.jp-OutputArea:has(.freeact-run-header), .jp-OutputArea-child:has(.freeact-run-header),
+.jp-OutputArea-output:has(.freeact-run-header), .freeact-run, .freeact-run .widget-box { min-width: 0; }
+.freeact-pending-count { padding: 0 6px; border-radius: 8px; font-size: 90%; font-weight: bold; border: 1px solid;
+  border-color: var(--jp-warn-color1, #ff9800); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
+  background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 22%, var(--jp-layout-color1, #fff)); }
 .freeact-pending-count:empty { display: none; }
 .freeact-banner { padding: 4px 8px; border-radius: 4px; margin: 2px 0; border-left: 4px solid;
   border-left-color: var(--jp-warn-color1, #ff9800); background-color: var(--jp-layout-color2, #eee);
@@ -102,7 +120,9 @@ _RULES = """
 .freeact-model-note { font-size: 90%; color: var(--jp-warn-color0, #e65100); }
 .freeact-sandbox { font-size: 90%; padding: 0 5px; border-radius: 8px;
   border: 1px solid var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
-.freeact-sandbox-off { border-color: var(--jp-warn-color0, #f57c00); color: var(--jp-warn-color0, #f57c00); }
+.freeact-sandbox-off { border-color: var(--jp-warn-color0, #f57c00); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
+  background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 22%, var(--jp-layout-color1, #fff)); }
+.freeact-state, .freeact-decision, .freeact-sandbox, .freeact-type, .freeact-model { white-space: nowrap; }
 .freeact-state { padding: 0 6px; border-radius: 8px; font-size: 90%; border: 1px solid;
   border-color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
   background-color: var(--jp-layout-color1, #fff); }
@@ -135,8 +155,17 @@ pre.freeact-code, pre.freeact-pre, div.freeact-static pre.freeact-code, div.free
   border-radius: 3px; font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); }
 pre.freeact-output, div.freeact-static pre.freeact-output {
   background: var(--jp-layout-color2, #eee); max-height: 24em; overflow-y: auto; }
+/* live, a long output scrolls in its widget's own element, which stays while each update replaces the <pre> inside
+   (a scrolling <pre> went back to its top on every new line); reversed, the box follows the end while the person is
+   there and keeps their place once they scrolled up */
+.jupyter-widgets.freeact-output-box:has(pre.freeact-output) { max-height: 24em; overflow-y: auto;
+  flex-direction: column-reverse; }
+.jupyter-widgets.freeact-output-box > * { flex-shrink: 0; }
+.jupyter-widgets.freeact-output-box pre.freeact-output { max-height: none; overflow-y: visible; }
+/* the theme's error red leans a little to the text colour: 4.5:1 or more on the panels and output boxes of both themes
+   (the plain red read at 4.4:1 in the dark theme) */
 .freeact-error, pre.freeact-pre.freeact-error, div.freeact-static pre.freeact-error {
-  color: var(--jp-error-color1, #f44336); }
+  color: color-mix(in srgb, var(--jp-error-color1, #f44336) 45%, var(--jp-ui-font-color1, rgba(0,0,0,.87))); }
 .freeact-thoughts { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; white-space: pre-wrap; }
 .freeact-markdown p { margin: 2px 0; }
 .freeact-approval { align-items: center; gap: 6px; flex-wrap: wrap; }
@@ -154,9 +183,11 @@ pre.freeact-output, div.freeact-static pre.freeact-output {
    broken-link icon on each): the static copy stands for the run instead */
 .jp-OutputArea:has(.freeact-static) .jp-OutputArea-child:has(.freeact-live.jupyter-widgets-disconnected) {
   display: none; }
-/* reopened without a kernel: a saved run shows its static copy, not "Error displaying widget: model not found" */
-.jp-OutputArea:has(.freeact-static) .jp-OutputArea-child:has(
-  > .jupyter-widgets[data-mime-type="application/vnd.jupyter.widget-view+json"]:not(:has(*))) { display: none; }
+/* reopened without a kernel: a saved run shows its static copy, not "Loading widget..." and then "Error displaying
+   widget: model not found" (the widget renderer writes them as bare text; unlike JupyterLab's own renderers it has no
+   data-mime-type). No :has() inside this rule's :has(): a nested one makes the whole rule invalid */
+.jp-OutputArea:has(.freeact-static) > .jp-OutputArea-child > .jp-OutputArea-output:not([data-mime-type]):not(:has(*)) {
+  display: none; }
 """
 
 

@@ -114,7 +114,12 @@ class AgentPanel(widgets.VBox):
         self.always_checkbox.add_class("freeact-always-checkbox")
         self.always_checkbox.add_class(f"freeact-by-{agent_id}")
         self.always_checkbox.observe(self._on_checkbox, names="value")
-        header_parts: list[widgets.Widget] = [self._header, self.always_checkbox]
+        self.fold_button = widgets.Button(icon="chevron-down", tooltip=f"Fold {agent_id}'s panel (or open it again)",
+                                          layout=widgets.Layout(width="auto"))
+        """Folds the panel to its header and opens it again; a new question for a person opens it."""
+        self.fold_button.add_class("freeact-fold")
+        self.fold_button.on_click(lambda _: self.fold(not self.folded))
+        header_parts: list[widgets.Widget] = [self.fold_button, self._header, self.always_checkbox]
         self.stop_button: widgets.Button | None = None
         """A subagent's own Stop (it stops this agent only; its parent's turn goes on)."""
         if on_stop is not None:
@@ -172,6 +177,18 @@ class AgentPanel(widgets.VBox):
     def pending_count(self) -> int:
         """How many of this agent's calls wait for a person's decision."""
         return sum(call.pending for call in self.calls.values())
+
+    @property
+    def folded(self) -> bool:
+        """Whether the panel shows its header only."""
+        return self._body.layout.display == "none"
+
+    def fold(self, folded: bool = True) -> None:
+        """Show only the header (`folded`), or everything again."""
+        for part in self.children[1:]:
+            gone = part is self.message_box and self.finished  # an ended agent reads no more messages
+            part.layout.display = "none" if folded or gone else None
+        self.fold_button.icon = "chevron-right" if folded else "chevron-down"
 
     @property
     def finished(self) -> bool:
@@ -381,10 +398,12 @@ class AgentPanel(widgets.VBox):
             self.turns = turns
         for call in self.calls.values():
             call.cancel()
-        if self.stop_button is not None:
+        if self.stop_button is not None:  # nothing left to stop or to tell: the controls go
             self.stop_button.disabled = True
+            self.stop_button.layout.display = "none"
         if self.message_box is not None:
             self.message_text.disabled = self.send_button.disabled = True
+            self.message_box.layout.display = "none"
         self.refresh()
 
     def fail(self, message: str) -> None:
@@ -405,6 +424,8 @@ class AgentPanel(widgets.VBox):
             on_always=self.always_approve,
         )
         self.calls[request.tool_call_id] = call
+        if call.pending and self.folded:
+            self.fold(False)  # a question for a person is never hidden
         if request.source == "code" and (cell := self.calls.get(request.cell_call_id or "")):
             cell.attach_subagent(call)  # an MCP call made by a cell's code is shown inside that cell
         else:

@@ -74,6 +74,7 @@ class CallView(widgets.VBox):
         self._title = widgets.HTML()
         self._body = widgets.HTML(_describe(tool_name, request.tool_args if request else {}))
         self._output = widgets.HTML()
+        self._output.add_class("freeact-output-box")  # the box a long output scrolls in (it lives across updates)
         self._images = widgets.HBox()
         self._images.add_class("freeact-images")
         self._subagents = widgets.VBox()

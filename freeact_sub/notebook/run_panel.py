@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -30,7 +31,8 @@ class RunPanel(widgets.VBox):
 
     Events are routed by `agent_id`: a `SubagentStarted` from an agent creates the child's panel,
     and every later event tagged with the child's id lands there. The header stays in sight
-    while the transcript scrolls, with Stop and the number of calls waiting for approval.
+    while the transcript scrolls, with Stop, the number of calls waiting for approval and
+    **Approve all agents** (the standing decision for every agent, as `A` in the terminal).
     """
 
     def __init__(
@@ -50,14 +52,25 @@ class RunPanel(widgets.VBox):
         self.add_class("freeact-run")
         self.add_class("freeact-live")  # only the live widgets: the static copy hides itself next to them
         self._policy = policy
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop")
+        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
+                                          layout=widgets.Layout(width="auto"))
         self.stop_button.add_class("freeact-stop")
         self.stop_button.on_click(lambda _: on_stop())
         self.status = widgets.HTML()
         self.pending_count = widgets.HTML()
         self.pending_count.add_class("freeact-pending-status")
-        prompt_line = widgets.HTML(f"<b>Prompt:</b> {_html.escape(prompt)}")
-        header = widgets.HBox([self.stop_button, self.status, self.pending_count, prompt_line])
+        self.approve_all_button = widgets.Button(
+            description="Approve all agents", icon="check", layout=widgets.Layout(width="auto"),
+            tooltip="Approve what every agent waits for now, and every later action of every agent, without asking "
+                    "(as `A` in the terminal)",
+        )
+        """The standing decision for every agent (`ApprovalPolicy.always_all`); off while that decision stands."""
+        self.approve_all_button.add_class("freeact-approve-all")
+        self.approve_all_button.on_click(lambda _: policy.always_all())
+        prompt_line = widgets.HTML(f'<span class="freeact-prompt-text" title="{_html.escape(prompt)}">'
+                                   f"<b>Prompt:</b> {_html.escape(prompt)}</span>")
+        prompt_line.add_class("freeact-prompt")
+        header = widgets.HBox([self.stop_button, self.status, self.pending_count, self.approve_all_button, prompt_line])
         header.add_class("freeact-run-header")
         self.main = self._new_panel(agent_id, subagent=False)
         self.panels: dict[str, AgentPanel] = {agent_id: self.main}
@@ -81,10 +94,15 @@ class RunPanel(widgets.VBox):
         """The run's status as the header shows it (`done`, `cancelled`, `failed` once it ended)."""
         self.set_status("starting")
         self._show_pending()
+        policy.subscribe(self._policy_changed)
+        self._policy_changed()
+
+    def _policy_changed(self) -> None:
+        # every agent's panel answers what it waits for by itself (it follows the policy too)
+        self.approve_all_button.disabled = self._policy.everything
 
     def __repr__(self) -> str:
-        # what a front end without widgets shows (`text/plain`), instead of the whole widget tree; no state: it is
-        # written once, when the run starts, and would still say "starting" in a notebook saved after the run
+        # instead of the whole widget tree; no state: it would be stale as soon as the run goes on
         return f"<freeact-sub run of {self.main.agent_id}>"
 
     def ask_trust(self, project: ProjectPowers, on_decision: Callable[[bool], None]) -> TrustPanel:
@@ -94,6 +112,13 @@ class RunPanel(widgets.VBox):
         self.children = (*self.children[:index], panel, *self.children[index:])
         self.set_status("waiting: trust this folder?")
         return panel
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget with an empty `text/plain`: the run's static copy beside it is its text. An untrusted notebook
+        (and any front end without widgets) shows `text/plain` in the widget's place, which read as a stray
+        `<freeact-sub run of …>` line above the transcript."""
+        view = {"version_major": 2, "version_minor": 0, "model_id": self.model_id}
+        return {"text/plain": "", "application/vnd.jupyter.widget-view+json": view}
 
     def set_status(self, text: str) -> None:
         self.state = text

@@ -20,7 +20,7 @@ from freeact_sub import (
     auto_approve_from_env,
 )
 
-from . import _replaced
+from . import _comm_status, _replaced
 from .run_panel import RunPanel
 
 __all__ = ["AgentView"]
@@ -85,6 +85,7 @@ class AgentView:
         self._earlier_shown = False
         self._trust_wait: asyncio.Future[bool] | None = None
         _replaced.watch()
+        _comm_status.install()
 
     def __repr__(self) -> str:
         state = self.panel.state if self.panel is not None else "no run yet"
@@ -135,7 +136,8 @@ class AgentView:
         self._loop_thread = threading.get_ident()
         if self.auto_approve:
             self.agent.approvals.always_all()
-            print(AUTO_APPROVE_NOTE)
+            if not _in_ipython():  # in a notebook the run's banner says so; a printed line would say it twice
+                print(AUTO_APPROVE_NOTE)
         panel = RunPanel(
             self.agent.agent_id,
             prompt,

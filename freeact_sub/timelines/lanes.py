@@ -47,7 +47,7 @@ from ..events import (
     TurnStarted,
 )
 
-__all__ = ["SPAN_STATES", "Lane", "LaneStatus", "Span", "SpanState", "TimelineBuilder", "TimelineData"]
+__all__ = ["SPAN_STATES", "Lane", "LaneStatus", "Span", "SpanState", "TimelineBuilder", "TimelineData", "job_title"]
 
 SpanState = Literal[
     "waiting_for_slot", "starting", "thinking", "waiting_for_model", "retrying", "waiting_for_approval",
@@ -146,6 +146,14 @@ class TimelineData:
         return {"start": self.start, "end": self.end, "lanes": [lane.to_dict() for lane in self.lanes]}
 
 
+def job_title(event: SubagentQueued | SubagentStarted, words: int = 6) -> str:
+    """What a subagent's lane says its job is: the `task` call's title, or the first words of its prompt."""
+    if event.description:
+        return event.description
+    first = event.prompt.split()
+    return " ".join(first[:words]) + (" …" if len(first) > words else "")
+
+
 def call_label(request: ApprovalRequest) -> str:
     """A one-line description of a call: `execute_ipython_cell: print(1)`, `task: summarise the logs`."""
     args = request.tool_args
@@ -218,7 +226,7 @@ class TimelineBuilder:
                 if isinstance(event, CodeExecutionOutput) and event.kernel_wait > 0:
                     self._kernel_waits[(event.agent_id, event.tool_call_id)] = event.kernel_wait
             case SubagentQueued():
-                child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, event.description)
+                child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, job_title(event))
                 child.spans.append(
                     Span(
                         state="waiting_for_slot",
@@ -228,7 +236,7 @@ class TimelineBuilder:
                     )
                 )
             case SubagentStarted():
-                child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, event.description)
+                child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, job_title(event))
                 for span in child.spans:
                     if span.state == "waiting_for_slot" and span.end is None:
                         span.end = at

@@ -182,7 +182,7 @@ def to_html(data: TimelineData, *, document: bool = False) -> str:
             f'<div class="fs-tl-track" style="{_TRACK}">{"".join(bars)}</div></div>'
         )
     legend = "".join(
-        f'<span style="margin-right:1em"><i style="{_KEY}background-color:{_colour(state)}"></i>'
+        f'<span style="margin-right:1em;white-space:nowrap"><i style="{_KEY}background-color:{_colour(state)}"></i>'
         f"{STATE_NAMES[state]}</span>"
         for state in SPAN_STATES
     )

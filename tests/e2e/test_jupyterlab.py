@@ -309,6 +309,21 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     scroll_to_top_of(live)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-waiting.png"))
 
+    # every badge, the pending count's too, reads at 4.5:1 or more in the light theme and in the dark one
+    def badges_read_well(theme: str) -> None:  # measured in one go: the headers are redrawn every second
+        badges = ".freeact-pending-count, .freeact-state, .freeact-decision, .freeact-sandbox"
+        measured = live.evaluate(f"""run => {{ const contrast = {CONTRAST};
+            return [...run.querySelectorAll('{badges}')]
+              .filter(e => e.textContent.trim()).map(e => [e.textContent, contrast(e)]); }}""")
+        assert len(measured) >= 10, measured
+        hard = [f"{text!r}: {ratio:.2f}" for text, ratio in measured if ratio < 4.5]
+        assert not hard, f"badges hard to read in {theme}: {hard}"
+
+    badges_read_well("JupyterLab Light")
+    choose_theme(page, "JupyterLab Dark")
+    badges_read_well("JupyterLab Dark")
+    choose_theme(page, "JupyterLab Light")
+
     # scrolled down to the last subagent, the run header (Stop, pending count) stays in sight
     page.set_viewport_size({"width": 1400, "height": 800})
     second.locator(".freeact-call").last.evaluate("element => element.scrollIntoView({block: 'end'})")
@@ -324,6 +339,29 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     assert scroller and header and scroller["y"] - 1 <= header["y"] <= scroller["y"] + 5, (scroller, header)
     expect(run_header.locator("button.freeact-stop")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-sticky-header.png"))
+
+    # at 700 px with the file browser open: the header is one line, Stop keeps its label, the count its words, and
+    # no panel runs off the notebook's right edge
+    page.set_viewport_size({"width": 700, "height": 800})
+    file_browser_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']")
+    file_browser_tab.click()
+    expect(page.locator("#filebrowser")).to_be_visible()
+    stop = run_header.locator("button.freeact-stop")
+    expect(stop).to_have_text("Stop")
+    assert stop.evaluate("e => e.scrollWidth <= e.clientWidth"), "Stop's label is cut"
+    header, stop_box = run_header.bounding_box(), stop.bounding_box()
+    assert header and stop_box and header["height"] < 2 * stop_box["height"], (header, stop_box)
+    assert run_header.locator(".freeact-pending-count").evaluate("e => e.getClientRects().length") == 1
+    off_the_edge = live.evaluate("""run => {
+        const limit = run.closest('.jp-WindowedPanel-outer').getBoundingClientRect().right + 1;
+        const parts = '.freeact-run-header, .freeact-run-header > :not(.freeact-prompt), .freeact-panel, .freeact-call';
+        return [...run.querySelectorAll(parts + ', .freeact-state')]
+          .filter(e => e.getBoundingClientRect().right > limit)
+          .map(e => `${e.className}: ${Math.round(e.getBoundingClientRect().right)} > ${Math.round(limit)}`); }""")
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-narrow.png"))
+    assert not off_the_edge, off_the_edge
+    assert live.locator(".freeact-state").evaluate_all("found => found.every(e => e.getClientRects().length === 1)")
+    file_browser_tab.click()
     page.set_viewport_size({"width": 1400, "height": 1900})
 
     # the second subagent before the first: its MCP call, then the first's cell; then reject the second's cell
@@ -332,20 +370,50 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     buttons("approve", first_id).click()
     pending_cell = second.locator(".freeact-call.freeact-pending .freeact-code")
     expect(pending_cell).to_contain_text("random.seed(7)", timeout=MINUTE)
+    # typed key by key at a person's speed while the cell awaits: every key reaches the kernel, not just the first
+    message = "Also say which seed you used, please."
+    second.locator(".freeact-message-text input").press_sequentially(message, delay=60)
+    second.locator("button.freeact-send").click()
+    expect(second.locator(".freeact-message")).to_have_text(f"→ message from you: {message}", timeout=MINUTE)
+    reason = "Please use the exact value from the MCP tool instead."
+    notebook.locator(f".freeact-reason-input.freeact-by-{second_id} input").press_sequentially(reason, delay=60)
     buttons("reject", second_id).click()
+    expect(second.locator(".freeact-reason")).to_have_text(reason, timeout=MINUTE)
 
     expect(state(main)).to_have_text("done", timeout=2 * MINUTE)
     expect(state(first)).to_have_text("done")
-    expect(state(second)).to_have_text("rejected")
+    expect(state(second)).to_have_text("done")  # rejected with a reason, its turn went on and it answered
+    # the whole message is what its model quotes (the reason shown above is the one the kernel handed its model)
+    expect(second.locator(".freeact-markdown").last).to_have_text(f"I read your message ('{message}') and finish here.")
     expect(first.locator(".freeact-output")).to_contain_text("RESULT: 17984")
-    output = first.locator(".freeact-output")
-    expect(output).to_have_css("overflow-y", "auto")  # a very long output scrolls inside its own box
-    assert output.evaluate("element => getComputedStyle(element).maxHeight") != "none"
+    box = first.locator(".jupyter-widgets.freeact-output-box").filter(has=page.locator("pre.freeact-output")).first
+    expect(box).to_have_css("overflow-y", "auto")  # a long output scrolls inside its own box
+    assert box.evaluate("element => getComputedStyle(element).maxHeight") != "none"
+    # as a cell's lines arrive (each update replaces the <pre> in the box, as the HTML widget does), the box follows
+    # the end; once the person scrolled up, it keeps their place instead of jumping back to its top (or the end)
+    place = box.evaluate("""box => {
+        const copy = box.cloneNode(true); box.after(copy);
+        const content = copy.querySelector('.widget-html-content');  // what the HTML widget's update replaces
+        const show = count => { content.innerHTML = '<pre class="freeact-pre freeact-output">'
+            + Array.from({length: count}, (_, i) => `line ${i + 1}`).join('\\n') + '</pre>'; };
+        const pre = () => content.firstElementChild;
+        const toEnd = () => Math.round(pre().getBoundingClientRect().bottom - copy.getBoundingClientRect().bottom);
+        const lineHeight = () => pre().getBoundingClientRect().height / pre().textContent.split('\\n').length;
+        const topLine = () => Math.round((copy.getBoundingClientRect().top - pre().getBoundingClientRect().top)
+                                         / lineHeight()) + 1;
+        show(5); show(60); const first = toEnd(); show(80); const second = toEnd();
+        copy.scrollBy(0, -10 * lineHeight()); const seen = topLine();
+        show(100); const after = topLine(); const left = toEnd();
+        copy.remove();
+        return {first, second, seen, after, left};
+    }""")
+    assert abs(place["first"]) <= 4 and abs(place["second"]) <= 4, f"the box does not follow the end: {place}"
+    assert abs(place["after"] - place["seen"]) <= 1 and place["left"] > 100, f"the person's place was lost: {place}"
     expect(second.locator(".freeact-output")).to_contain_text("3.14159")  # the MCP tool's result
     expect(second.locator(".freeact-decision-rejected")).to_have_count(1)
     answer = main.locator(".freeact-markdown h2").filter(has_text="Results").locator("..")
     expect(answer).to_contain_text("There are 17984 primes below 200,000.")
-    expect(answer).to_contain_text("not computed, the subagent's action was rejected")
+    expect(answer).to_contain_text(f"I read your message ('{message}')")
     expect(answer).to_contain_text("The summary has 15 words")
     expect(main.locator(".freeact-images img")).to_have_count(1)  # the plot the main agent's kernel drew
     expect(notebook.locator("button.freeact-approve:not([disabled])")).to_have_count(0)
@@ -359,7 +427,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
 
     # the cells after the run: the printed answer and how each subagent ended
     outputs = notebook.locator(".jp-OutputArea-output")
-    expect(outputs.filter(has_text=f"{second_id}: rejected after")).to_have_count(1, timeout=MINUTE)
+    expect(outputs.filter(has_text=f"{second_id}: done after")).to_have_count(1, timeout=MINUTE)
     expect(outputs.filter(has_text=f"{first_id}: done after 2 turns")).to_have_count(1)
     expect(outputs.filter(has_text=f"{reviewer_id}: done after 2 turns")).to_have_count(1)
     expect(outputs.filter(has_text="## Results")).to_have_count(1)
@@ -374,13 +442,17 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     keyword = main.locator(".freeact-code .fa-k").first
     light = keyword.evaluate("element => getComputedStyle(element).color")
     assert light == "rgb(0, 128, 0)", light  # --jp-mirror-editor-keyword-color of JupyterLab Light
-    page.get_by_role("menuitem", name="Settings", exact=True).click()
-    page.locator(".lm-Menu-itemLabel").get_by_text("Theme", exact=True).click()  # opens the submenu
-    page.locator(".lm-Menu-itemLabel").get_by_text("JupyterLab Dark", exact=True).click()
-    expect(page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=MINUTE)
+    choose_theme(page, "JupyterLab Dark")
     expect(keyword).to_have_css("color", "rgb(76, 175, 80)")  # the same variable in JupyterLab Dark
     background = main.locator(".freeact-code").first.evaluate("element => getComputedStyle(element).backgroundColor")
     assert background not in ("rgb(245, 245, 245)", "rgb(247, 247, 247)"), background  # not a light grey
+    # error text (a failed agent, a failed cell's output) reads at 4.5:1 or more here too
+    probes = ('<span class="freeact-error">failed</span>', '<pre class="freeact-pre freeact-output freeact-error">x')
+    for probe in probes:
+        ratio = main.evaluate(f"""panel => {{ const holder = document.createElement('div');
+            holder.innerHTML = '{probe}'; panel.append(holder); const ratio = ({CONTRAST})(holder.firstChild);
+            holder.remove(); return ratio; }}""")
+        assert ratio >= 4.5, f"error text {probe} reads at {ratio:.2f} in JupyterLab Dark"
     scroll_to_top_of(live)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-dark.png"))
 
@@ -401,9 +473,24 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(static.locator("pre.freeact-code").first).to_have_css("padding-left", "6px")  # its own style, not the page's
     expect(static.locator(".fs-timeline .fs-tl-lane")).to_have_count(4)  # the timeline as it was at the end
     expect(notebook.locator(".freeact-live")).to_have_count(0)
+    # the widget manager says "model not found" only once the new kernel is up: look after it is
+    expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=MINUTE)
+    page.wait_for_timeout(2_000)
+    shown = notebook.locator(".jp-Notebook").inner_text()
+    assert "Error displaying widget" not in shown and "model not found" not in shown, shown[:1500]
     expect(notebook.get_by_text("Error displaying widget")).to_be_hidden()
     scroll_to_top_of(static)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-reopened.png"))
+
+
+def choose_theme(page, theme: str) -> None:
+    """Settings → Theme → `theme`, as a person does, and wait until the page wears it."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("menuitem", name="Settings", exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Theme", exact=True).click()  # opens the submenu
+    page.locator(".lm-Menu-itemLabel").get_by_text(theme, exact=True).click()
+    expect(page.locator(f"body[data-jp-theme-name='{theme}']")).to_have_count(1, timeout=MINUTE)
 
 
 def _shut_down_kernels(lab: JupyterLab) -> None:
@@ -510,6 +597,10 @@ def test_a_notebook_run_headless_reads_like_the_live_run_untrusted_and_trusted(j
         expect(static.locator(".freeact-state")).to_have_text("done")
         expect(static.locator(".freeact-decision")).to_have_text("auto-approved")
         expect(static).to_contain_text("The sum of 1 to 100 is 5050.")
+        # no stray text: the widget's own `text/plain` (shown in its place when untrusted) is empty, and the
+        # auto-approve note is said once, by the banner
+        shown = notebook.locator(".jp-Notebook").inner_text()
+        assert "<freeact-sub run of" not in shown and shown.count("Auto-approve is on") == 1, shown[:2000]
         builtin = static.locator(".freeact-code .fa-nb").first  # `print`, highlighted with the theme's colour
         code = static.locator("pre.freeact-code").first
         theme_colour = page.evaluate("""() => { const probe = document.createElement('span');

@@ -34,6 +34,8 @@ class NotebookKernel:
         self.displayed: dict[str, list[dict[str, Any]]] = {}
         """The MIME bundles each cell (by request id) displayed, its value included."""
         self._idle: set[str] = set()
+        self.statuses: list[tuple[str, str]] = []
+        """Every `status` message: (execution state, the request it is about)."""
         self._errors: dict[str, str] = {}
         self._manager = AsyncKernelManager(kernel_name="python3")
         self._client: Any = None
@@ -98,14 +100,17 @@ class NotebookKernel:
             self.printed[request] = self.printed.get(request, "") + content["text"]
         elif kind == "error":
             self._errors[request] = "\n".join(content.get("traceback") or [content.get("evalue", "")])
-        elif kind == "status" and content["execution_state"] == "idle":
-            self._idle.add(request)
+        elif kind == "status":
+            self.statuses.append((content["execution_state"], request))
+            if content["execution_state"] == "idle":
+                self._idle.add(request)
 
     # -- what a browser sends ---------------------------------------------------------------
 
-    def _comm(self, model_id: str, data: dict[str, Any]) -> None:
+    def _comm(self, model_id: str, data: dict[str, Any]) -> str:
         message = self._client.session.msg("comm_msg", {"comm_id": model_id, "data": data})
         self._client.shell_channel.send(message)
+        return str(message["header"]["msg_id"])
 
     def click(self, model_id: str) -> None:
         """Click a button."""
@@ -116,3 +121,12 @@ class NotebookKernel:
         """Change a widget's value (a toggle button, a checkbox)."""
         self.models[model_id]["value"] = value
         self._comm(model_id, {"method": "update", "state": {"value": value}, "buffer_paths": []})
+
+    async def type_text(self, model_id: str, text: str, limit: float = 10.0) -> None:
+        """Type into a text box key by key, as a browser's widget manager sends it: one state update per key, the
+        next only once the kernel said `idle` for the previous one (ipywidgets' message throttle)."""
+        for end in range(1, len(text) + 1):
+            self.models[model_id]["value"] = text[:end]
+            sent = self._comm(model_id, {"method": "update", "state": {"value": text[:end]}, "buffer_paths": []})
+            what = f"the kernel's idle for the update {text[:end]!r}"
+            await self.until(lambda sent=sent: sent in self._idle, what, limit)

@@ -62,6 +62,8 @@ async def test_tour_calls_mcp_from_code_runs_three_parallel_subagents_one_on_ant
     assert reviewer.prompt == REVIEW_TASK
     assert {e.model for e in started if e is not reviewer} == {DEMO_MODEL}
     assert kernels[reviewer.subagent_id] is None, "an MCP-only type gets no kernel"
+    assert reviewer.sandbox == "", "a kernel-less type has no sandbox profile to show"
+    assert all(e.sandbox for e in started if e is not reviewer)  # the children that run code say theirs
     # the server's own log: every Anthropic request is the reviewer's, sent with its model name and type prompt
     assert len(anthropic) == 2 and {body["model"] for body in anthropic} == {DEMO_ANTHROPIC_MODEL}
     system = anthropic[0]["system"] if isinstance(anthropic[0]["system"], str) else anthropic[0]["system"][0]["text"]

@@ -56,5 +56,11 @@ async def test_at_type_a_command_and_the_message_box_of_a_running_subagent(workd
         release.set()
         await until(lambda: child.finished, "the background subagent to finish")
         assert child.message_text.disabled and child.send_button.disabled
+        # an ended subagent keeps no message box and no Stop: they are gone, not greyed out
+        assert child.message_box.layout.display == "none" and child.stop_button is not None
+        assert child.stop_button.layout.display == "none"
+        child.fold()  # folded and opened again, its message box stays gone
+        child.fold(False)
+        assert child.message_box.layout.display == "none" and child._body.layout.display is None
     told = [p for p in prompts(background.requests[-1]) if "metric" in p]  # the whole conversation, once
     assert told == ["[A message from the user, sent while you work:]\nuse the metric system"]

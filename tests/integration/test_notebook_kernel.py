@@ -192,3 +192,31 @@ async def test_view_shows_its_panel_and_a_replaced_agent_is_stopped(tmp_path: Pa
         printed = await kernel.run("keep = agent\nagent = None\nprint(keep.started)")
         assert printed.split() == ["True"]
         await kernel.run("await keep.stop()")
+
+
+async def test_text_typed_key_by_key_reaches_the_kernel_while_a_cell_awaits(tmp_path: Path) -> None:
+    """ipywidgets' front end sends a text box's next keystroke only after the kernel's idle for the last one; a comm
+    message handled while an async cell awaits must get that idle, or every key after the first waits for the cell."""
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", tmp_path)
+    setup, start = code_cells("quickstart.ipynb")[:2]
+    async with NotebookKernel(tmp_path, kernel_env()) as kernel:
+        await kernel.run(setup)
+        await kernel.run(start)  # an AgentView, as in every notebook that shows a run
+        await kernel.run("import asyncio, ipywidgets\nbox = ipywidgets.Text()\nbox.add_class('probe')\ndisplay(box)")
+        (box,) = ws.with_classes(kernel.models, "probe")
+        request = kernel.execute(
+            "for _ in range(600):\n    if box.value == 'Please stop':\n        break\n    await asyncio.sleep(0.05)\n"
+            "print(repr(box.value))"
+        )
+        await kernel.until(lambda: ("busy", request) in kernel.statuses, "the awaiting cell to start")
+        await kernel.type_text(box, "Please stop")
+        assert not kernel.finished(request)  # every key arrived while the cell awaited
+        await kernel.until(lambda: kernel.finished(request), "the cell to see the whole text", 30)
+        assert kernel.printed[request].strip() == "'Please stop'"
+        # after each key's idle the kernel says `busy` for the cell again (JupyterLab's indicator stays busy)
+        during = kernel.statuses[kernel.statuses.index(("busy", request)) + 1:]
+        assert during[-1] == ("idle", request), during
+        keys = during[:-1]
+        assert len(keys) == 2 * len("Please stop"), keys
+        assert all(state == "idle" and parent != request for state, parent in keys[::2]), keys
+        assert all(status == ("busy", request) for status in keys[1::2]), keys

@@ -139,6 +139,36 @@ async def test_always_approve_a_subagent_from_its_approval_panel(workdir: Path) 
         assert not agent.approvals.is_approved(child.agent_id)
 
 
+async def test_approve_all_agents_from_the_run_header(workdir: Path) -> None:
+    """The header's **Approve all agents** answers every agent that waits (one click, not one per panel) and every
+    later action of every agent, as `A` does in the terminal."""
+    router = parallel_script()
+    async with Agent(config(router.model, workdir)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        task = view.start("[main] do two jobs")
+        assert view.panel is not None
+        main = view.panel.main
+        await until(lambda: pending(main), "the main agent's approval panel")
+        pending(main)[0].approval.approve_button.click()
+        await until(lambda: len(pending(main)) == 2, "approval of the two task calls")
+        for call in pending(main):
+            call.approval.approve_button.click()
+        await until(lambda: len(subagent_panels(view)) == 2 and all(pending(p) for p in subagent_panels(view)),
+                    "both subagents waiting for approval")
+        assert view.panel.pending == 2 and not view.panel.approve_all_button.disabled
+
+        view.panel.approve_all_button.click()
+        await task
+
+    assert agent.approvals.everything
+    assert view.panel.approve_all_button.disabled  # the decision stands; the agents' own checkboxes are off too
+    assert all(p.always_checkbox.disabled for p in view.panel.panels.values())
+    for panel in subagent_panels(view):
+        assert [c.decision for c in panel.calls.values()] == ["approved"]
+        assert panel.state == "done"
+    assert view.answer == "Both subagents reported. The answer is **42**."
+
+
 async def test_stop_cancels_the_run_and_its_subagents(workdir: Path) -> None:
     main = Script([Call("task", {"prompt": "[sub] wait"}), Call("task", {"prompt": "[sub] wait too"})])
     sub = Script([Block()], [Block()])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from freeact_sub import ApprovalPolicy
+from freeact_sub.notebook.agent_panel import AgentPanel
 from freeact_sub.notebook.run_panel import RunPanel
 
 _KEPT_WITH_A_VARIABLE = re.compile(r"color|background-color|border-(top|right|bottom|left)-color")
@@ -43,3 +44,36 @@ def test_the_static_transcript_carries_its_theme_styling_in_a_form_the_sanitizer
     assert banner and "--jp-warn-color1" in banner.group(1) and "--jp-ui-font-color1" in banner.group(1)
     main = re.search(r'<details class="[^"]*freeact-main[^"]*" open="" style="([^"]*)">', body)  # a section, open
     assert main and "border-left: 4px solid" in main.group(1)
+
+
+def test_the_live_panel_has_no_text_of_its_own() -> None:
+    """An untrusted notebook shows a widget's `text/plain` in its place; the static copy beside it is the run's text, so
+    the widget's own must be empty (it showed a stray `<freeact-sub run of agent-1>` above the transcript)."""
+    panel = RunPanel("agent-1", "add it up", policy=ApprovalPolicy(), on_stop=lambda: None)
+    bundle = panel._repr_mimebundle_()
+    assert bundle["text/plain"] == ""
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
+
+
+def test_a_subagent_panel_folds_live_and_in_the_static_copy() -> None:
+    """A subagent's panel (header, body and its message box) has a fold control, and its static copy is a `<details>`
+    that is open or shut as the panel was; before, only panels of two parts became one, so a subagent never folded."""
+    run = RunPanel("agent-1", "delegate", policy=ApprovalPolicy(), on_stop=lambda: None)
+    child = AgentPanel("agent-2", policy=ApprovalPolicy(), subagent=True, on_stop=lambda _: None,
+                       on_send=lambda _agent, _text: None)
+    run.main.attach_subagent("call-1", child)
+    assert len(child.children) == 3 and not child.folded
+
+    def section() -> str:
+        found = re.search(r'<details class="[^"]*freeact-subagent[^"]*"([^>]*)>', run.static_html())
+        assert found, "the subagent's panel is no foldable section"
+        return found.group(1)
+
+    assert "open" in section()
+    child.fold_button.click()
+    assert child.folded and child.fold_button.icon == "chevron-right"
+    assert all(part.layout.display == "none" for part in child.children[1:])  # its header alone stays
+    assert "open" not in section()
+    child.fold_button.click()
+    assert not child.folded and child.message_box is not None and child.message_box.layout.display is None
+    assert "open" in section()

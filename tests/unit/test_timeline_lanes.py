@@ -88,3 +88,23 @@ async def test_states_and_their_exact_times_and_a_pending_approval_that_is_decid
         ("finishing", 105.0, 105.5, None),
     ]
     assert picture.lane(MAIN).status == "done" and (picture.start, picture.end) == (100.0, 106.0)
+
+
+def test_a_lane_says_which_job_even_without_a_title() -> None:
+    """A `task` call without a `description` gave lanes like `general (c306)`; they now carry the prompt's first
+    words, and a legend entry keeps its label beside its swatch (it does not wrap between them)."""
+    from freeact_sub.timelines.render import to_html
+
+    builder = TimelineBuilder()
+    for event in (
+        TurnStarted(agent_id=MAIN, turn=1, at=100.0),
+        SubagentStarted(agent_id=MAIN, subagent_id=CHILD, tool_call_id="t1", max_turns=5, at=101.0,
+                        prompt="Count the primes below 200,000 with a sieve and print the count"),
+        SubagentStarted(agent_id=MAIN, subagent_id="agent-titled", tool_call_id="t2", max_turns=5, at=101.0,
+                        prompt="p", description="Review the summary"),
+    ):
+        builder.add(event)
+    picture = builder.build(now=102.0)
+    assert picture.lane(CHILD).title == "general: Count the primes below 200,000 with …"
+    assert picture.lane("agent-titled").title == "general: Review the summary"
+    assert 'margin-right:1em;white-space:nowrap"><i' in to_html(picture)
