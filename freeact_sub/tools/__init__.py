@@ -11,12 +11,14 @@ back as a message the model can act on.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __all__ = ["BUILTIN_TOOL_NAMES", "ToolSpec", "Toolbox", "builtin_tool", "definitions_dir", "parse_arguments"]
@@ -55,14 +57,30 @@ def definitions_dir() -> Traversable:
     raise FileNotFoundError(f"the JSON tool definitions are missing: neither {shipped} nor {source} exists")
 
 
+def jsonschema_module() -> ModuleType:
+    """`jsonschema`, imported on first use (`freeact-sub --help` should not pay for it) and without the IRI grammar.
+
+    Where `rfc3987-syntax` is installed (jupyterlab's extras bring it), importing jsonschema builds its 38 Lark
+    parsers for the `iri` format: ~2 s of CPU in every process that starts an agent. Nothing here checks
+    formats, so jsonschema is imported as if it were missing; the person's own import of it still works after.
+    """
+    if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an ImportError for jsonschema, which skips it
+        try:
+            import jsonschema
+        finally:
+            del sys.modules["rfc3987_syntax"]
+    import jsonschema
+
+    return jsonschema
+
+
 @cache
 def builtin_tool(name: str) -> ToolSpec:
     """Load one of the JSON tool definitions (`tools/<name>.json`)."""
     text = definitions_dir().joinpath(f"{name}.json").read_text(encoding="utf-8")
     data = json.loads(text)
-    import jsonschema  # imported here: it costs ~1 s at import time, and `freeact-sub --help` should not pay it
-
-    jsonschema.Draft202012Validator.check_schema(data["parameters"])
+    jsonschema_module().Draft202012Validator.check_schema(data["parameters"])
     return ToolSpec(name=data["name"], description=data["description"], parameters=data["parameters"])
 
 
@@ -87,8 +105,7 @@ class Toolbox:
     """The tools one agent offers, by name, with argument validation."""
 
     def __init__(self, specs: Iterable[ToolSpec]) -> None:
-        import jsonschema
-
+        jsonschema = jsonschema_module()
         self._specs = {spec.name: spec for spec in specs}
         self._validators = {
             name: jsonschema.Draft202012Validator(spec.parameters) for name, spec in self._specs.items()
