@@ -18,3 +18,18 @@ def test_tool_definitions_are_still_validated_when_used() -> None:
     box = Toolbox([builtin_tool("execute_ipython_cell")])
     assert box.check("execute_ipython_cell", {"code": "1"}) is None
     assert "code" in (box.check("execute_ipython_cell", {}) or "")
+
+
+def test_jsonschema_is_imported_without_the_iri_grammar_and_the_grammar_still_imports_after() -> None:
+    """rfc3987-syntax (installed by jupyterlab's extras) builds 38 parsers when jsonschema imports it: ~2 s a process."""
+    code = (
+        "import importlib.util, sys\n"
+        "from freeact_sub.tools import Toolbox, builtin_tool\n"
+        "Toolbox([builtin_tool('execute_ipython_cell')])\n"
+        "print('jsonschema' in sys.modules, 'rfc3987_syntax' in sys.modules)\n"
+        "if importlib.util.find_spec('rfc3987_syntax') is not None:\n"
+        "    import rfc3987_syntax\n"
+        "print('importable after')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["True", "False", "importable", "after"], done.stdout + done.stderr
