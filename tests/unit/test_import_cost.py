@@ -21,7 +21,7 @@ def test_tool_definitions_are_still_validated_when_used() -> None:
 
 
 def test_jsonschema_is_imported_without_the_iri_grammar_and_the_grammar_still_imports_after() -> None:
-    """rfc3987-syntax (installed by jupyterlab's extras) builds 38 parsers when jsonschema imports it: ~2 s a process."""
+    """rfc3987-syntax (jupyterlab's extras install it) builds 38 parsers when jsonschema imports it: ~2 s a process."""
     code = (
         "import importlib.util, sys\n"
         "from freeact_sub.tools import Toolbox, builtin_tool\n"
