@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from rich.console import Console
 from freeact_sub import AgentConfig, ModelRetry, ResponseChunk
 from freeact_sub import retries as retries_module
 from freeact_sub.demo import DemoServer
+from freeact_sub.demo.faults import FaultPlan
 from freeact_sub.demo.scenario import Reply, ToolCall
 from freeact_sub.sessions import open_session
 from freeact_sub.terminal.palette import Palette
@@ -121,3 +122,31 @@ def shown_by_sessions_show(events: list[Any], main: str) -> str:
 
 def parent_prompt(*tasks: dict[str, Any]) -> str:
     return "PARENT " + json.dumps(list(tasks))
+
+
+# The fault-injecting demo server, one per test module that imports these fixtures.
+
+
+@pytest.fixture(scope="module", name="plan")
+def plan_fixture() -> FaultPlan:
+    """The faults the module's demo server injects (planned per test)."""
+    return FaultPlan()
+
+
+@pytest.fixture(scope="module", name="server")
+def server_fixture(plan: FaultPlan) -> Iterator[DemoServer]:
+    """The demo server of the module, injecting the planned faults."""
+    with DemoServer(responder=respond, chunk_delay=0, faults=plan).start() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True, name="fresh_plan")
+def fresh_plan_fixture(plan: FaultPlan) -> None:
+    """Each test starts with no fault planned."""
+    plan.clear()
+
+
+@pytest.fixture(name="waits")
+def waits_fixture(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits of the retry loop, on a fake clock."""
+    return fake_clock(monkeypatch)

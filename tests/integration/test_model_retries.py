@@ -12,7 +12,6 @@ response per round, and the events a person sees. Children: `test_model_retries_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,38 +20,20 @@ from freeact_sub import Agent, CodeExecutionOutput, ModelError, ModelRetry
 from freeact_sub.demo import DemoServer
 from freeact_sub.demo.faults import Fault, FaultPlan
 from freeact_sub.sessions import open_session
-from tests.retrying import (
+from tests.retrying import (  # noqa: F401 (fixtures)
     assert_one_response_per_round,
     config,
     fake_clock,
+    fresh_plan_fixture,
+    plan_fixture,
     respond,
     saved_responses,
+    server_fixture,
     shown_by_sessions_show,
     streamed_text,
+    waits_fixture,
 )
 from tests.scripting import drive, of
-
-
-@pytest.fixture(scope="module")
-def plan() -> FaultPlan:
-    return FaultPlan()
-
-
-@pytest.fixture(scope="module")
-def server(plan: FaultPlan) -> Iterator[DemoServer]:
-    with DemoServer(responder=respond, chunk_delay=0, faults=plan).start() as running:
-        yield running
-
-
-@pytest.fixture(autouse=True)
-def fresh_plan(plan: FaultPlan) -> None:
-    plan.clear()
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return fake_clock(monkeypatch)
-
 
 # -- the main agent, each fault on each protocol -----------------------------------------------------------------
 

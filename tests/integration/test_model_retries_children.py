@@ -6,7 +6,7 @@ that fails a fifth of all requests (the main agent and each fault: `test_model_r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,38 +16,20 @@ from freeact_sub import Agent, CodeExecutionOutput, ModelRetry, ModelSlot, Subag
 from freeact_sub.demo import DemoServer
 from freeact_sub.demo.faults import Fault, FaultPlan
 from freeact_sub.demo.scenario import Reply
-from tests.retrying import (
+from tests.retrying import (  # noqa: F401 (fixtures)
     assert_one_response_per_round,
     config,
     fake_clock,
     first_user,
+    fresh_plan_fixture,
     parent_prompt,
+    plan_fixture,
     respond,
     saved_responses,
+    server_fixture,
+    waits_fixture,
 )
 from tests.scripting import drive, of, until
-
-
-@pytest.fixture(scope="module")
-def plan() -> FaultPlan:
-    return FaultPlan()
-
-
-@pytest.fixture(scope="module")
-def server(plan: FaultPlan) -> Iterator[DemoServer]:
-    with DemoServer(responder=respond, chunk_delay=0, faults=plan).start() as running:
-        yield running
-
-
-@pytest.fixture(autouse=True)
-def fresh_plan(plan: FaultPlan) -> None:
-    plan.clear()
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return fake_clock(monkeypatch)
-
 
 # -- children: foreground, background, resumed ------------------------------------------------------------------
 
