@@ -43,9 +43,11 @@ that depends on scheduling; `Router` picks a script per conversation by its firs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +66,7 @@ __all__ = [
     "Think",
     "drive",
     "first_prompt",
+    "no_freeact_sub_environment",
     "of",
     "single_agent_config",
     "tool_results",
@@ -254,3 +257,16 @@ async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -
         if loop.time() > deadline:
             raise AssertionError(f"gave up waiting for: {what}")
         await asyncio.sleep(0.02)
+
+
+@contextlib.contextmanager
+def no_freeact_sub_environment() -> Iterator[None]:
+    """No `FREEACT_SUB_*` variable while inside; the whole environment as it was after."""
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith("FREEACT_SUB_")]:
+        del os.environ[key]
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import time
 from collections.abc import Iterator
@@ -36,10 +35,10 @@ from freeact_sub.terminal.render import Renderer
 from freeact_sub.terminal.status import SubagentBoard, usage_report
 from freeact_sub.timelines import TimelineBuilder
 from freeact_sub.usage import TreeUsage, Usage
+from tests.scripting import no_freeact_sub_environment
 
 AGENT = "agent-00c0"
 CHILD = "agent-0c01"
-
 
 # -- what is retried -------------------------------------------------------------------------------------------
 
@@ -94,12 +93,8 @@ def test_backoff_doubles_with_jitter_up_to_its_cap_and_honours_retry_after() -> 
 
 @pytest.fixture
 def clean_environment() -> Iterator[None]:
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith("FREEACT_SUB_")]:
-        del os.environ[key]
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
+    with no_freeact_sub_environment():
+        yield
 
 
 def test_defaults_and_every_layer_sets_the_retry_fields(tmp_path: Path, clean_environment: None) -> None:

@@ -13,16 +13,13 @@ import pytest
 
 from freeact_sub import ConfigError
 from freeact_sub.terminal.cli import UsageError, _build_config, _load_dotenv, build_parser
+from tests.scripting import no_freeact_sub_environment
 
 
 @pytest.fixture(autouse=True)
 def restored_environment() -> Iterator[None]:
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith("FREEACT_SUB_")]:
-        del os.environ[key]
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
+    with no_freeact_sub_environment():
+        yield
 
 
 def _config(tmp_path: Path, *flags: str):
