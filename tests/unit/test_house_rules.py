@@ -7,6 +7,7 @@ A private name (`_x`) may be used on `self` / `cls` only (and on the standard li
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "freeact_sub"
@@ -19,6 +20,11 @@ def _modules() -> list[Path]:
     return sorted(path for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts)
 
 
+@cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -26,7 +32,7 @@ def _private(name: str) -> bool:
 def test_no_module_imports_a_private_name_of_another() -> None:
     found = []
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(_tree(path)):
             # `from . import _html` takes a private module of the package (httpx's layout); a name is not
             if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module is not None:
                 found += [f"{path.relative_to(PACKAGE)}:{node.lineno} imports {alias.name}"
@@ -39,7 +45,7 @@ def test_no_module_reads_private_attributes_of_objects_it_does_not_own() -> None
     for path in _modules():
         relative = str(path.relative_to(PACKAGE))
         allowed = {"self", "cls", "os", "sys", *SAME_MODULE_OBJECTS.get(relative, set())}
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Attribute) and _private(node.attr):
                 owner = node.value
                 if isinstance(owner, ast.Name) and owner.id in allowed:
@@ -58,7 +64,7 @@ def _imports(path: Path, known: set[str]) -> set[str]:
     own = _module_name(path)
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             base = package
             for _ in range(node.level - 1):
@@ -100,3 +106,44 @@ def test_the_modules_of_the_package_import_each_other_without_circles() -> None:
         if name not in state:
             visit(name)
     assert not circles, "modules that import each other:\n" + "\n".join(circles)
+
+
+LAYERS: list[set[str]] = [
+    {"terminal", "notebook"},
+    {"demo"},
+    {"__init__"},
+    {"agent"},
+    {"subagents"},
+    {"tree"},
+    {"code_tools"},
+    {"kernels", "mcp"},
+    {"config"},
+    {"policy", "models", "sessions", "timelines"},
+    {"sandbox", "tools", "events"},
+    {"errors", "usage"},
+]
+"""The floors of the house, top first: a package imports only packages on floors below its own.
+
+`__init__` is the root module, the library's API; the front ends and the demo stand above it and
+use it. Rooms on one floor do not import each other either.
+"""
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_packages_import_only_floors_below_their_own() -> None:
+    floor = {room: number for number, rooms in enumerate(LAYERS) for room in rooms}
+    modules = {_module_name(path): path for path in _modules()}
+    unplaced = sorted({_room(name) for name in modules} - set(floor))
+    assert not unplaced, f"rooms that stand on no floor of LAYERS: {unplaced}"
+    upward = []
+    for name, path in modules.items():
+        here = _room(name)
+        for target in _imports(path, set(modules)):
+            there = _room(target)
+            if there != here and floor[there] <= floor[here]:
+                upward.append(f"{name} ({here}, floor {floor[here]}) imports {target} ({there}, floor {floor[there]})")
+    assert not upward, "imports that do not run down the floors:\n" + "\n".join(sorted(upward))
