@@ -193,7 +193,7 @@ class SubagentRunner:
         if resume is not None:
             if resume in self.running:
                 return f"Cannot resume {resume!r}: it is still running."
-            if resume not in self._ended and self._parent.saved_subagent(resume) is None:
+            if resume not in self._ended and self._parent.conversation.saved_child(resume) is None:
                 why = "it is not a subagent of yours that has finished. `task_list` lists them"
                 return f"Cannot resume {resume!r}: {why}."
         return None
@@ -203,7 +203,7 @@ class SubagentRunner:
         ended = self._ended.get(agent_id)
         if ended is not None:
             return str(getattr(ended, "subagent_type", GENERAL))
-        saved = next((s for s in self._parent.saved_subagents() if s.agent_id == agent_id), None)
+        saved = next((s for s in self._parent.conversation.saved_children() if s.agent_id == agent_id), None)
         return saved.type if saved is not None and saved.type in self._tree.types else GENERAL
 
     def _resumed_model(self, agent_id: str, subagent_type: str) -> ModelOption | None:
@@ -211,7 +211,7 @@ class SubagentRunner:
         ended = self._ended.get(agent_id)
         if ended is not None:
             return ModelOption(model=ended.config.model, model_settings=ended.config.model_settings)
-        saved = next((s for s in self._parent.saved_subagents() if s.agent_id == agent_id), None)
+        saved = next((s for s in self._parent.conversation.saved_children() if s.agent_id == agent_id), None)
         if saved is None or not saved.model:
             return None
         definition = self._tree.types[subagent_type]
@@ -308,7 +308,7 @@ class SubagentRunner:
             ended = self._ended.pop(resume, None)
             live = resume in self.running
             # a child of an earlier process (the session was resumed) is found in the saved session
-            history = ended.history if ended is not None else None if live else parent.saved_subagent(resume)
+            history = ended.history if ended is not None else None if live else parent.conversation.saved_child(resume)
             if history is None:
                 why = "it is still running" if live else "it is not a subagent of yours that has finished"
                 return f"Cannot resume {resume!r}: {why}.", True
@@ -449,7 +449,7 @@ class SubagentRunner:
         finally:
             if job is not None:
                 job.status = status
-                job.unread = child.drop_unread()
+                job.unread = child.inbox.drop_unread()
                 if job.background:
                     self._background_ended(job, outcome, record.stopped_by)
             tree.unregister(child.agent_id)
@@ -459,7 +459,7 @@ class SubagentRunner:
             except BaseException:  # cancelled while it stops: its slot is free once it has stopped
                 stopping.add_done_callback(lambda _: tree.bound.release())
                 raise
-            child.finished(status)
+            child.conversation.close(status, turns=child.turns_used)
             if job is not None:
                 job.elapsed = time.monotonic() - job.started_at
                 job.turns = child.turns_used
@@ -526,7 +526,7 @@ class SubagentRunner:
         """`task_send`: queue the parent's message for a running background child."""
         if (problem := self.check("task_send", {"agent_id": agent_id})) is not None:
             return problem, True  # it ended while the call waited for approval
-        self.running[agent_id].tell(message, f"your parent {self._parent.agent_id}")
+        self.running[agent_id].inbox.tell(message, f"your parent {self._parent.agent_id}")
         emit(SubagentMessage(agent_id=self._parent.agent_id, subagent_id=agent_id, text=message, sender="parent"))
         return (f"Sent to {agent_id}: it reads your message at its next step. Its answer comes as its result, or "
                 "earlier if it reports."), False
@@ -550,7 +550,8 @@ class SubagentRunner:
 
         Children of an earlier process of a resumed session come first, from the session's index.
         """
-        earlier = [saved for saved in self._parent.saved_subagents() if saved.agent_id not in self._children]
+        saved_children = self._parent.conversation.saved_children()
+        earlier = [saved for saved in saved_children if saved.agent_id not in self._children]
         if not self._children and not earlier:
             return "You have started no subagents."
         lines = [

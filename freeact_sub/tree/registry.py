@@ -46,14 +46,51 @@ __all__ = [
 ]
 
 
+class MemberInbox(Protocol):
+    """An agent's inbox: messages for its next model request."""
+
+    def tell(self, text: str, sender: str) -> None:
+        """Queue a message (`sender`: who sent it, as the model reads it)."""
+        ...
+
+    def drop_unread(self) -> int:
+        """Forget the messages not read (the agent ended); returns how many there were."""
+        ...
+
+
+class MemberConversation(Protocol):
+    """An agent's conversation as far as its session goes."""
+
+    def close(self, status: str, turns: int) -> None:
+        """Record how the agent ended (in its session, if it saves one); nothing is saved after that."""
+        ...
+
+    def saved_child(self, agent_id: str) -> list[Any] | None:
+        """The saved conversation of a child it started (in its session, from an earlier process too), or None."""
+        ...
+
+    def saved_children(self) -> list[Any]:
+        """What its session says of each child it started (`SavedAgent`s, earlier processes' too)."""
+        ...
+
+
 class TreeMember(Protocol):
     """What the tree and the `task` runner need of an agent."""
 
     agent_id: str
     config: AgentConfig
-    turns_used: int
-    turn_limit_reached: bool
-    last_turn_rejected: bool
+
+    @property
+    def inbox(self) -> MemberInbox: ...
+    @property
+    def conversation(self) -> MemberConversation: ...
+
+    @property
+    def turns_used(self) -> int: ...
+    @property
+    def turn_limit_reached(self) -> bool: ...
+    @property
+    def last_turn_rejected(self) -> bool: ...
 
     @property
     def settings(self) -> AgentConfig:
@@ -90,31 +127,7 @@ class TreeMember(Protocol):
 
     def stream(self, prompt: str, max_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]: ...
 
-    def tell(self, text: str, sender: str) -> None:
-        """Queue a message for the agent's next model request (`sender`: who sent it, as the model reads it)."""
-        ...
-
-    def drop_unread(self) -> int:
-        """Forget the messages it has not read (it ended); returns how many there were."""
-        ...
-
-    def take_report(self, child_id: str, text: str) -> None:
-        """A running child's `task_report`: the agent's model reads it at its next model request."""
-        ...
-
     async def stop(self) -> None: ...
-
-    def finished(self, status: str) -> None:
-        """Record how the agent ended (in its session, if it saves one)."""
-        ...
-
-    def saved_subagent(self, agent_id: str) -> list[Any] | None:
-        """The saved conversation of a subagent it started (in its session, from an earlier process too), or None."""
-        ...
-
-    def saved_subagents(self) -> list[Any]:
-        """What its session says of each subagent it started (`SavedAgent`s, earlier processes' too)."""
-        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -336,7 +349,7 @@ class AgentTree:
                 f"no running subagent {agent_id!r}: a message reaches only a subagent that is running "
                 "(one that has ended can be resumed by its parent with `task(resume=...)`)"
             )
-        record.agent.tell(text, "the user")
+        record.agent.inbox.tell(text, "the user")
         self.background.emit(SubagentMessage(agent_id=record.parent_id, subagent_id=agent_id, text=text,
                                               sender="user"))
 

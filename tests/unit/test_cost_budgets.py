@@ -21,7 +21,7 @@ def priced(cost: str) -> ModelResponse:
 
 def test_an_agents_cost_budget_is_used_up_once_its_requests_cost_that_much(tmp_path: Path) -> None:
     agent = Agent(AgentConfig(model="test", working_dir=tmp_path))
-    agent.max_cost = 0.05
+    agent.budgets.max_cost = 0.05
     agent.tree.usage.record(agent.agent_id, priced("0.03"))
     assert agent.used_up_budget() is None
     agent.tree.usage.record(agent.agent_id, priced("0.02"))
