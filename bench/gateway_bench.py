@@ -116,7 +116,7 @@ async def spawn_latencies(server: GatewayServer, spawns: int, pool_size: int) ->
                              kernel_pool_size=pool_size, kernel_gateway=gateway_config(server))
         async with Agent(config) as agent:
             for _ in range(spawns):
-                while agent.tree.pool.ready < pool_size:  # noqa: ASYNC110 - polling the pool's counter
+                while agent.tree.supplies.pool.ready < pool_size:  # noqa: ASYNC110 - polling the pool's counter
                     await asyncio.sleep(0.05)
                 samples.append(await timed_spawn(agent, script))
     return samples

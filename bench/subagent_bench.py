@@ -106,9 +106,9 @@ async def wait_for_pool(agent: Agent) -> None:
     tree, config = agent.tree, agent.config
 
     def warm() -> bool:
-        mcp_ready = all(tree.mcp_pool.ready(name, spec, config.working_dir) >= config.mcp_pool_size
+        mcp_ready = all(tree.supplies.mcp_pool.ready(name, spec, config.working_dir) >= config.mcp_pool_size
                         for name, spec in config.mcp_servers.items())
-        return tree.pool.ready >= config.kernel_pool_size and mcp_ready
+        return tree.supplies.pool.ready >= config.kernel_pool_size and mcp_ready
 
     while not warm():  # noqa: ASYNC110 - polling the pools' counters
         await asyncio.sleep(0.05)
@@ -449,7 +449,7 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
                             running.add(pid)
                     running.difference_update([pid for pid in running if not _alive(pid)])  # a pid is not reused
                     peak_children = max(peak_children, len(running))
-                    peak_pool = max(peak_pool, tree.pool.ready + getattr(tree.pool, "booting", 0))
+                    peak_pool = max(peak_pool, tree.supplies.pool.ready + getattr(tree.supplies.pool, "booting", 0))
                     await asyncio.sleep(0.005)
 
             async def weigh() -> None:

@@ -1,9 +1,6 @@
-"""`Agent`: one code-action agent, the parts it holds, and its lifecycle.
-
-An agent holds a `Conversation` (its history and session link), an `Inbox`, a `TurnEngine`
-(`turn.py`, which runs each `stream()` turn and states the rules for faults and cancellation)
-and, while started, its `AgentParts` (kernel, MCP connections, tools, tool-call runner).
-A main agent makes its `AgentTree`; a subagent is made by its tree's factory (`_child_agent`).
+"""`Agent`: one code-action agent and its lifecycle. It holds its parts: a `Conversation` (history and
+session link), an `Inbox`, a `TurnEngine` (`turn.py`: each `stream()` turn, and the rules for faults and
+cancellation) and, while started, its `AgentParts` (kernel, MCP connections, tools, tool-call runner).
 """
 
 from __future__ import annotations
@@ -11,24 +8,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import secrets
 from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..config.agent_config import AgentConfig
-from ..config.agent_types import project_agent_types
 from ..config.definitions import GENERAL, AgentDefinition
-from ..errors import ConfigError
-from ..events import AgentEvent, SubagentReport
+from ..events import AgentEvent
 from ..policy.approvals import ApprovalPolicy, ApprovalRules
 from ..policy.hooks import Hooks
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..tree.agent_ids import new_agent_id, reserve_agent_id
 from ..tree.registry import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from ..usage import TreeUsage
 from . import direct
 from .conversation import Conversation, saved_main_agent
 from .inbox import Inbox
-from .main_type import choose_main_type
+from .main_type import check_cost_budget, choose_main_type, untrusted_project
 from .parts import AgentParts, start_parts, system_prompt
 from .turn import TurnEngine
 from .turn_owner import Budgets
@@ -46,21 +41,6 @@ __all__ = ["Agent"]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-_agent_ids: set[str] = set()
-
-
-def new_agent_id() -> str:
-    """A short id, `agent-` plus hex, unique in this process."""
-    size = 2
-    while True:
-        for _ in range(32):
-            candidate = f"agent-{secrets.token_hex(size)}"
-            if candidate not in _agent_ids:
-                _agent_ids.add(candidate)
-                return candidate
-        size += 1
-
-
 class Agent:
     """A code-action agent with its own IPython kernel and its own MCP connections.
 
@@ -71,10 +51,6 @@ class Agent:
             async for event in agent.stream("What is 2**100?"):
                 if isinstance(event, ApprovalRequest):
                     event.approve(True)
-
-    It holds its parts: a `conversation` (history and session link), an `inbox` for messages
-    sent while it works, the turn engine, and, while started, its kernel, MCP connections,
-    tools and tool-call runner.
     """
 
     def __init__(
@@ -100,10 +76,10 @@ class Agent:
         saved_history: list[ModelMessage] = []
         if session is not None:
             self.session_id, agent_id, saved_history = saved_main_agent(session, self.config.working_dir, agent_id)
-            _agent_ids.add(agent_id)
+            reserve_agent_id(agent_id)
         self.agent_id = agent_id or new_agent_id()
         """This agent's id; every event it produces carries it."""
-        self.parent_id = spec.parent_id if tree is not None and spec is not None else None
+        self.parent_id = spec.parent_id if spec is not None else None
         """The id of the agent that started this one as a subagent (None for a main agent)."""
         if tree is None:
             policy = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
@@ -164,7 +140,8 @@ class Agent:
         if isinstance(parent, Agent):
             self.turns.upstream = parent.turns.wait_for_reader  # it, too, acts only while its parent's consumer reads
             self.conversation.log = parent.conversation.child_log(self.agent_id, spec)
-            self.report_to_parent = _reporter(parent, self.agent_id)
+            if parent.started and parent.parts.subagents is not None:  # the runner that starts this child
+                self.report_to_parent = parent.parts.subagents.reporter(self.agent_id)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -208,7 +185,7 @@ class Agent:
         kernel = self.kernel
         owned = [kernel.pid if kernel is not None else None]
         if not self.is_subagent:
-            owned.append(self.tree.zygote.pid)
+            owned.append(self.tree.supplies.zygote.pid)
         return [pid for pid in owned if pid is not None]
 
     @property
@@ -235,35 +212,6 @@ class Agent:
         """A copy of the conversation so far (pydantic-ai messages)."""
         return list(self.conversation.messages)
 
-    @property
-    def turns_used(self) -> int:
-        """Model rounds of the current (or last) turn."""
-        return self.turns.turns_used
-
-    @property
-    def turn_limit_reached(self) -> bool:
-        """Whether the last turn stopped at `max_turns` (or at a budget)."""
-        return self.turns.turn_limit_reached
-
-    @property
-    def last_turn_rejected(self) -> bool:
-        """Whether the last turn ended because the consumer rejected a call."""
-        return self.turns.last_turn_rejected
-
-    @property
-    def budget_reached(self) -> str | None:
-        """Which budget stopped the last turn (its turn then also counts as having reached a limit)."""
-        return self.turns.budget_reached
-
-    @property
-    def tool_calls_used(self) -> int:
-        """Tool calls made over this agent's life."""
-        return self.turns.tool_calls_used
-
-    def used_up_budget(self) -> str | None:
-        """Which budget this agent has used up, said the way its parent reads it; None while within them."""
-        return self.turns.used_up_budget()
-
     async def start(self) -> None:
         """Resolve the model, then start the kernel and connect the MCP servers concurrently.
 
@@ -277,16 +225,9 @@ class Agent:
             self.config.make_state_dir()  # a read-only working folder is one clear error, not a traceback mid-start
             self._take_main_type()  # a bad type file or field is a ConfigError before any kernel starts
         self._model = self.settings.resolve_model()
-        if not self.is_subagent and self.config.max_cost is not None:
-            from ..usage import model_is_priced
-
-            if not model_is_priced(self._model):
-                raise ConfigError(
-                    f"max_cost: a cost budget needs a model whose price is known; the price of "
-                    f"{getattr(self._model, 'model_name', self.settings.model)!r} is not (use max_tokens instead)"
-                )
         if not self.is_subagent:
             settings = self.settings
+            check_cost_budget(self.config, settings, self._model)
             self.session_id = self.conversation.open(settings.working_dir, self.agent_id, session_id=self.session_id,
                                                      save=settings.save_sessions, model=self._model)
         try:
@@ -294,7 +235,7 @@ class Agent:
         except BaseException:
             if not self.is_subagent:
                 await asyncio.shield(self.tree.close())
-            self.conversation.close("failed", turns=self.turns_used)
+            self.conversation.close("failed", turns=self.turns.turns_used)
             raise
         self._started = True
 
@@ -333,10 +274,7 @@ class Agent:
         trusts the folder with these files. A consumer asks the person, then calls `remember()` on
         the result (trust) or sets `trust_project = False` (run without them) before `start()`.
         """
-        if self.trust_project is not None or self.is_subagent:
-            return None
-        project = project_agent_types(self.config.working_dir)
-        return None if project.trusted else project
+        return None if self.trust_project is not None or self.is_subagent else untrusted_project(self.config)
 
     def _take_main_type(self) -> None:
         chosen = choose_main_type(self.config, self.tree, trust_project=self.trust_project)
@@ -352,7 +290,7 @@ class Agent:
             await asyncio.shield(parts.close(kernel_now=self.is_subagent))
         if not self.is_subagent:
             await asyncio.shield(self.tree.close())
-            self.conversation.close("stopped", turns=self.turns_used)
+            self.conversation.close("stopped", turns=self.turns.turns_used)
 
     # -- a turn ----------------------------------------------------------------------------
 
@@ -361,11 +299,8 @@ class Agent:
         self.turns.cancel()
 
     def cancel_subagent(self, agent_id: str) -> bool:
-        """Stop one subagent of this agent's tree, at any depth, in the foreground or the background.
-
-        Its parent's `task` result says that the user stopped it, and the parent's turn goes on;
-        its siblings are untouched. Returns False if no such subagent is running.
-        """
+        """Stop one subagent of this agent's tree, at any depth, in the foreground or the background: its parent's
+        `task` result says the user stopped it, its siblings go on. False if no such subagent is running."""
         return self.tree.cancel(agent_id, by="the user")
 
     def subagents(self) -> list[SubagentInfo]:
@@ -436,19 +371,15 @@ class Agent:
     # -- the person's commands and `@type` prompts --------------------------------------------
 
     def commands(self) -> dict[str, Command]:
-        """The person's and the project's commands that can run (`.freeact-sub/commands/*.md`), read afresh; a bad
-        file is left out (`command_files()` says what is wrong with it)."""
+        """The person's and the project's commands that can run (`.freeact-sub/commands/*.md`), read afresh."""
         return self.command_files().commands
 
     def command_files(self) -> CommandFiles:
-        """The command files, read afresh one by one: the good commands and each bad file's problems (every field
-        named; an `agent` that is no agent type is one)."""
+        """The command files, read afresh: the good commands and each bad file's problems (every field named)."""
         return direct.command_files(self.settings.working_dir, self.tree.types)
 
     def read_prompt(self, text: str, *, reserved: Iterable[str] = ()) -> tuple[str, str | None, str | None]:
-        """What a person's prompt asks for, as `(prompt, subagent_type, model)`: a command of theirs (`/name args`,
-        unless `/name` is one of the `reserved` commands of the surface), `@type prompt` (a known agent type), else
-        the prompt itself for the main agent. `ConfigError` for `/name` whose file is bad (naming it and its fields)."""
+        """What a person's prompt asks for, as `(prompt, subagent_type, model)` (see `direct.read_prompt`)."""
         return direct.read_prompt(text, self.settings.working_dir, self.tree.types, reserved=reserved)
 
     def stream_command(
@@ -456,8 +387,8 @@ class Agent:
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the command `name` with `arguments` as one turn (what `/name arguments` does in the terminal).
 
-        A command with an `agent` runs as a subagent of that type (as `stream(..., subagent_type=...)`);
-        its `model` is the model of the turn. `ConfigError` for an unknown command or a bad file.
+        A command with an `agent` runs as a subagent of that type; its `model` is the model of the
+        turn. `ConfigError` for an unknown command or a bad file.
         """
         command = self.command_files().get(name)
         return self.stream(command.prompt(arguments), max_turns, subagent_type=command.agent, model=command.model)
@@ -466,14 +397,3 @@ class Agent:
 def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     """The tree's factory: a subagent of `spec.parent_id` that shares `tree` (and its parent's session)."""
     return Agent(spec.config, agent_id=spec.agent_id, tree=tree, spec=spec)
-
-
-def _reporter(parent: Agent, child_id: str) -> Callable[[str, Emit], None]:
-    """A child's `task_report`: to its parent's next model request, and a `SubagentReport` event."""
-
-    def report(text: str, emit: Emit) -> None:
-        if parent.started and parent.parts.subagents is not None:
-            parent.parts.subagents.report(child_id, text)
-        emit(SubagentReport(agent_id=child_id, parent_id=parent.agent_id, text=text))
-
-    return report

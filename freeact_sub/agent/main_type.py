@@ -26,10 +26,13 @@ from ..sandbox import SandboxProfile
 from ..sandbox import effective as effective_sandbox
 
 if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
     from ..config.agent_config import AgentConfig
+    from ..config.project_trust import ProjectPowers
     from ..tree.registry import AgentTree
 
-__all__ = ["MainType", "choose_main_type"]
+__all__ = ["MainType", "check_cost_budget", "choose_main_type", "untrusted_project"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,20 @@ def _inert_type(config: AgentConfig, name: str) -> str | None:
         if file.name == name:
             return f"{file.path}: {', '.join(file.powers)}"
     return None
+
+
+def check_cost_budget(config: AgentConfig, settings: AgentConfig, model: Model) -> None:
+    """A tree's cost budget (`max_cost`) needs a model whose price is known: `ConfigError` if it is not."""
+    from ..usage import model_is_priced
+
+    if config.max_cost is not None and not model_is_priced(model):
+        raise ConfigError(
+            f"max_cost: a cost budget needs a model whose price is known; the price of "
+            f"{getattr(model, 'model_name', settings.model)!r} is not (use max_tokens instead)"
+        )
+
+
+def untrusted_project(config: AgentConfig) -> ProjectPowers | None:
+    """The working folder's agent type files with powers, if the person does not trust them yet; else None."""
+    project = project_agent_types(config.working_dir)
+    return None if project.trusted else project

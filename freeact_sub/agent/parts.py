@@ -20,6 +20,7 @@ from ..config.definitions import GENERAL, AgentDefinition
 from ..kernels.backends import KernelBackend, PendingKernel
 from ..kernels.cell_images import accepts_images
 from ..mcp.servers import McpConnections
+from ..policy.gate import ApprovalGate
 from ..subagents.runner import SubagentRunner
 from ..tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
 from ..tools.names import server_may_offer, tool_allowed, unmatched_patterns
@@ -94,8 +95,8 @@ async def start_parts(agent: Starter, member: TreeMember) -> AgentParts:
     allowed = _allowed(settings)
     servers = {name: spec for name, spec in settings.mcp_servers.items()
                if server_may_offer(name, settings.tools, settings.disallowed_tools)}
-    mcp = McpConnections(servers, cwd=settings.working_dir, pool=agent.tree.mcp_pool_for(agent.agent_id),
-                         listings=agent.tree.mcp_listings)
+    mcp = McpConnections(servers, cwd=settings.working_dir, pool=agent.tree.supplies.mcp_pool_for(agent.is_subagent),
+                         listings=agent.tree.supplies.mcp_listings)
     kernel = await _kernel_and_mcp(agent, mcp, runs_code=allowed("execute_ipython_cell"))
     subagents = None
     specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")] if kernel else []
@@ -111,19 +112,22 @@ async def start_parts(agent: Starter, member: TreeMember) -> AgentParts:
         specs += [ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
                   for t in mcp.tools]
     toolbox = Toolbox([spec for spec in specs if allowed(spec.name)])
-    calls = ToolCallRunner(
-        agent_id=agent.agent_id, config=settings, toolbox=toolbox, approvals=agent.tree.approvals, kernel=kernel,
-        mcp=mcp, subagents=subagents, rules=agent.rules, sandbox=agent.sandbox, hooks=agent.hooks,
-        hook_context=agent.hook_context, model_sees_images=accepts_images(agent.model),
-        report=agent.report_to_parent, record=agent.conversation.shown,
+    gate = ApprovalGate(
+        agent_id=agent.agent_id, approvals=agent.tree.approvals, toolbox=toolbox, rules=agent.rules, hooks=agent.hooks,
+        hook_context=agent.hook_context, record=agent.conversation.shown,
         stopped_by=lambda: getattr(agent.tree.agents.get(agent.agent_id), "stopped_by", None),
+    )
+    calls = ToolCallRunner(
+        agent_id=agent.agent_id, config=settings, toolbox=toolbox, gate=gate, kernel=kernel, mcp=mcp,
+        subagents=subagents, sandbox=agent.sandbox, model_sees_images=accepts_images(agent.model),
+        report=agent.report_to_parent,
     )
     parts = AgentParts(mcp=mcp, kernel=kernel, toolbox=toolbox, calls=calls, subagents=subagents)
     try:
         if kernel is not None:
             parts.code_tools = await open_code_tools(
-                agent_id=agent.agent_id, config=settings, kernel=kernel, mcp=mcp, ask=calls.ask,
-                packages=agent.tree.code_packages, allowed=allowed,
+                agent_id=agent.agent_id, config=settings, kernel=kernel, mcp=mcp, ask=gate.ask,
+                packages=agent.tree.supplies.code_packages, allowed=allowed,
             )
         calls.code_tools = parts.code_tools
         _warn_unmatched_patterns(agent, [t.qualified_name for t in mcp.tools])

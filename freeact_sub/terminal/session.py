@@ -135,9 +135,9 @@ class Session:
                 asker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await asker  # re-raises a crash of the desk
-        if status == "done" and self.agent.last_turn_rejected:
+        if status == "done" and self.agent.turns.last_turn_rejected:
             status = "rejected"
-        elif status == "done" and self.agent.turn_limit_reached:
+        elif status == "done" and self.agent.turns.turn_limit_reached:
             status = "turn_limit"
         return TurnOutcome(status, answer if answer is not None else directed_answer, error)
 
