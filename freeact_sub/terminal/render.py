@@ -147,7 +147,7 @@ class Renderer:
                 if final and not is_main:
                     self._answers[agent] = content
                 if content.strip() and (self.show_final or not (is_main and final)):
-                    self._row(agent, Text("›", style=self.palette.colour(agent)), _markdown(content))
+                    self._row(agent, Text("›", style=self.palette.colour(agent)), self._markdown(content))
             case ApprovalRequest() as request:
                 if request.tool_name == "task" and request.tool_args.get("run_in_background"):
                     self._background.add(request.tool_call_id)
@@ -210,7 +210,8 @@ class Renderer:
                 answer = self._answers.pop(child, None)
                 if event.tool_call_id in self._background and answer is not None:  # what its parent is told
                     heading = Text.assemble("result of ", self.palette.label(child))
-                    self._row(agent, Text("←", style=self.palette.colour(agent)), Group(heading, _markdown(answer)))
+                    marker = Text("←", style=self.palette.colour(agent))
+                    self._row(agent, marker, Group(heading, self._markdown(answer)))
             case SubagentMessage(subagent_id=child, text=text, sender=sender):
                 source = "you" if sender == "user" else agent
                 body = Text.assemble(Text(f"message from {source} to ", style="dim"), self.palette.label(child),
@@ -304,6 +305,9 @@ class Renderer:
         return rows
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _markdown(self, text: str) -> Markdown:
+        return _markdown(text, self.palette.code_theme)
 
     def _grow(self, agent: str, kind: str, content: str) -> None:
         key = (agent, kind)
@@ -399,7 +403,7 @@ class Renderer:
         if output.tool_name == "task" and not output.is_error and output.tool_call_id not in self._background:
             heading = Text.assemble("result of ", self.palette.label(child)) if child else Text("task result")
             marker = Text("←", style=self.palette.colour(agent))
-            self._row(agent, marker, Group(heading, _markdown(output.content or "(no answer)")))
+            self._row(agent, marker, Group(heading, self._markdown(output.content or "(no answer)")))
             self._after_tool(agent, "thinking")
             return
         lines = clean(output.content).splitlines() or [""]
@@ -427,9 +431,10 @@ class Renderer:
         self.board.set_state(agent, _waiting_for(children) if children else state)
 
 
-def _markdown(text: str) -> Markdown:
-    """Model text as Markdown, controls removed; a link shows its address (a terminal link would hide it)."""
-    return Markdown(clean(text), hyperlinks=False)
+def _markdown(text: str, code_theme: str = "monokai") -> Markdown:
+    """Model text as Markdown, controls removed; a link shows its address (a terminal link would hide it). Code
+    blocks in it are drawn in `code_theme` (the background's: `Palette.code_theme`)."""
+    return Markdown(clean(text), hyperlinks=False, code_theme=code_theme)
 
 
 _SAVED_IMAGE = re.compile(r"\[image saved: (.+)\]")
