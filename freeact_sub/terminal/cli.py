@@ -330,7 +330,8 @@ class _Runner:
         if args.prompt is None:
             from .prompt import PromptReader
 
-            await session.interactive(PromptReader(config.working_dir / ".freeact-sub" / "history"))
+            style = self.theme.prompt_style if self.theme is not None else "bold ansibrightcyan"
+            await session.interactive(PromptReader(config.working_dir / ".freeact-sub" / "history", style=style))
             return EXIT_OK
         if args.timeline is not None:
             from freeact_sub import TimelineBuilder
@@ -356,7 +357,7 @@ class _Runner:
         if outcome.status == "cancelled":
             print("freeact-sub: cancelled", file=sys.stderr)
             return EXIT_CANCELLED
-        _print_answer(outcome.answer or "")
+        _print_answer(outcome.answer or "", self.theme)
         if outcome.status != "done":
             reason = "an action was rejected" if outcome.status == "rejected" else "the turn limit was reached"
             print(f"freeact-sub: {reason}", file=sys.stderr)
@@ -476,7 +477,7 @@ def _build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer 
     return config
 
 
-def _print_answer(answer: str) -> None:
+def _print_answer(answer: str, theme: Theme | None = None) -> None:
     """The final answer on stdout: Markdown in a terminal, else plain text; terminal controls removed either way
     (piped into a file, it still reaches a screen when someone reads the file)."""
     from .safe_text import clean
@@ -484,10 +485,12 @@ def _print_answer(answer: str) -> None:
     answer = clean(answer)
     if sys.stdout.isatty():
         from rich.markdown import Markdown
+        from rich.theme import Theme as RichTheme
 
         from .screen import ScreenConsole
 
-        ScreenConsole().print(Markdown(answer, hyperlinks=False))
+        console = ScreenConsole(theme=RichTheme(theme.styles) if theme is not None else None)
+        console.print(Markdown(answer, hyperlinks=False, code_theme=theme.code_theme if theme else "monokai"))
     else:
         sys.stdout.write(answer.rstrip("\n") + "\n")
         sys.stdout.flush()

@@ -14,7 +14,9 @@ edge with an agent's label, so nothing a cell prints can pass for an approval or
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -99,11 +101,14 @@ class Renderer:
         """`task` calls that run their child in the background (their result comes when the child ends)."""
         self._answers: dict[str, str] = {}
         """Each subagent's last final answer (a background child's result is shown when it ends)."""
+        self._waits_for: dict[str, list[str]] = {}
+        """Per parent: the children of its foreground `task` calls that have not ended (its state names them)."""
 
     def reset(self) -> None:
         """Forget partial text and unfinished output lines (a new turn starts; the last may have failed)."""
         self._partials.clear()
         self._open_lines.clear()
+        self._waits_for.clear()
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -142,8 +147,10 @@ class Renderer:
                 if final and not is_main:
                     self._answers[agent] = content
                 if content.strip() and (self.show_final or not (is_main and final)):
-                    self._row(agent, Text("›", style=self.palette.colour(agent)), _markdown(content))
+                    self._row(agent, Text("›", style=self.palette.colour(agent)), self._markdown(content))
             case ApprovalRequest() as request:
+                if request.tool_name == "task" and request.tool_args.get("run_in_background"):
+                    self._background.add(request.tool_call_id)
                 by = f" by rule {request.rule}" if request.rule else f" by hook {request.hook}" if request.hook else ""
                 if request.hook and request.decision is None:
                     self.show_rewrite(request)
@@ -153,7 +160,7 @@ class Renderer:
                     self._row(agent, Text("✗", style="red"),
                               Text(clean(f"{request.tool_name} refused{by}: {request.reason or ''}".rstrip(": "))))
                 else:
-                    self.board.set_state(agent, "waiting for approval")
+                    self.board.set_state(agent, f"waiting for approval of {_what(request)}")
             case HookError() as failure:
                 self._row(agent, Text("⚠", style="yellow"), Text(clean(
                     f"hook {failure.hook} failed at {failure.hook_event_name}: {failure.message} "
@@ -168,6 +175,8 @@ class Renderer:
                 self.palette.set_type(child, event.subagent_type)
                 self.palette.set_parent(child, agent)
                 self.board.queued(child, subagent_type=event.subagent_type, parent_id=agent)
+                self._children[event.tool_call_id] = child
+                self._waiting_on(agent, child, event.tool_call_id)
                 first_line = _first_line(event.description or prompt)
                 body = Text.assemble("queued ", self.palette.label(child), Text(f"  {first_line}", style="dim"),
                                      Text("  (waiting for a slot)", style="dim"))
@@ -178,6 +187,7 @@ class Renderer:
                 self.board.started(child, max_turns, subagent_type=event.subagent_type, model=event.model,
                                    parent_id=agent)
                 self._children[call_id] = child
+                self._waiting_on(agent, child, call_id)
                 first_line = _first_line(event.description or prompt)
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
                 if event.sandbox:
@@ -185,6 +195,10 @@ class Renderer:
                 self._row(agent, Text("+", style="bold"), body)
             case SubagentFinished(subagent_id=child, status=status, turns_used=turns, elapsed=elapsed):
                 self.board.finished(child, status, turns, elapsed)
+                if child in self._waits_for.get(agent, ()):
+                    self._waits_for[agent].remove(child)
+                    if self._waits_for[agent]:
+                        self.board.set_state(agent, _waiting_for(self._waits_for[agent]))
                 style = "green" if status == "done" else "yellow" if status != "failed" else "red"
                 body = Text.assemble(
                     self.palette.label(child),
@@ -196,7 +210,8 @@ class Renderer:
                 answer = self._answers.pop(child, None)
                 if event.tool_call_id in self._background and answer is not None:  # what its parent is told
                     heading = Text.assemble("result of ", self.palette.label(child))
-                    self._row(agent, Text("←", style=self.palette.colour(agent)), Group(heading, _markdown(answer)))
+                    marker = Text("←", style=self.palette.colour(agent))
+                    self._row(agent, marker, Group(heading, self._markdown(answer)))
             case SubagentMessage(subagent_id=child, text=text, sender=sender):
                 source = "you" if sender == "user" else agent
                 body = Text.assemble(Text(f"message from {source} to ", style="dim"), self.palette.label(child),
@@ -291,6 +306,9 @@ class Renderer:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def _markdown(self, text: str) -> Markdown:
+        return _markdown(text, self.palette.code_theme)
+
     def _grow(self, agent: str, kind: str, content: str) -> None:
         key = (agent, kind)
         self._partials[key] = self._partials.get(key, "") + content
@@ -318,7 +336,7 @@ class Renderer:
 
     def _output_lines(self, agent: str, lines: list[str]) -> None:
         """Print output lines, each screen line (a folded one too) after the agent's label and its bar; one
-        Text for all, as a cell may print thousands."""
+        Text for all, as a cell may print thousands. A saved image's path is never folded (see `_image_line`)."""
         if not lines:
             return
         gutter = Text.assemble(
@@ -326,14 +344,34 @@ class Renderer:
             ("│", self.palette.colour(agent)), " "
         )
         block = Text(overflow="fold")
-        for index, line in enumerate(lines):
-            if line.startswith("[image saved: "):
-                self._shown_images.add(line.removeprefix("[image saved: ").rstrip("]"))
-            if index:
+        for line in lines:
+            saved = _SAVED_IMAGE.fullmatch(line)
+            if saved is not None:
+                self._shown_images.add(saved.group(1))
+                shown = _near(saved.group(1))
+                if _PLAIN_PATH.fullmatch(shown):
+                    if block:
+                        self.console.print(Gutter(block, gutter))
+                        block = Text(overflow="fold")
+                    self._image_line(gutter, shown)
+                    continue
+            if block:
                 block.append("\n")
             block.append_text(ansi_text(line))
-        self.console.print(Gutter(block, gutter))
+        if block:
+            self.console.print(Gutter(block, gutter))
         self.refresh()
+
+    def _image_line(self, gutter: Text, path: str) -> None:
+        """`[image saved: PATH]` on one screen line, PATH relative to this folder when it is in it. A PATH too long
+        for the line goes on a line of its own, left to the terminal to wrap (no line break is written in it), so
+        it is copied whole; it is only letters, digits and `._/~+-`, so it cannot pass for one of the CLI's lines."""
+        line = Text.assemble(gutter, "[image saved: ", path, "]")
+        if line.cell_len <= self.console.width:
+            self.console.print(line, soft_wrap=True)
+            return
+        self.console.print(Text.assemble(gutter, "[image saved, its path on the next line]"), soft_wrap=True)
+        self.console.print(Text(path), soft_wrap=True)
 
     def _flush_lines(self) -> None:
         for call_id, (agent, rest) in list(self._open_lines.items()):
@@ -354,16 +392,19 @@ class Renderer:
                 "kernel_died": "the kernel died",
             }
             self._row(agent, Text("!", style="red"), Text(status.get(output.status, output.status), style="red"))
-        self.board.set_state(agent, "thinking")
+        self._after_tool(agent, "thinking")
 
     def _tool_output(self, output: ToolOutput) -> None:
         agent = output.agent_id
         style = "red" if output.is_error else ""
+        child = self._children.get(output.tool_call_id) if output.tool_name == "task" else None
+        if child is not None and child in self._waits_for.get(agent, ()):  # its result: whichever event came first
+            self._waits_for[agent].remove(child)
         if output.tool_name == "task" and not output.is_error and output.tool_call_id not in self._background:
-            child = self._children.get(output.tool_call_id)
             heading = Text.assemble("result of ", self.palette.label(child)) if child else Text("task result")
             marker = Text("←", style=self.palette.colour(agent))
-            self._row(agent, marker, Group(heading, _markdown(output.content or "(no answer)")))
+            self._row(agent, marker, Group(heading, self._markdown(output.content or "(no answer)")))
+            self._after_tool(agent, "thinking")
             return
         lines = clean(output.content).splitlines() or [""]
         if len(lines) > _TOOL_RESULT_LINES:
@@ -373,17 +414,55 @@ class Renderer:
             Text("\n".join(lines), style=style)
         )
         self._row(agent, Text("←", style="red" if output.is_error else self.palette.colour(agent)), body)
-        self.board.set_state(agent, "running code" if output.source == "code" else "thinking")
+        self._after_tool(agent, "running code" if output.source == "code" else "thinking")
+
+    def _waiting_on(self, parent: str, child: str, call_id: str) -> None:
+        """A foreground `task` call of `parent` started `child`: the parent's state names whom it waits for."""
+        if call_id in self._background:
+            return
+        children = self._waits_for.setdefault(parent, [])
+        if child not in children:
+            children.append(child)
+        self.board.set_state(parent, _waiting_for(children))
+
+    def _after_tool(self, agent: str, state: str) -> None:
+        """A tool call of `agent` returned: it goes on with `state`, unless other children of it are still working."""
+        children = self._waits_for.get(agent)
+        self.board.set_state(agent, _waiting_for(children) if children else state)
 
 
-def _markdown(text: str) -> Markdown:
-    """Model text as Markdown, controls removed; a link shows its address (a terminal link would hide it)."""
-    return Markdown(clean(text), hyperlinks=False)
+def _markdown(text: str, code_theme: str = "monokai") -> Markdown:
+    """Model text as Markdown, controls removed; a link shows its address (a terminal link would hide it). Code
+    blocks in it are drawn in `code_theme` (the background's: `Palette.code_theme`)."""
+    return Markdown(clean(text), hyperlinks=False, code_theme=code_theme)
+
+
+_SAVED_IMAGE = re.compile(r"\[image saved: (.+)\]")
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._/~+-]+\.png")
+
+
+def _near(path: str) -> str:
+    """`path` relative to the current folder when it is inside it (`.freeact-sub/images/…png`), else as it is."""
+    try:
+        return str(Path(path).relative_to(Path.cwd())) if Path(path).is_absolute() else path
+    except (ValueError, OSError):
+        return path
 
 
 def _first_line(text: str) -> str:
     """The first line that says anything, controls removed (a subagent's title, or its prompt's start)."""
     return next((line.strip() for line in clean(text).split("\n") if line.strip()), "")
+
+
+def _what(request: ApprovalRequest) -> str:
+    """What a question asks to run, for the status table: `code`, `a subagent`, or the tool's name."""
+    what = {"execute_ipython_cell": "code", "task": "a subagent"}.get(request.tool_name, request.tool_name)
+    return clean(what)
+
+
+def _waiting_for(children: list[str]) -> str:
+    """`waiting for agent-1d74`, `waiting for agent-1d74, agent-bbb5`, `waiting for 3 subagents`."""
+    return f"waiting for {', '.join(children)}" if len(children) <= 2 else f"waiting for {len(children)} subagents"
 
 
 def _running_state(request: ApprovalRequest) -> str:
