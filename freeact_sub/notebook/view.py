@@ -17,8 +17,8 @@ from freeact_sub import (
     Response,
     ToolOutput,
     TurnCancelled,
-    auto_approve_from_env,
 )
+from freeact_sub.config.agent_config import auto_approve_from_env
 
 from . import _comm_status, _replaced
 from .run_panel import RunPanel
