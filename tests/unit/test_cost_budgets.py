@@ -49,9 +49,10 @@ def test_cost_budgets_are_fields_of_types_and_show_in_a_task_call() -> None:
 
 
 def test_the_sessions_budget_comes_from_the_flag_or_the_environment(tmp_path: Path) -> None:
-    from freeact_sub.terminal.cli import _build_config, build_parser
+    from freeact_sub.terminal.arguments import build_parser
+    from freeact_sub.terminal.run_config import build_config
 
     args = build_parser().parse_args(["--model", "openai:gpt-4.1", "--max-cost", "2.5"])
-    assert _build_config(args, tmp_path, None).max_cost == 2.5
+    assert build_config(args, tmp_path, None).max_cost == 2.5
     from_env = AgentConfig.load(environ={"FREEACT_SUB_MAX_COST": "0.75"})
     assert from_env.max_cost == 0.75
