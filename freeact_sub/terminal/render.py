@@ -14,10 +14,7 @@ edge with an agent's label, so nothing a cell prints can pass for an approval or
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.markdown import Markdown
@@ -49,32 +46,26 @@ from freeact_sub import (
 )
 
 from ..subagents.task_notes import task_call_notes
+from .cell_lines import MARKER_WIDTH, CellLines
 from .gutter import Gutter
 from .palette import Palette
-from .safe_text import ansi_text, clean, visible
+from .safe_text import clean, visible
 from .status import SubagentBoard
+from .wording import (
+    markdown,
+    one_line,
+    retry_note,
+    running_state,
+    seconds,
+    title_line,
+    waiting_for,
+    what_it_runs,
+)
 
-__all__ = ["Renderer", "retry_note", "seconds"]
+__all__ = ["Renderer"]
 
 _TOOL_RESULT_LINES = 20
 _PARTIAL_LINES = 3
-_MARKER_WIDTH = 6
-
-
-def seconds(value: float) -> str:
-    """`0.4 s`, `4 s`, `32 s`: a wait as a person reads it."""
-    return f"{value:.1f} s" if value < 1 else f"{value:.0f} s"
-
-
-def retry_note(retry: ModelRetry) -> str:
-    """`attempt 2/6 · rate limited`."""
-    of = f"/{retry.attempts}" if retry.attempts else ""
-    return f"attempt {retry.attempt}{of} · {retry.reason}"
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class Renderer:
@@ -90,9 +81,8 @@ class Renderer:
         self.show_final = show_final
         """Whether the main agent's final answer is printed (one-shot mode prints it to stdout instead)."""
         self._partials: dict[tuple[str, str], str] = {}
-        self._open_lines: dict[str, tuple[str, str]] = {}
-        """Per cell (tool call id): its agent and the output line not yet ended by a newline."""
-        self._shown_images: set[str] = set()
+        self.cell_lines = CellLines(console, palette, self.refresh)
+        """The output of running cells."""
         self.after_print: Callable[[], None] | None = None
         """Called after each printed item (the session redraws its live view)."""
         self._children: dict[str, str] = {}
@@ -107,7 +97,7 @@ class Renderer:
     def reset(self) -> None:
         """Forget partial text and unfinished output lines (a new turn starts; the last may have failed)."""
         self._partials.clear()
-        self._open_lines.clear()
+        self.cell_lines.clear()
         self._waits_for.clear()
 
     # -- dispatch -------------------------------------------------------------------------
@@ -126,7 +116,7 @@ class Renderer:
                 self._partials.pop((agent, "thinking"), None)
                 self.board.retrying(agent, retry.at + retry.wait, retry_note(retry))
                 body = Text.assemble(Text(f"retrying in {seconds(retry.wait)} · {retry_note(retry)}", style="yellow"),
-                                     Text(f"  {_one_line(retry.message)}" if retry.message else "", style="dim"))
+                                     Text(f"  {one_line(retry.message)}" if retry.message else "", style="dim"))
                 self._row(agent, Text("↻", style="yellow"), body)
             case ModelSlot(waiting=waiting, limit=limit):
                 self.board.set_state(agent, "waiting for a model slot" if waiting else "thinking")
@@ -160,13 +150,13 @@ class Renderer:
                     self._row(agent, Text("✗", style="red"),
                               Text(clean(f"{request.tool_name} refused{by}: {request.reason or ''}".rstrip(": "))))
                 else:
-                    self.board.set_state(agent, f"waiting for approval of {_what(request)}")
+                    self.board.set_state(agent, f"waiting for approval of {what_it_runs(request)}")
             case HookError() as failure:
                 self._row(agent, Text("⚠", style="yellow"), Text(clean(
                     f"hook {failure.hook} failed at {failure.hook_event_name}: {failure.message} "
                     "(it was left out: the step went on as without it)"), style="yellow"))
             case CodeExecutionOutputChunk(text=text, tool_call_id=call_id):
-                self._output(agent, call_id, text)
+                self.cell_lines.add(agent, call_id, text)
             case CodeExecutionOutput() as output:
                 self._output_done(output)
             case ToolOutput() as output:
@@ -177,7 +167,7 @@ class Renderer:
                 self.board.queued(child, subagent_type=event.subagent_type, parent_id=agent)
                 self._children[event.tool_call_id] = child
                 self._waiting_on(agent, child, event.tool_call_id)
-                first_line = _first_line(event.description or prompt)
+                first_line = title_line(event.description or prompt)
                 body = Text.assemble("queued ", self.palette.label(child), Text(f"  {first_line}", style="dim"),
                                      Text("  (waiting for a slot)", style="dim"))
                 self._row(agent, Text("…", style="dim"), body)
@@ -188,7 +178,7 @@ class Renderer:
                                    parent_id=agent)
                 self._children[call_id] = child
                 self._waiting_on(agent, child, call_id)
-                first_line = _first_line(event.description or prompt)
+                first_line = title_line(event.description or prompt)
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
                 if event.sandbox:
                     body.append(clean(f"  [sandbox: {event.sandbox}]"), style="dim")
@@ -198,7 +188,7 @@ class Renderer:
                 if child in self._waits_for.get(agent, ()):
                     self._waits_for[agent].remove(child)
                     if self._waits_for[agent]:
-                        self.board.set_state(agent, _waiting_for(self._waits_for[agent]))
+                        self.board.set_state(agent, waiting_for(self._waits_for[agent]))
                 style = "green" if status == "done" else "yellow" if status != "failed" else "red"
                 body = Text.assemble(
                     self.palette.label(child),
@@ -222,7 +212,7 @@ class Renderer:
                                      Text(": ", style="dim"), Text(clean(text)))
                 self._row(agent, Text("↑", style=self.palette.colour(agent)), body)
             case TurnCancelled():
-                self._flush_lines()
+                self.cell_lines.flush()
                 self._partials.clear()
                 self._row(agent, Text("✗", style="yellow"), Text("turn cancelled", style="yellow"))
 
@@ -243,7 +233,7 @@ class Renderer:
         if request.tool_name == "task" and request.tool_args.get("run_in_background"):
             self._background.add(request.tool_call_id)
         if note:
-            self.board.set_state(agent, _running_state(request))
+            self.board.set_state(agent, running_state(request))
         colour = self.palette.colour(agent)
         origin = "  from code in its cell" if request.source == "code" else ""
         title = Text.assemble(
@@ -269,7 +259,7 @@ class Renderer:
         mark = Text("✓" if approved else "✗", style="green" if approved else "red")
         self._row(request.agent_id, mark, Text(clean(text), style="green" if approved else "red"))  # a saved reason too
         if approved:
-            self.board.set_state(request.agent_id, _running_state(request))
+            self.board.set_state(request.agent_id, running_state(request))
         else:
             self.board.set_state(request.agent_id, "thinking" if goes_on else "rejected")
 
@@ -307,7 +297,7 @@ class Renderer:
     # -- helpers --------------------------------------------------------------------------
 
     def _markdown(self, text: str) -> Markdown:
-        return _markdown(text, self.palette.code_theme)
+        return markdown(text, self.palette.code_theme)
 
     def _grow(self, agent: str, kind: str, content: str) -> None:
         key = (agent, kind)
@@ -317,7 +307,7 @@ class Renderer:
         """`body` after the agent's label and `marker`; its further lines behind the agent's bar (or, when the
         body draws its own frame on every line, behind blanks)."""
         label = Text.assemble(self.palette.indent(agent), self.palette.label(agent))
-        pad = " " * max(_MARKER_WIDTH - marker.cell_len, 0)
+        pad = " " * max(MARKER_WIDTH - marker.cell_len, 0)
         first = Text.assemble(label, " ", pad, marker, " ")
         rest = Text(" " * first.cell_len) if framed else Text.assemble(
             " " * (first.cell_len - 2), ("│", f"dim {self.palette.colour(agent)}"), " ")
@@ -328,63 +318,12 @@ class Renderer:
         if self.after_print is not None:
             self.after_print()
 
-    def _output(self, agent: str, call_id: str, text: str) -> None:
-        _, pending = self._open_lines.get(call_id, (agent, ""))
-        *complete, rest = (pending + text).split("\n")
-        self._output_lines(agent, complete)
-        self._open_lines[call_id] = (agent, rest)
-
-    def _output_lines(self, agent: str, lines: list[str]) -> None:
-        """Print output lines, each screen line (a folded one too) after the agent's label and its bar; one
-        Text for all, as a cell may print thousands. A saved image's path is never folded (see `_image_line`)."""
-        if not lines:
-            return
-        gutter = Text.assemble(
-            self.palette.indent(agent), self.palette.label(agent), " " * _MARKER_WIDTH,
-            ("│", self.palette.colour(agent)), " "
-        )
-        block = Text(overflow="fold")
-        for line in lines:
-            saved = _SAVED_IMAGE.fullmatch(line)
-            if saved is not None:
-                self._shown_images.add(saved.group(1))
-                shown = _near(saved.group(1))
-                if _PLAIN_PATH.fullmatch(shown):
-                    if block:
-                        self.console.print(Gutter(block, gutter))
-                        block = Text(overflow="fold")
-                    self._image_line(gutter, shown)
-                    continue
-            if block:
-                block.append("\n")
-            block.append_text(ansi_text(line))
-        if block:
-            self.console.print(Gutter(block, gutter))
-        self.refresh()
-
-    def _image_line(self, gutter: Text, path: str) -> None:
-        """`[image saved: PATH]` on one screen line, PATH relative to this folder when it is in it. A PATH too long
-        for the line goes on a line of its own, left to the terminal to wrap (no line break is written in it), so
-        it is copied whole; it is only letters, digits and `._/~+-`, so it cannot pass for one of the CLI's lines."""
-        line = Text.assemble(gutter, "[image saved: ", path, "]")
-        if line.cell_len <= self.console.width:
-            self.console.print(line, soft_wrap=True)
-            return
-        self.console.print(Text.assemble(gutter, "[image saved, its path on the next line]"), soft_wrap=True)
-        self.console.print(Text(path), soft_wrap=True)
-
-    def _flush_lines(self) -> None:
-        for call_id, (agent, rest) in list(self._open_lines.items()):
-            if rest:
-                self._output_lines(agent, [rest])
-            del self._open_lines[call_id]
-
     def _output_done(self, output: CodeExecutionOutput) -> None:
         agent = output.agent_id
-        _, rest = self._open_lines.pop(output.tool_call_id, (agent, ""))
-        self._output_lines(agent, [rest] if rest else [])
-        images = [f"[image saved: {image}]" for image in output.images if str(image) not in self._shown_images]
-        self._output_lines(agent, images)
+        self.cell_lines.end(agent, output.tool_call_id)
+        shown = self.cell_lines.shown_images
+        images = [f"[image saved: {image}]" for image in output.images if str(image) not in shown]
+        self.cell_lines.print_lines(agent, images)
         if output.status != "ok":
             status = {
                 "error": "the cell raised an error",
@@ -423,52 +362,11 @@ class Renderer:
         children = self._waits_for.setdefault(parent, [])
         if child not in children:
             children.append(child)
-        self.board.set_state(parent, _waiting_for(children))
+        self.board.set_state(parent, waiting_for(children))
 
     def _after_tool(self, agent: str, state: str) -> None:
         """A tool call of `agent` returned: it goes on with `state`, unless other children of it are still working."""
         children = self._waits_for.get(agent)
-        self.board.set_state(agent, _waiting_for(children) if children else state)
+        self.board.set_state(agent, waiting_for(children) if children else state)
 
 
-def _markdown(text: str, code_theme: str = "monokai") -> Markdown:
-    """Model text as Markdown, controls removed; a link shows its address (a terminal link would hide it). Code
-    blocks in it are drawn in `code_theme` (the background's: `Palette.code_theme`)."""
-    return Markdown(clean(text), hyperlinks=False, code_theme=code_theme)
-
-
-_SAVED_IMAGE = re.compile(r"\[image saved: (.+)\]")
-_PLAIN_PATH = re.compile(r"[A-Za-z0-9._/~+-]+\.png")
-
-
-def _near(path: str) -> str:
-    """`path` relative to the current folder when it is inside it (`.freeact-sub/images/…png`), else as it is."""
-    try:
-        return str(Path(path).relative_to(Path.cwd())) if Path(path).is_absolute() else path
-    except (ValueError, OSError):
-        return path
-
-
-def _first_line(text: str) -> str:
-    """The first line that says anything, controls removed (a subagent's title, or its prompt's start)."""
-    return next((line.strip() for line in clean(text).split("\n") if line.strip()), "")
-
-
-def _what(request: ApprovalRequest) -> str:
-    """What a question asks to run, for the status table: `code`, `a subagent`, or the tool's name."""
-    what = {"execute_ipython_cell": "code", "task": "a subagent"}.get(request.tool_name, request.tool_name)
-    return clean(what)
-
-
-def _waiting_for(children: list[str]) -> str:
-    """`waiting for agent-1d74`, `waiting for agent-1d74, agent-bbb5`, `waiting for 3 subagents`."""
-    return f"waiting for {', '.join(children)}" if len(children) <= 2 else f"waiting for {len(children)} subagents"
-
-
-def _running_state(request: ApprovalRequest) -> str:
-    names: dict[str, Any] = {
-        "execute_ipython_cell": "running code",
-        "task": "starting subagent",
-        "reset_kernel": "resetting kernel",
-    }
-    return str(names.get(request.tool_name, f"calling {request.tool_name}"))
