@@ -1,0 +1,172 @@
+"""Limits per agent: the memory, processes and time a kernel may take, and how a child's are derived.
+
+Enforced by the operating system, in the kernel (`enforce.apply`), before any of its code runs:
+- `memory`: `RLIMIT_AS` of every process of the kernel (hard and soft: it cannot raise it), so an allocation past
+  it fails in that process (`MemoryError` in Python) and the kernel lives on.
+- `processes`: a pids cgroup of the kernel's own where the host can make one (root, or a delegated cgroup v2
+  tree), and `RLIMIT_NPROC` always (which Linux does not apply to uid 0: as root, only the cgroup holds).
+- `cell_time`: wall-clock seconds per cell, kept by the host (it interrupts the cell, then restarts a kernel that
+  does not stop). CPU time per cell is not enforceable from inside: `RLIMIT_CPU` counts a process's whole life,
+  not a cell, and a cell waiting on a socket or a child spends none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+__all__ = ["DEFAULT_LIMITS", "Limits", "ProcessGroup", "format_bytes", "limits_meet", "parse_bytes"]
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+
+
+def parse_bytes(value: Any) -> int | None:
+    """`"2GiB"`, `"512 MB"`, `2147483648` as bytes; None for None (no limit)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value)
+        if match and match.group(2).lower() in _UNITS:
+            return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    raise ValueError(f"{value!r} is not an amount of memory (such as \"2GiB\" or \"512MB\")")
+
+
+def format_bytes(amount: int) -> str:
+    """`2 GiB`, `512 MiB`."""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if amount >= size:
+            return f"{amount / size:.4g} {unit}"
+    return f"{amount} B"
+
+
+def _default_memory() -> int:
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        physical = 16 * 1024**3
+    return max(1024**3, min(8 * 1024**3, physical // 2))
+
+
+class Limits(BaseModel):
+    """What one agent's kernel may take (None: no limit of its own); a field left out keeps its default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory: int | None = _default_memory()
+    """Bytes of address space each process of the kernel may map (`"2GiB"`, `"512MB"`)."""
+    processes: int | None = 256
+    """Processes and threads the kernel may run at once (itself included)."""
+    cell_time: float | None = None
+    """Wall-clock seconds one cell may run before it is interrupted (the tree's `execution_timeout` applies too)."""
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> int | None:
+        amount = parse_bytes(value)
+        if amount is not None and amount < 256 * 1024**2:
+            raise ValueError("memory below 256 MiB leaves no room for the kernel itself")
+        return amount
+
+    @field_validator("processes")
+    @classmethod
+    def _processes(cls, value: int | None) -> int | None:
+        if value is not None and value < 8:
+            raise ValueError("processes below 8 leave no room for the kernel's own threads")
+        return value
+
+    def describe(self) -> str:
+        """`memory 4 GiB, 256 processes, 60 s a cell` (empty when none is set)."""
+        parts = []
+        if self.memory is not None:
+            parts.append(f"memory {format_bytes(self.memory)}")
+        if self.processes is not None:
+            parts.append(f"{self.processes} processes")
+        if self.cell_time is not None:
+            parts.append(f"{self.cell_time:g} s a cell")
+        return ", ".join(parts)
+
+    def plan(self) -> dict[str, Any]:
+        """The part `enforce.apply` takes (`cell_time` is the host's)."""
+        return {"memory": self.memory, "processes": self.processes, "cell_time": self.cell_time}
+
+
+DEFAULT_LIMITS = Limits()
+"""Every enforced profile's unless it says otherwise: each process at most half the machine's memory (at most 8
+GiB), 256 processes and threads; no time limit of its own (the tree's `execution_timeout`, 300 s, applies)."""
+
+
+def limits_meet(parent: Limits, child: Limits) -> Limits:
+    """A child's limits: each the smaller of its parent's and its type's (None counts as no limit)."""
+    def smaller(a: Any, b: Any) -> Any:
+        return b if a is None else a if b is None else min(a, b)
+
+    return Limits(memory=smaller(parent.memory, child.memory), processes=smaller(parent.processes, child.processes),
+                  cell_time=smaller(parent.cell_time, child.cell_time))
+
+
+_counter = itertools.count()
+
+
+class ProcessGroup:
+    """A pids cgroup of one kernel's own, made by the host where it may make one (`path` None elsewhere).
+
+    The kernel joins it in `enforce.apply` before it confines itself; Landlock then keeps it from writing any
+    cgroup file, so it cannot leave. Removed with `close()` once the kernel's processes are gone.
+    """
+
+    def __init__(self, processes: int | None) -> None:
+        self.path: str | None = None
+        if processes is None:
+            return
+        base = _own_pids_cgroup()
+        if base is None:
+            return
+        path = os.path.join(base, f"freeact-sub-{os.getpid()}-{next(_counter)}")
+        try:
+            os.mkdir(path, 0o755)
+        except OSError:
+            return
+        try:
+            with open(os.path.join(path, "pids.max"), "w") as file:
+                file.write(str(processes))
+        except OSError:
+            self.close(path)
+            return
+        self.path = path
+
+    def close(self, path: str | None = None) -> None:
+        path = path or self.path
+        self.path = None
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
+
+def _own_pids_cgroup() -> str | None:
+    """This process's cgroup folder that holds the pids controller and may take a child, or None."""
+    try:
+        with open("/proc/self/cgroup") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        number, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):  # cgroup v1
+            folder = os.path.join("/sys/fs/cgroup/pids", path.lstrip("/"))
+            return folder if os.access(folder, os.W_OK) else None
+        if number == "0" and controllers == "":  # cgroup v2: the controller must be on for children
+            folder = os.path.join("/sys/fs/cgroup", path.lstrip("/"))
+            try:
+                with open(os.path.join(folder, "cgroup.subtree_control")) as control:
+                    enabled = control.read().split()
+            except OSError:
+                continue
+            if "pids" in enabled and os.access(folder, os.W_OK):
+                return folder
+    return None
