@@ -30,7 +30,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -208,7 +208,7 @@ class Proxy:
                 self._loop = loop
             return self._loop
 
-    def call(self, function: Callable[[], Awaitable[Any]]) -> Any:
+    def call(self, function: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         """Run `function()` on the proxy's loop and wait for it."""
         loop = self._start()
         if threading.current_thread() is self._thread:
