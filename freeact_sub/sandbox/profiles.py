@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from .enforce import platform_gaps
-from .hosts import expand_hosts, hosts_meet
+from .hosts import NAMED_HOST_LISTS, expand_hosts, hosts_meet
 from .limits import DEFAULT_LIMITS, Limits, limits_meet
 
 __all__ = [
@@ -145,7 +145,7 @@ class SandboxProfile(BaseModel):
     @field_validator("network", mode="before")
     @classmethod
     def _hosts(cls, value: Any) -> Any:
-        if isinstance(value, str):
+        if isinstance(value, str) and value.strip().lower() in NAMED_HOST_LISTS:
             value = [value]
         if isinstance(value, (list, tuple)):
             return expand_hosts(value) or False  # no host: no network
@@ -204,9 +204,9 @@ class SandboxProfile(BaseModel):
 BUILT_IN_PROFILES: dict[str, SandboxProfile] = {
     "workspace": SandboxProfile(name="workspace"),
     "offline": SandboxProfile(name="offline", network=False),
-    "packages": SandboxProfile(name="packages", network=("packages",)),
     "read-only": SandboxProfile(name="read-only", write=(), network=False),
     "off": SandboxProfile(name="off", read_deny=(), write=(), enforced=False),
+    "packages": SandboxProfile(name="packages", network=("packages",)),
 }
 """`workspace` (the default): read all but secrets, write the working folder, network.
 `offline`: the same without network. `packages`: the same, reaching only the Python package index (pip works).

@@ -134,7 +134,8 @@ class Registration:
             self._channel.close()
             self._channel = None
 
-    async def _open(self) -> None:
+    async def open(self) -> None:
+        """Listen at `path` (on the proxy's loop)."""
         channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
@@ -219,7 +220,7 @@ class Proxy:
         """A kernel's registration: the Unix socket at `path` (in the host's part of the kernel's folder) takes its
         listening socket, and its connections may reach `hosts`."""
         registration = Registration(self, path, tuple(hosts), profile)
-        self.call(registration._open)
+        self.call(registration.open)
         return registration
 
     def cpu_seconds(self) -> float:
