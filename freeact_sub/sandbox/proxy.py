@@ -248,7 +248,13 @@ class Proxy:
 
 async def _handle(registration: Registration, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT)
+        first = await asyncio.wait_for(reader.readexactly(1), _HEAD_TIMEOUT)
+        if not first.isalpha():  # SOCKS (0x04, 0x05), TLS (0x16) and the like: not an HTTP request, say so at once
+            registration.refuse(Refusal("(not HTTP)", 0, "only HTTP CONNECT and plain-HTTP requests go through the "
+                                                         "sandbox's proxy"))
+            await _answer(writer, 400, "not an HTTP proxy request")
+            return
+        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT)
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
         await _answer(writer, 400, "not an HTTP proxy request")
         return
