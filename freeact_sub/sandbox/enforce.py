@@ -13,9 +13,9 @@ It applies the plan, then `exec`s the command. A plan is a dict of absolute path
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
 How each part is enforced, in this order, while the process is still single-threaded:
-0. Limits: the process joins the pids cgroup `limits.cgroup` (made by the host, where it can make one), and its
-   `RLIMIT_AS` (`memory`) and `RLIMIT_NPROC` (`processes`) are set, soft and hard alike.
-1. A user namespace and a mount namespace of its own (plus a network namespace when `network` is not true:
+0. The process joins the pids cgroup `limits.cgroup` (made by the host, where it can make one).
+1. A user namespace and a mount namespace of its own, where `RLIMIT_AS` (`memory`) and `RLIMIT_NPROC`
+   (`processes`) are set, soft and hard alike (plus a network namespace when `network` is not true:
    without interfaces when it is false, so every connection fails with ENETUNREACH; with only loopback when it is
    a list of hosts, where a socket listening on 127.0.0.1:`proxy.port` is handed to the host's proxy through
    the Unix socket `proxy.socket`: the host accepts its connections, and that proxy is the only way out).
@@ -181,12 +181,18 @@ def _enter_namespaces(network: bool) -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here shows outside
 
 
-def _limit(limits: dict[str, Any]) -> None:
-    """Join the kernel's own pids cgroup (while this process may still write it) and set its rlimits."""
-    import resource
-
+def _join_cgroup(limits: dict[str, Any]) -> None:
+    """Join the kernel's own pids cgroup, while this process may still write it (before its namespaces)."""
     if limits.get("cgroup"):
         _write(os.path.join(limits["cgroup"], "cgroup.procs"), "0")
+
+
+def _set_rlimits(limits: dict[str, Any]) -> None:
+    """`RLIMIT_AS` and `RLIMIT_NPROC`, soft and hard. Set inside the new user namespace: Linux counts a user's
+    processes per namespace, and a namespace made after a low `RLIMIT_NPROC` would cap the user's processes in
+    every namespace above it with that limit too."""
+    import resource
+
     for name, value in (("RLIMIT_AS", limits.get("memory")), ("RLIMIT_NPROC", limits.get("processes"))):
         if value is not None:
             resource.setrlimit(getattr(resource, name), (int(value), int(value)))
@@ -389,8 +395,9 @@ def apply(plan: dict[str, Any]) -> None:
         raise SandboxUnavailable(errno.ENOSYS, "this kernel offers no Landlock")
     deny = [path for path in plan.get("deny", ()) if os.path.lexists(path)]
     network = plan.get("network", True)
-    _limit(plan.get("limits") or {})
+    _join_cgroup(plan.get("limits") or {})
     _enter_namespaces(network is True)
+    _set_rlimits(plan.get("limits") or {})
     if isinstance(network, list) and plan.get("proxy"):
         _hand_over_proxy_port(plan["proxy"])
     _own_terminals()
