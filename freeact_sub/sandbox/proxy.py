@@ -3,7 +3,7 @@
 Such a kernel runs in a network namespace of its own with nothing but loopback. Before any of its code runs it
 listens on 127.0.0.1:`PROXY_PORT` there and hands that listening socket to the host (`enforce.apply`), through a
 Unix socket in the kernel's own folder that the host armed for this one start (`Proxy.register`). From then on the
-host accepts the kernel's connections itself, in one thread with its own event loop, and for each:
+host accepts the kernel's connections itself (a thread per kernel), and for each, in a thread of its own:
 
 - reads one request head: `CONNECT host:port` (a tunnel, for HTTPS) or a plain-HTTP request in absolute form
   (`GET http://host/path`); anything else (SOCKS, a bare `GET /`, `https://` in absolute form) is refused;
@@ -12,7 +12,8 @@ host accepts the kernel's connections itself, in one thread with its own event l
 - resolves the name itself and refuses a private, loopback, link-local or reserved address unless a listed
   network holds it (nor can a name be rebound between the check and the connection: it connects to the
   addresses it checked);
-- connects, and then only relays bytes. A plain-HTTP request goes out with its `Host` set to the checked host
+- connects, and then only relays bytes (with `splice`: the kernel copies them, the host's Python does not;
+  at most `MAX_CONNECTIONS` at once per kernel). A plain-HTTP request goes out with its `Host` set to the checked host
   and `Connection: close`, so nothing else rides on that connection to another host.
 
 Every refusal is logged (`freeact_sub.sandbox.proxy`) and kept for the kernel's agent, which adds one
@@ -22,7 +23,6 @@ Every refusal is logged (`freeact_sub.sandbox.proxy`) and kept for the kernel's 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -30,25 +30,28 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from .hosts import address_allowed, host_allowed, normalise_host
 
-__all__ = ["PROXY_PORT", "Proxy", "Refusal", "Registration", "proxy", "proxy_environment", "set_resolver"]
+__all__ = ["MAX_CONNECTIONS", "PROXY_PORT", "Proxy", "Refusal", "Registration", "proxy", "proxy_environment",
+           "set_resolver"]
 
 PROXY_PORT = 3128
 """Where a kernel's programs find the proxy: 127.0.0.1 in the kernel's own network namespace."""
+MAX_CONNECTIONS = 256
+"""Connections one kernel may have open through the proxy at once (each holds two threads of the host's)."""
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0
 _CONNECT_TIMEOUT = 15.0
-_CHUNK = 256 * 1024
+_CHUNK = 1 << 20
 
 log = logging.getLogger("freeact_sub.sandbox.proxy")
 
-Resolver = Callable[[str, int], Awaitable[list[str]]]
+Resolver = Callable[[str, int], list[str]]
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,8 @@ class Refusal:
     reason: str
 
 
-async def _system_resolver(host: str, port: int) -> list[str]:
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+def _system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
@@ -69,8 +72,8 @@ _resolver: Resolver = _system_resolver
 
 
 def set_resolver(resolver: Resolver | None) -> None:
-    """Resolve names with `resolver` (`async (host, port) -> [addresses]`) instead of the system's; None: the
-    system's again. For tests and benchmarks, which map names to servers on 127.0.0.1."""
+    """Resolve names with `resolver` (`(host, port) -> [addresses]`, called in a proxy thread) instead of the
+    system's; None: the system's again. For tests and benchmarks, which map names to servers on 127.0.0.1."""
     global _resolver
     _resolver = resolver or _system_resolver
 
@@ -95,10 +98,16 @@ class Registration:
         self._refusals: list[Refusal] = []
         self._lock = threading.Lock()
         self._armed = False
-        self._channel: socket.socket | None = None
-        self._servers: list[asyncio.AbstractServer] = []
-        self._serving: asyncio.Future[None] | None = None
+        self._listener: socket.socket | None = None
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.closed = False
+        self._channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        self._channel.bind(path)
+        os.chmod(path, 0o600)
+        self._channel.listen(4)
+        threading.Thread(target=self._take, name="freeact-sub-proxy-register", daemon=True).start()
 
     def arm(self) -> None:
         """Take the listening socket of the kernel's next start (one, and none after it)."""
@@ -121,147 +130,124 @@ class Registration:
         if self.closed:
             return
         self.closed = True
-        self._owner.call(self._close)
+        for sock in (self._channel, self._listener):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+                sock.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
 
-    async def _close(self) -> None:
-        for server in self._servers:
-            server.close()
-        self._servers.clear()
-        if self._channel is not None:
-            asyncio.get_running_loop().remove_reader(self._channel.fileno())
-            self._channel.close()
-            self._channel = None
-
-    async def open(self) -> None:
-        """Listen at `path` (on the proxy's loop)."""
-        channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        channel.bind(self.path)
-        os.chmod(self.path, 0o600)
-        channel.listen(4)
-        channel.setblocking(False)
-        self._channel = channel
-        asyncio.get_running_loop().add_reader(channel.fileno(), self._take)
-
     def _take(self) -> None:
-        """A kernel hands over its listening socket: take it if armed, and serve it in place of the last one."""
-        assert self._channel is not None
-        try:
-            connection, _ = self._channel.accept()
-        except OSError:
-            return
-        with connection:
-            if not self._armed or self.closed:
-                return  # only the kernel's own start hands a socket over, once
-            connection.setblocking(True)
-            connection.settimeout(5.0)
+        """Kernels hand over their listening sockets here: take one if armed, and serve it in place of the last."""
+        while not self.closed:
             try:
-                _, fds, _, _ = socket.recv_fds(connection, 1, 1)
+                connection, _ = self._channel.accept()
             except OSError:
                 return
-            if not fds:
-                return
-            listener = socket.socket(fileno=fds[0])
-            usable = (self._armed and not self.closed and listener.family == socket.AF_INET
-                      and listener.type == socket.SOCK_STREAM
-                      and listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1)
-            if not usable:
-                listener.close()
-                return
-            self._armed = False
-            self._serving = asyncio.ensure_future(self._serve(listener, connection.dup()))
+            with connection:
+                if not self._armed or self.closed:
+                    continue  # only the kernel's own start hands a socket over, once
+                connection.settimeout(5.0)
+                try:
+                    _, fds, _, _ = socket.recv_fds(connection, 1, 1)
+                except OSError:
+                    continue
+                if not fds:
+                    continue
+                listener = socket.socket(fileno=fds[0])
+                if not (listener.family == socket.AF_INET and listener.type == socket.SOCK_STREAM
+                        and listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1):
+                    listener.close()
+                    continue
+                self._armed = False
+                previous, self._listener = self._listener, listener
+                if previous is not None:  # a restarted kernel's namespace replaces the last one
+                    with contextlib.suppress(OSError):
+                        previous.shutdown(socket.SHUT_RDWR)
+                    previous.close()
+                listener.setblocking(True)
+                threading.Thread(target=self._accept, args=(listener,), name="freeact-sub-proxy", daemon=True).start()
+                with contextlib.suppress(OSError):
+                    connection.sendall(b"K")
 
-    async def _serve(self, listener: socket.socket, answer: socket.socket) -> None:
-        for server in self._servers:
-            server.close()  # a restarted kernel's namespace replaces the last one
-        listener.setblocking(False)
-        server = await asyncio.start_server(self._owner.handler(self), sock=listener, limit=_HEAD_LIMIT)
-        self._servers = [server]
-        with answer, contextlib.suppress(OSError):
-            answer.sendall(b"K")
+    def spent(self, seconds: float) -> None:
+        """Count `seconds` of CPU to the proxy."""
+        self._owner.spent(seconds)
+
+    def _accept(self, listener: socket.socket) -> None:
+        while not self.closed and self._listener is listener:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            if not self._slots.acquire(blocking=False):
+                client.close()  # too many at once from this kernel: the host's threads are not its to take
+                continue
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        began = time.thread_time()
+        try:
+            with client:
+                _handle(self, client)
+        except Exception as exc:  # one broken connection never stops the proxy
+            log.debug("sandbox proxy connection failed: %r", exc)
+        finally:
+            self._slots.release()
+            self._owner.spent(time.thread_time() - began)
 
 
 class Proxy:
-    """The host's filtering proxy: one thread with its own event loop, serving every kernel that registered."""
+    """The host's filtering proxy: every kernel that registered, served by threads of the host's."""
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._started = threading.Lock()
-
-    def _start(self) -> asyncio.AbstractEventLoop:
-        with self._started:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                self._thread = threading.Thread(target=run, name="freeact-sub-proxy", daemon=True)
-                self._thread.start()
-                ready.wait()
-                self._loop = loop
-            return self._loop
-
-    def call(self, function: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-        """Run `function()` on the proxy's loop and wait for it."""
-        loop = self._start()
-        if threading.current_thread() is self._thread:
-            return asyncio.ensure_future(function())
-        return asyncio.run_coroutine_threadsafe(function(), loop).result(30)
+        self._cpu = 0.0
+        self._cpu_lock = threading.Lock()
 
     def register(self, path: str, hosts: Iterable[str], profile: str) -> Registration:
         """A kernel's registration: the Unix socket at `path` (in the host's part of the kernel's folder) takes its
         listening socket, and its connections may reach `hosts`."""
-        registration = Registration(self, path, tuple(hosts), profile)
-        self.call(registration.open)
-        return registration
+        return Registration(self, path, tuple(hosts), profile)
+
+    def spent(self, seconds: float) -> None:
+        with self._cpu_lock:
+            self._cpu += seconds
 
     def cpu_seconds(self) -> float:
-        """The CPU time the proxy's thread has used so far."""
-        if self._thread is None or self._thread.native_id is None:
-            return 0.0
-        try:
-            clock = time.pthread_getcpuclockid(self._thread.ident or 0)
-            return time.clock_gettime(clock)
-        except (OSError, AttributeError, OverflowError):
-            return 0.0
-
-    def handler(self, registration: Registration) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter],
-                                                              Awaitable[None]]:
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                await _handle(registration, reader, writer)
-            except Exception as exc:  # one broken connection never stops the proxy
-                log.debug("sandbox proxy connection failed: %r", exc)
-            finally:
-                writer.close()
-
-        return handle
+        """The CPU time the proxy's connection threads have used so far (those that ended)."""
+        return self._cpu
 
 
-async def _handle(registration: Registration, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+def _read_head(client: socket.socket) -> tuple[bytes, bytes] | None:
+    """The request head and what came after it, or None if it is no HTTP request."""
+    client.settimeout(_HEAD_TIMEOUT)
+    data = client.recv(_HEAD_LIMIT)
+    if not data or not data[:1].isalpha():  # SOCKS (0x04, 0x05), TLS (0x16): not HTTP
+        return None
+    while b"\r\n\r\n" not in data:
+        if len(data) > _HEAD_LIMIT or not (more := client.recv(_HEAD_LIMIT)):
+            return None
+        data += more
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _handle(registration: Registration, client: socket.socket) -> None:
     try:
-        first = await asyncio.wait_for(reader.readexactly(1), _HEAD_TIMEOUT)
-        if not first.isalpha():  # SOCKS (0x04, 0x05), TLS (0x16) and the like: not an HTTP request, say so at once
-            registration.refuse(Refusal("(not HTTP)", 0, "only HTTP CONNECT and plain-HTTP requests go through the "
-                                                         "sandbox's proxy"))
-            await _answer(writer, 400, "not an HTTP proxy request")
-            return
-        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT)
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-        await _answer(writer, 400, "not an HTTP proxy request")
+        read = _read_head(client)
+    except (OSError, TimeoutError):
         return
+    if read is None:
+        registration.refuse(Refusal("(not HTTP)", 0, "only HTTP CONNECT and plain-HTTP requests go through the "
+                                                     "sandbox's proxy"))
+        _answer(client, 400, "not an HTTP proxy request")
+        return
+    head, rest = read
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        await _answer(writer, 400, "not an HTTP proxy request")
+        _answer(client, 400, "not an HTTP proxy request")
         return
     method, target, version = parts
     if method == "CONNECT":
@@ -272,36 +258,71 @@ async def _handle(registration: Registration, reader: asyncio.StreamReader, writ
         if url.scheme != "http" or not url.hostname:
             registration.refuse(Refusal(target[:100], 0, "only HTTP CONNECT and plain-HTTP requests in absolute "
                                                           "form go through the sandbox's proxy"))
-            await _answer(writer, 405, "only CONNECT and plain http:// requests")
+            _answer(client, 405, "only CONNECT and plain http:// requests")
             return
         host, port = _authority(url.netloc.rpartition("@")[2], 80)
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    verdict = await _check(registration, host, port)
+    verdict = _check(registration, host, port)
     if isinstance(verdict, Refusal):
         registration.refuse(verdict)
-        await _answer(writer, 403, f"[sandbox] {verdict.host}:{verdict.port} refused: {verdict.reason}")
+        _answer(client, 403, f"[sandbox] {verdict.host}:{verdict.port} refused: {verdict.reason}")
         return
-    upstream = await _connect(verdict, port)
+    upstream = _connect(verdict, port)
     if upstream is None:
-        await _answer(writer, 502, f"could not connect to {host}:{port}")
+        _answer(client, 502, f"could not connect to {host}:{port}")
         return
-    up_reader, up_writer = upstream
-    try:
+    with upstream:
+        client.settimeout(None)  # blocking again: splice on a non-blocking socket stops at the first EAGAIN
+        upstream.settimeout(None)
         if method == "CONNECT":
-            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            client.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         else:
             kept = [line for line in lines[1:] if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS]
             authority = host if port == 80 else f"{host}:{port}"
             head_out = "\r\n".join([f"{method} {path} {version}", f"Host: {authority}", *kept, "Connection: close",
                                     "", ""])
-            up_writer.write(head_out.encode("latin-1"))
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-    finally:
-        up_writer.close()
+            upstream.sendall(head_out.encode("latin-1"))
+        if rest:
+            upstream.sendall(rest)
+        _relay(client, upstream, registration.spent)
 
 
 _HOP_HEADERS = frozenset({"host", "connection", "proxy-connection", "keep-alive", "proxy-authorization",
                           "proxy-authenticate", "te", "upgrade"})
+
+
+def _relay(client: socket.socket, upstream: socket.socket, spent: Callable[[float], None]) -> None:
+    """Bytes both ways until both sides are done: upstream to client here, client to upstream in a second thread."""
+    def send() -> None:
+        began = time.thread_time()
+        _splice(client, upstream)
+        spent(time.thread_time() - began)
+
+    sending = threading.Thread(target=send, daemon=True)
+    sending.start()
+    _splice(upstream, client)
+    sending.join()
+
+
+def _splice(source: socket.socket, target: socket.socket) -> None:
+    """Move bytes from `source` to `target` through a pipe, in the kernel (no copy through Python)."""
+    read_end, write_end = os.pipe()
+    try:
+        while True:
+            moved = os.splice(source.fileno(), write_end, _CHUNK, flags=getattr(os, "SPLICE_F_MOVE", 1))
+            if moved == 0:
+                break
+            while moved:
+                moved -= os.splice(read_end, target.fileno(), moved, flags=getattr(os, "SPLICE_F_MOVE", 1))
+    except OSError:
+        pass
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)
+        with contextlib.suppress(OSError):
+            source.shutdown(socket.SHUT_RD)
 
 
 def _authority(text: str, default_port: int) -> tuple[str, int]:
@@ -317,7 +338,7 @@ def _authority(text: str, default_port: int) -> tuple[str, int]:
     return host, port
 
 
-async def _check(registration: Registration, raw_host: str, port: int) -> list[str] | Refusal:
+def _check(registration: Registration, raw_host: str, port: int) -> list[str] | Refusal:
     """The addresses to connect to, or why not. The name is checked before it is resolved."""
     profile = registration.profile
     host = normalise_host(raw_host)
@@ -333,8 +354,8 @@ async def _check(registration: Registration, raw_host: str, port: int) -> list[s
     if not host_allowed(host, registration.hosts):
         return Refusal(host, port, f"not a host the profile {profile!r} allows ({_listed(registration.hosts)})")
     try:
-        addresses = await asyncio.wait_for(_resolver(host, port), _CONNECT_TIMEOUT)
-    except (OSError, TimeoutError) as exc:
+        addresses = _resolver(host, port)
+    except OSError as exc:
         return Refusal(host, port, f"it does not resolve ({exc})")
     allowed = [address for address in addresses
                if (ip := _ip(address)) is not None and address_allowed(ip, registration.hosts)]
@@ -362,40 +383,28 @@ def _ip(text: str) -> Any:
         return None
 
 
-async def _connect(addresses: list[str], port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+def _connect(addresses: list[str], port: int) -> socket.socket | None:
     for address in addresses:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(address, port, limit=_CHUNK), _CONNECT_TIMEOUT)
-        except (OSError, TimeoutError):
+            return socket.create_connection((address, port), timeout=_CONNECT_TIMEOUT)
+        except OSError:
             continue
     return None
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(_CHUNK):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (ConnectionError, OSError):
-        writer.close()
-
-
-async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+def _answer(client: socket.socket, status: int, text: str) -> None:
     reasons = {400: "Bad Request", 403: "Forbidden", 405: "Method Not Allowed", 502: "Bad Gateway"}
     body = (text + "\n").encode("utf-8", errors="replace")
-    writer.write(f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\nContent-Type: text/plain\r\n"
-                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
-    with contextlib.suppress(ConnectionError, OSError):
-        await writer.drain()
+    with contextlib.suppress(OSError):
+        client.sendall(f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\nContent-Type: text/plain\r\n"
+                       f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
 
 
 _shared: Proxy | None = None
 
 
 def proxy() -> Proxy:
-    """The process's proxy (its thread starts with the first registration)."""
+    """The process's proxy."""
     global _shared
     if _shared is None:
         _shared = Proxy()

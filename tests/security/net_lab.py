@@ -100,7 +100,7 @@ class NetLab:
         self.servers = {name: Server(name) for name in ("ok.test", "pypi.test", "evil.test")}
         self.asked: list[str] = []
 
-    async def resolve(self, host: str, port: int) -> list[str]:
+    def resolve(self, host: str, port: int) -> list[str]:
         self.asked.append(host)
         if host not in NAMES:
             raise OSError(f"no such test host: {host}")
