@@ -16,6 +16,9 @@ import contextlib
 import itertools
 import os
 import re
+import signal
+import threading
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -141,11 +144,34 @@ class ProcessGroup:
         self.path = path
 
     def close(self, path: str | None = None) -> None:
+        """Remove the cgroup once the kernel is gone: what it left running in it is killed, and a cgroup whose last
+        process is still exiting is removed by a thread that tries again for a few seconds."""
         path = path or self.path
         self.path = None
-        if path is not None:
+        if path is None:
+            return
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+            return
+        threading.Thread(target=_remove_when_empty, args=(path,), name="freeact-sub-cgroup", daemon=True).start()
+
+
+def _remove_when_empty(path: str, wait: float = 10.0) -> None:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as procs:
+                left = [int(pid) for pid in procs.read().split()]
+        except OSError:
+            return
+        for pid in left:  # the kernel's own processes, left behind by it (a daemon it started)
             with contextlib.suppress(OSError):
-                os.rmdir(path)
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.rmdir(path)
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 def _own_pids_cgroup() -> str | None:

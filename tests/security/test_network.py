@@ -135,6 +135,10 @@ print("NET" + json.dumps(results))
 '''
 
 
+AFTER_RESTART = "import urllib.request\nprint(urllib.request.urlopen('http://ok.test:{port}/again').read().decode())"
+"""A restarted kernel has a new network namespace: it hands its new listening socket over, and works as before."""
+
+
 def _probes(lab: NetLab) -> str:
     return PROBES.replace("LAB_JSON", repr(json.dumps(lab.parameters())))
 
@@ -144,11 +148,15 @@ async def probed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tupl
     work = tmp_path_factory.mktemp("net")
     with net_lab() as lab:
         code = _probes(lab)
+        again = AFTER_RESTART.format(port=lab.servers["ok.test"].port)
         router = Router({
             "MAIN": Script([Call("execute_ipython_cell", {"code": code}, id="m1")],
                            [Call("task", {"prompt": "CHILD probe", "subagent_type": "narrow"}, id="t1")],
                            ["main done"]),
-            "CHILD": Script([Call("execute_ipython_cell", {"code": code}, id="c1")], ["child done"]),
+            "CHILD": Script([Call("execute_ipython_cell", {"code": code}, id="c1")],
+                            [Call("reset_kernel", {}, id="c2")],
+                            [Call("execute_ipython_cell", {"code": again}, id="c3")],
+                            ["child done"]),
         })
         config = AgentConfig(
             model=router.model, working_dir=work, auto_approve=True, kernel_pool_size=1, execution_timeout=120,
@@ -162,6 +170,9 @@ async def probed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tupl
         found: dict[str, Any] = {"texts": {}, "started": of(SubagentStarted, events)}
         for output in of(CodeExecutionOutput, events):
             kind = "main" if output.agent_id == main_id else "child"
+            if output.tool_call_id == "c3":
+                found["after_restart"] = output.text
+                continue
             found["texts"][kind] = output.text
             for line in output.text.splitlines():
                 if line.startswith("NET"):
@@ -241,3 +252,4 @@ def test_a_child_never_reaches_more_than_its_parent(probed: tuple[NetLab, dict[s
     assert _refused(child["urllib_denied"])  # its type asked for evil.test; its parent does not allow it
     assert _refused(child["pip_download"].replace("exit 1: ", "")) or child["pip_download"].startswith("exit 1")
     assert "the profile 'narrow within net-test'" in found["texts"]["child"]
+    assert found["after_restart"].startswith("ok.test says hello")  # after reset_kernel: a new namespace, same way out
