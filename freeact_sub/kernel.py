@@ -284,7 +284,7 @@ class Kernel:
         try:
             self.working_dir.mkdir(parents=True, exist_ok=True)
             await self._launch()
-            await self._connect(timeout)
+            await self._connect_confined(timeout)
         except BaseException as exc:
             details = "" if isinstance(exc, KernelError) else self._log_details()
             await self.shutdown(now=True)  # it never ran anything: no state to end gracefully
@@ -343,6 +343,13 @@ class Kernel:
                 return "\n".join(log.read().strip().splitlines()[-lines:])
         except (OSError, AssertionError):
             return ""
+
+    async def _connect_confined(self, timeout: float) -> None:
+        """Connect to the kernel while the host moves it into its cgroup (a sandbox's `processes`)."""
+        if self._guard is None:
+            await self._connect(timeout)
+            return
+        await asyncio.gather(self._connect(timeout), self._guard.attach(self.pid))
 
     async def _connect(self, timeout: float) -> None:
         assert self._manager is not None
@@ -551,7 +558,7 @@ class Kernel:
             await self._manager.restart_kernel(now=True)
         else:
             await self._launch()
-        await self._connect(timeout=60.0)
+        await self._connect_confined(timeout=60.0)
         self._unsent_startup.clear()  # run below, on the new process
         for code in self._startup_code:
             await self._execute(code, _STARTUP_TIMEOUT, None, store_history=False)

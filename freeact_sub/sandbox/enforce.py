@@ -8,12 +8,11 @@ ipykernel starts) and as a script in front of a launched kernel or an MCP server
 It applies the plan, then `exec`s the command. A plan is a dict of absolute paths:
     {"deny": [paths], "read_only": [paths], "private_root": folder, "own": [folders],
      "write": [folders], "network": bool or [hosts], "unix_sockets": [paths], "scratch": folder,
-     "proxy": {"socket": path, "port": int}, "limits": {"memory": bytes, "processes": n, "cgroup": folder}}
+     "proxy": {"socket": path, "port": int}, "limits": {"memory": bytes, "processes": n}}
 
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
 How each part is enforced, in this order, while the process is still single-threaded:
-0. The process joins the pids cgroup `limits.cgroup` (made by the host, where it can make one).
 1. A user namespace and a mount namespace of its own, where `RLIMIT_AS` (`memory`) and `RLIMIT_NPROC`
    (`processes`) are set, soft and hard alike (plus a network namespace when `network` is not true:
    without interfaces when it is false, so every connection fails with ENETUNREACH; with only loopback when it is
@@ -179,12 +178,6 @@ def _enter_namespaces(network: bool) -> None:
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here shows outside
-
-
-def _join_cgroup(limits: dict[str, Any]) -> None:
-    """Join the kernel's own pids cgroup, while this process may still write it (before its namespaces)."""
-    if limits.get("cgroup"):
-        _write(os.path.join(limits["cgroup"], "cgroup.procs"), "0")
 
 
 def _set_rlimits(limits: dict[str, Any]) -> None:
@@ -395,7 +388,6 @@ def apply(plan: dict[str, Any]) -> None:
         raise SandboxUnavailable(errno.ENOSYS, "this kernel offers no Landlock")
     deny = [path for path in plan.get("deny", ()) if os.path.lexists(path)]
     network = plan.get("network", True)
-    _join_cgroup(plan.get("limits") or {})
     _enter_namespaces(network is True)
     _set_rlimits(plan.get("limits") or {})
     if isinstance(network, list) and plan.get("proxy"):

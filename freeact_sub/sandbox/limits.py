@@ -4,7 +4,9 @@ Enforced by the operating system, in the kernel (`enforce.apply`), before any of
 - `memory`: `RLIMIT_AS` of every process of the kernel (hard and soft: it cannot raise it), so an allocation past
   it fails in that process (`MemoryError` in Python) and the kernel lives on.
 - `processes`: a pids cgroup of the kernel's own where the host can make one (root, or a delegated cgroup v2
-  tree), and `RLIMIT_NPROC` always (which Linux does not apply to uid 0: as root, only the cgroup holds).
+  tree; the host moves the kernel in before its first cell), and `RLIMIT_NPROC` always, set inside the kernel's
+  user namespace, where Linux counts the user's processes per namespace (it does not apply it to uid 0: as root,
+  only the cgroup holds).
 - `cell_time`: wall-clock seconds per cell, kept by the host (it interrupts the cell, then restarts a kernel that
   does not stop). CPU time per cell is not enforceable from inside: `RLIMIT_CPU` counts a process's whole life,
   not a cell, and a cell waiting on a socket or a child spends none.
@@ -119,8 +121,8 @@ _counter = itertools.count()
 class ProcessGroup:
     """A pids cgroup of one kernel's own, made by the host where it may make one (`path` None elsewhere).
 
-    The kernel joins it in `enforce.apply` before it confines itself; Landlock then keeps it from writing any
-    cgroup file, so it cannot leave. Removed with `close()` once the kernel's processes are gone.
+    The host moves the kernel into it before the kernel runs any cell (`attach`); Landlock keeps the kernel from
+    writing any cgroup file, so it cannot leave. Removed with `close()` once the kernel's processes are gone.
     """
 
     def __init__(self, processes: int | None) -> None:
@@ -142,6 +144,12 @@ class ProcessGroup:
             self.close(path)
             return
         self.path = path
+
+    def attach(self, pid: int) -> None:
+        """Move the process `pid` (and its threads) into the cgroup."""
+        if self.path is not None:
+            with open(os.path.join(self.path, "cgroup.procs"), "w") as procs:
+                procs.write(str(pid))
 
     def close(self, path: str | None = None) -> None:
         """Remove the cgroup once the kernel is gone: what it left running in it is killed, and a cgroup whose last
