@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,13 @@ def test_a_child_never_reaches_more_hosts_nor_takes_more_than_its_parent(tmp_pat
     assert meet(parent, SandboxProfile(name="x", network=("example.com",)), tmp_path).network is False
     assert hosts_meet(("10.0.0.0/8",), ("10.1.0.0/16", "192.168.0.0/16")) == ("10.1.0.0/16",)
     assert hosts_meet(("api.github.com",), ("*.github.com",)) == ("api.github.com",)
+
+
+def test_the_readme_sandbox_examples_make_the_profiles_they_say() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (block,) = [block for block in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "pip-and-github" in block]
+    scope: dict[str, object] = {}
+    exec(block, scope)
+    profile = scope["config"].sandbox  # type: ignore[attr-defined]
+    assert profile.hosts == ("pypi.org", "files.pythonhosted.org", "*.github.com")
+    assert profile.limits == Limits(memory=2 * 1024**3, processes=64, cell_time=120)
