@@ -15,6 +15,7 @@ Enforced by the operating system, in the kernel (`enforce.apply`), before any of
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import re
@@ -25,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "ProcessGroup", "format_bytes", "limits_meet", "parse_bytes"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "ProcessGroup", "format_bytes", "limit_gaps", "limits_meet", "parse_bytes"]
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
@@ -129,7 +130,7 @@ class ProcessGroup:
         self.path: str | None = None
         if processes is None:
             return
-        base = _own_pids_cgroup()
+        base = _pids_cgroup_base()
         if base is None:
             return
         path = os.path.join(base, f"freeact-sub-{os.getpid()}-{next(_counter)}")
@@ -180,6 +181,18 @@ def _remove_when_empty(path: str, wait: float = 10.0) -> None:
             return
         except OSError:
             time.sleep(0.05)
+
+
+def limit_gaps(limits: Limits) -> list[str]:
+    """What of `limits` this machine cannot enforce: `processes` as root without a pids cgroup to make."""
+    if limits.processes is not None and os.getuid() == 0 and _pids_cgroup_base() is None:
+        return ["processes (running as root, where Linux ignores RLIMIT_NPROC, and no pids cgroup to make)"]
+    return []
+
+
+@functools.cache
+def _pids_cgroup_base() -> str | None:
+    return _own_pids_cgroup()
 
 
 def _own_pids_cgroup() -> str | None:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from .enforce import platform_gaps
 from .hosts import NAMED_HOST_LISTS, expand_hosts, hosts_meet
-from .limits import DEFAULT_LIMITS, Limits, limits_meet
+from .limits import DEFAULT_LIMITS, Limits, limit_gaps, limits_meet
 
 __all__ = [
     "ALWAYS_DENIED",
@@ -174,7 +174,7 @@ class SandboxProfile(BaseModel):
             return "off (no sandbox: the user's full rights)"
         writes = ", ".join("working folder" if path == "." else path for path in self.write) or "its temp folder only"
         described = f"{self.name} (writes: {writes}; {self.detail()})"
-        if gaps := platform_gaps():
+        if gaps := [*platform_gaps(), *limit_gaps(self.limits)]:
             described += f"; not enforced on this machine: {', '.join(gaps)}"
         return described
 
