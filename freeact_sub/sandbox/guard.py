@@ -72,8 +72,9 @@ class KernelGuard:
                 if (refusal.host, refusal.port) in seen:
                     continue
                 seen.add((refusal.host, refusal.port))
-                lines.append(f"[sandbox] The network connection to {refusal.host}:{refusal.port} was refused: "
-                             f"{refusal.reason}.")
+                where = f"to {refusal.host}:{refusal.port}" if refusal.port else "to the sandbox's proxy"
+                lines.append(f"[sandbox] A network connection {where} was refused under the sandbox profile "
+                             f"{self.profile!r}: {refusal.reason}.")
         if status == "timeout" and timed_by_profile:
             lines.append(f"[sandbox] This cell ran past the time limit of the profile {self.profile!r} "
                          f"(cell_time: {self.cell_time:g} s) and was stopped.")

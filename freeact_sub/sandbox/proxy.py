@@ -81,9 +81,11 @@ def set_resolver(resolver: Resolver | None) -> None:
 
 
 def proxy_environment(port: int = PROXY_PORT) -> dict[str, str]:
-    """The variables that send a kernel's HTTP clients (pip, urllib, requests, httpx, curl) through the proxy."""
+    """The variables that send a kernel's HTTP clients (pip, urllib, requests, httpx, curl, git, npm) through the
+    proxy."""
     url = f"http://127.0.0.1:{port}"
-    env = {name: url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PIP_PROXY")}
+    env = {name: url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PIP_PROXY", "npm_config_proxy",
+                                  "npm_config_https_proxy")}
     env.update({name.lower(): url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")})
     env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"  # the kernel's own loopback stays its own
     return env
@@ -102,6 +104,8 @@ class Registration:
         self._armed = False
         self._listener: socket.socket | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._open: set[socket.socket] = set()
+        """The kernel's connections being served (ended at `close()`)."""
         self.closed = False
         self._channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with contextlib.suppress(FileNotFoundError):
@@ -132,7 +136,9 @@ class Registration:
         if self.closed:
             return
         self.closed = True
-        for sock in (self._channel, self._listener):
+        with self._lock:
+            serving = list(self._open)
+        for sock in (self._channel, self._listener, *serving):
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
@@ -190,12 +196,16 @@ class Registration:
 
     def _serve(self, client: socket.socket) -> None:
         began = time.thread_time()
+        with self._lock:
+            self._open.add(client)
         try:
             with client:
                 _handle(self, client)
         except Exception as exc:  # one broken connection never stops the proxy
             log.debug("sandbox proxy connection failed: %r", exc)
         finally:
+            with self._lock:
+                self._open.discard(client)
             self._slots.release()
             self._owner.spent(time.thread_time() - began)
 
@@ -241,8 +251,8 @@ def _handle(registration: Registration, client: socket.socket) -> None:
     except (OSError, TimeoutError):
         return
     if read is None:
-        registration.refuse(Refusal("(not HTTP)", 0, "only HTTP CONNECT and plain-HTTP requests go through the "
-                                                     "sandbox's proxy"))
+        registration.refuse(Refusal("", 0, "not an HTTP request: only HTTP CONNECT and plain-HTTP requests go "
+                                           "through the sandbox's proxy"))
         _answer(client, 400, "not an HTTP proxy request")
         return
     head, rest = read
@@ -344,19 +354,18 @@ def _authority(text: str, default_port: int) -> tuple[str, int]:
 
 def _check(registration: Registration, raw_host: str, port: int) -> list[str] | Refusal:
     """The addresses to connect to, or why not. The name is checked before it is resolved."""
-    profile = registration.profile
     host = normalise_host(raw_host)
     if host is None or not 0 < port < 65536:
-        return Refusal(raw_host[:100], port, f"not a host name and port (profile {profile!r})")
+        return Refusal(raw_host[:100], port, "not a host name and port")
     literal = _ip(host)
     if literal is not None:
         if not any("/" in entry and _same_version(entry, literal) and literal in ipaddress.ip_network(entry)
                    for entry in registration.hosts):
-            return Refusal(host, port, f"an IP address the profile {profile!r} does not list (it allows "
+            return Refusal(host, port, f"an IP address the profile does not list (it allows "
                                        f"{_listed(registration.hosts)})")
         return [str(literal)]
     if not host_allowed(host, registration.hosts):
-        return Refusal(host, port, f"not a host the profile {profile!r} allows ({_listed(registration.hosts)})")
+        return Refusal(host, port, f"not a host the profile allows (it allows {_listed(registration.hosts)})")
     try:
         addresses = _resolver(host, port)
     except OSError as exc:
@@ -365,7 +374,7 @@ def _check(registration: Registration, raw_host: str, port: int) -> list[str] | 
                if (ip := _ip(address)) is not None and address_allowed(ip, registration.hosts)]
     if not allowed:
         return Refusal(host, port, f"it resolves to {', '.join(addresses) or 'nothing'}: private addresses are "
-                                   f"refused unless the profile {profile!r} lists their network")
+                                   "refused unless the profile lists their network")
     return allowed
 
 

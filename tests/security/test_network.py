@@ -83,6 +83,10 @@ def with_requests():
     import requests
     return requests.get(f"http://ok.test:{ok}/r", timeout=10).text
 attempt("requests_allowed", with_requests)
+def with_httpx():
+    import httpx
+    return httpx.get(f"http://ok.test:{ok}/x", timeout=10).text
+attempt("httpx_allowed", with_httpx)
 attempt("connect_allowed",
         lambda: tunnel("ok.test", ok, b"GET /t HTTP/1.1\r\nHost: ok.test\r\nConnection: close\r\n\r\n"))
 def pip_download():
@@ -190,6 +194,7 @@ def test_allowed_hosts_work_through_urllib_requests_connect_and_pip(probed: tupl
     assert main["proxy_variables"] == "http://127.0.0.1:3128"
     assert main["urllib_allowed"].startswith("ok.test says hello to ok.test")
     assert main["requests_allowed"].startswith("ok.test says hello")
+    assert main["httpx_allowed"].startswith("ok.test says hello")
     assert main["connect_allowed"].startswith("tunnel: ok.test says hello")
     assert main["pip_download"] == "exit 0: tinypkg-0.1-py3-none-any.whl"
     assert any("/files/tinypkg" in hit for hit in lab.servers["pypi.test"].hits)
@@ -237,8 +242,8 @@ def test_a_refusal_reaches_the_model_with_one_sandbox_line(probed: tuple[NetLab,
     lab, found = probed
     evil = lab.servers["evil.test"].port
     text = found["texts"]["main"]
-    assert f"[sandbox] The network connection to evil.test:{evil} was refused: not a host the profile 'net-test' " \
-           "allows" in text
+    assert f"[sandbox] A network connection to evil.test:{evil} was refused under the sandbox profile 'net-test': " \
+           "not a host the profile allows (it allows only ok.test, *.ok.test, pypi.test, 127.0.0.1/32)." in text
     assert text.count(f"to evil.test:{evil} was refused") == 1  # one line per host, however often it was tried
 
 
@@ -251,5 +256,5 @@ def test_a_child_never_reaches_more_than_its_parent(probed: tuple[NetLab, dict[s
     assert child["urllib_allowed"].startswith("ok.test says hello")
     assert _refused(child["urllib_denied"])  # its type asked for evil.test; its parent does not allow it
     assert _refused(child["pip_download"].replace("exit 1: ", "")) or child["pip_download"].startswith("exit 1")
-    assert "the profile 'narrow within net-test'" in found["texts"]["child"]
+    assert "under the sandbox profile 'narrow within net-test'" in found["texts"]["child"]
     assert found["after_restart"].startswith("ok.test says hello")  # after reset_kernel: a new namespace, same way out
