@@ -75,3 +75,15 @@ def test_the_readme_sandbox_examples_make_the_profiles_they_say() -> None:
     profile = scope["config"].sandbox  # type: ignore[attr-defined]
     assert profile.hosts == ("pypi.org", "files.pythonhosted.org", "*.github.com")
     assert profile.limits == Limits(memory=2 * 1024**3, processes=64, cell_time=120)
+
+
+def test_the_terminal_banner_shows_hosts_and_limits() -> None:
+    from types import SimpleNamespace
+
+    from freeact_sub.terminal.banner import sandbox_text
+
+    agent = SimpleNamespace(sandbox=profile_from({"name": "net", "network": ["packages"], "memory": "2GiB",
+                                                  "cell_time": 60}))
+    shown = sandbox_text(agent).plain  # type: ignore[arg-type]
+    assert shown.startswith("net (writes: working folder; hosts: pypi.org, files.pythonhosted.org; memory 2 GiB, "
+                            "256 processes, 60 s a cell")
