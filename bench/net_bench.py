@@ -148,19 +148,26 @@ async def spawns(folder: str, count: int) -> tuple[float, float]:
     return statistics.median(samples[False]), statistics.median(samples[True])
 
 
-async def main(rounds: int, count: int) -> None:
-    if (problem := platform_problem()) is not None:
-        sys.exit(f"no sandbox on this machine: {problem}")
+async def measure(rounds: int, count: int) -> dict[str, Any]:
+    """Everything this benchmark measures (`python -m bench` runs it too), in seconds."""
     set_resolver(_resolve)
     server = _server()
     try:
         with tempfile.TemporaryDirectory() as folder:
             measured = await traffic(folder, server.server_address[1], rounds)
-            free, limited = await spawns(folder, count)
+            measured["spawn_without_limits"], measured["spawn_with_limits"] = await spawns(folder, count)
     finally:
         server.shutdown()
         server.server_close()
         set_resolver(None)
+    return {**measured, "rounds": rounds, "spawns": count}
+
+
+async def main(rounds: int, count: int) -> None:
+    if (problem := platform_problem()) is not None:
+        sys.exit(f"no sandbox on this machine: {problem}")
+    measured = await measure(rounds, count)
+    free, limited = measured["spawn_without_limits"], measured["spawn_with_limits"]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     direct, through = measured["direct_download"], measured["proxy_download"]
     print(f"50 MB download (median of {rounds}): {direct * 1000:.0f} ms direct, {through * 1000:.0f} ms through the "
