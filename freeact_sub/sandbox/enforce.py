@@ -13,7 +13,7 @@ It applies the plan, then `exec`s the command. A plan is a dict of absolute path
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
 How each part is enforced, in this order, while the process is still single-threaded:
-1. A user namespace and a mount namespace of its own, where `RLIMIT_AS` (`memory`) and `RLIMIT_NPROC`
+1. A user namespace and a mount namespace of its own, where `RLIMIT_DATA` (`memory`) and `RLIMIT_NPROC`
    (`processes`) are set, soft and hard alike (plus a network namespace when `network` is not true:
    without interfaces when it is false, so every connection fails with ENETUNREACH; with only loopback when it is
    a list of hosts, where a socket listening on 127.0.0.1:`proxy.port` is handed to the host's proxy through
@@ -181,12 +181,12 @@ def _enter_namespaces(network: bool) -> None:
 
 
 def _set_rlimits(limits: dict[str, Any]) -> None:
-    """`RLIMIT_AS` and `RLIMIT_NPROC`, soft and hard. Set inside the new user namespace: Linux counts a user's
+    """`RLIMIT_DATA` and `RLIMIT_NPROC`, soft and hard. Set inside the new user namespace: Linux counts a user's
     processes per namespace, and a namespace made after a low `RLIMIT_NPROC` would cap the user's processes in
     every namespace above it with that limit too."""
     import resource
 
-    for name, value in (("RLIMIT_AS", limits.get("memory")), ("RLIMIT_NPROC", limits.get("processes"))):
+    for name, value in (("RLIMIT_DATA", limits.get("memory")), ("RLIMIT_NPROC", limits.get("processes"))):
         if value is not None:
             resource.setrlimit(getattr(resource, name), (int(value), int(value)))
 

@@ -1,4 +1,4 @@
-"""The host's side of one sandboxed kernel's hosts and limits: its way to the proxy, its pids cgroup, its time
+"""The host's side of one sandboxed kernel's hosts and limits: its way to the proxy, its cgroups, its time
 per cell, and the `[sandbox]` lines a cell gets when one of them refused it something.
 
 `Kernel` holds one `KernelGuard` from its start to its shutdown (restarts included).
@@ -11,7 +11,7 @@ import os
 import re
 from typing import Any
 
-from .limits import ProcessGroup, format_bytes
+from .limits import KernelCgroup, format_bytes
 from .proxy import PROXY_PORT, Registration, proxy, proxy_environment
 
 __all__ = ["KernelGuard"]
@@ -35,7 +35,8 @@ class KernelGuard:
         if isinstance(network, list):
             # in the host's part of the kernel's folder: the kernel sees it but can make no socket to reach it
             self.registration = proxy().register(os.path.join(folder, "proxy.sock"), network, self.profile)
-        self.group = ProcessGroup(self.processes)
+        self.group = KernelCgroup(self.processes, self.memory)
+        self._memory_kills = 0
 
     def environment(self) -> dict[str, str]:
         """Variables the kernel starts with: its HTTP clients go through the proxy."""
@@ -50,11 +51,11 @@ class KernelGuard:
         return plan
 
     async def attach(self, pid: int | None) -> None:
-        """Move the kernel process `pid` into its pids cgroup (where there is one), while it boots: the host does it
+        """Move the kernel process `pid` into its cgroups (where there are some), while it boots: the host does it
         (a cgroup move waits for the kernel's RCU, 7-25 ms measured here, which would otherwise add to every spawn),
         and the kernel's first cell waits for it (`Kernel.start`). Its threads move with it; it has made no child
         process yet."""
-        if self.group.path is not None and pid is not None:
+        if self.group.paths and pid is not None:
             await asyncio.to_thread(self.group.attach, pid)
 
     def timeout(self, timeout: float | None) -> tuple[float | None, bool]:
@@ -78,7 +79,13 @@ class KernelGuard:
         if status == "timeout" and timed_by_profile:
             lines.append(f"[sandbox] This cell ran past the time limit of the profile {self.profile!r} "
                          f"(cell_time: {self.cell_time:g} s) and was stopped.")
-        if self.memory is not None and _MEMORY_ERRORS.search(text):
+        if self.memory is not None and (kills := self.group.memory_kills()) > self._memory_kills:
+            self._memory_kills = kills
+            lines.append(f"[sandbox] The profile {self.profile!r} limits this kernel's processes together to "
+                         f"{format_bytes(self.memory)} of memory (memory); past it one of them was stopped"
+                         + (", the kernel itself: it was restarted, its variables are gone." if status == "kernel_died"
+                            else "."))
+        elif self.memory is not None and _MEMORY_ERRORS.search(text):
             lines.append(f"[sandbox] The profile {self.profile!r} limits each process of this kernel to "
                          f"{format_bytes(self.memory)} of memory (memory); an allocation past it fails.")
         if self.processes is not None and _PROCESS_ERRORS.search(text):

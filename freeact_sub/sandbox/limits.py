@@ -1,8 +1,11 @@
 """Limits per agent: the memory, processes and time a kernel may take, and how a child's are derived.
 
 Enforced by the operating system, in the kernel (`enforce.apply`), before any of its code runs:
-- `memory`: `RLIMIT_AS` of every process of the kernel (hard and soft: it cannot raise it), so an allocation past
-  it fails in that process (`MemoryError` in Python) and the kernel lives on.
+- `memory`: `RLIMIT_DATA` of every process of the kernel (hard and soft: it cannot raise it), so an allocation past
+  it fails in that process (`MemoryError` in Python) and the kernel lives on; and, where the host can make one,
+  a memory cgroup of the kernel's own holding all its processes together, shared memory included (past it the
+  OOM killer ends one of them, the kernel itself maybe: it is then restarted). Not `RLIMIT_AS`: address space a
+  runtime only reserves counts there (Node's WebAssembly failed at 8 GiB, Java at 2 GiB), and it is no memory.
 - `processes`: a pids cgroup of the kernel's own where the host can make one (root, or a delegated cgroup v2
   tree; the host moves the kernel in before its first cell), and `RLIMIT_NPROC` always, set inside the kernel's
   user namespace, where Linux counts the user's processes per namespace (it does not apply it to uid 0: as root,
@@ -26,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "ProcessGroup", "format_bytes", "limit_gaps", "limits_meet", "parse_bytes"]
+__all__ = ["DEFAULT_LIMITS", "KernelCgroup", "Limits", "format_bytes", "limit_gaps", "limits_meet", "parse_bytes"]
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
@@ -119,50 +122,73 @@ def limits_meet(parent: Limits, child: Limits) -> Limits:
 _counter = itertools.count()
 
 
-class ProcessGroup:
-    """A pids cgroup of one kernel's own, made by the host where it may make one (`path` None elsewhere).
+class KernelCgroup:
+    """Cgroups of one kernel's own, made by the host where it may make them: `pids` (`processes`) and `memory`
+    (all the kernel's processes together, shared memory included). `paths` holds one folder per hierarchy made
+    (cgroup v1 has one per controller, v2 one for both); empty where the host may make none.
 
-    The host moves the kernel into it before the kernel runs any cell (`attach`); Landlock keeps the kernel from
+    The host moves the kernel into them before the kernel runs any cell (`attach`); Landlock keeps the kernel from
     writing any cgroup file, so it cannot leave. Removed with `close()` once the kernel's processes are gone.
     """
 
-    def __init__(self, processes: int | None) -> None:
-        self.path: str | None = None
-        if processes is None:
-            return
-        base = _pids_cgroup_base()
-        if base is None:
-            return
-        path = os.path.join(base, f"freeact-sub-{os.getpid()}-{next(_counter)}")
-        try:
-            os.mkdir(path, 0o755)
-        except OSError:
-            return
-        try:
-            with open(os.path.join(path, "pids.max"), "w") as file:
-                file.write(str(processes))
-        except OSError:
-            self.close(path)
-            return
-        self.path = path
+    def __init__(self, processes: int | None, memory: int | None) -> None:
+        self.paths: dict[str, str] = {}
+        """Controller -> the kernel's cgroup folder for it."""
+        name = f"freeact-sub-{os.getpid()}-{next(_counter)}"
+        for controller, setting, value in (("pids", "pids.max", processes),
+                                           ("memory", "memory.max", memory)):
+            if value is None or (base := _cgroup_base(controller)) is None:
+                continue
+            folder, version = base
+            path = os.path.join(folder, name)
+            if version == 1 and controller == "memory":
+                setting = "memory.limit_in_bytes"
+            try:
+                if path not in self.paths.values():
+                    os.mkdir(path, 0o755)
+                with open(os.path.join(path, setting), "w") as file:
+                    file.write(str(value))
+            except OSError:
+                continue
+            self.paths[controller] = path
+
+    @property
+    def path(self) -> str | None:
+        """The `pids` cgroup's folder (None: `processes` rests on `RLIMIT_NPROC` alone)."""
+        return self.paths.get("pids")
 
     def attach(self, pid: int) -> None:
-        """Move the process `pid` (and its threads) into the cgroup."""
-        if self.path is not None:
-            with open(os.path.join(self.path, "cgroup.procs"), "w") as procs:
+        """Move the process `pid` (and its threads) into the cgroups."""
+        for path in dict.fromkeys(self.paths.values()):
+            with open(os.path.join(path, "cgroup.procs"), "w") as procs:
                 procs.write(str(pid))
 
-    def close(self, path: str | None = None) -> None:
-        """Remove the cgroup once the kernel is gone: what it left running in it is killed, and a cgroup whose last
-        process is still exiting is removed by a thread that tries again for a few seconds."""
-        path = path or self.path
-        self.path = None
+    def memory_kills(self) -> int:
+        """How often the memory cgroup's limit made the kernel's OOM killer end one of its processes."""
+        path = self.paths.get("memory")
         if path is None:
-            return
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
-            return
-        threading.Thread(target=_remove_when_empty, args=(path,), name="freeact-sub-cgroup", daemon=True).start()
+            return 0
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                with open(os.path.join(path, name)) as file:
+                    for line in file:
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+            except (OSError, ValueError):
+                continue
+        return 0
+
+    def close(self) -> None:
+        """Remove the cgroups once the kernel is gone: what it left running in them is killed, and one whose last
+        process is still exiting is removed by a thread that tries again for a few seconds."""
+        paths, self.paths = list(dict.fromkeys(self.paths.values())), {}
+        for path in paths:
+            try:
+                os.rmdir(path)
+            except OSError:
+                threading.Thread(target=_remove_when_empty, args=(path,), name="freeact-sub-cgroup",
+                                 daemon=True).start()
 
 
 def _remove_when_empty(path: str, wait: float = 10.0) -> None:
@@ -184,19 +210,19 @@ def _remove_when_empty(path: str, wait: float = 10.0) -> None:
 
 
 def limit_gaps(limits: Limits) -> list[str]:
-    """What of `limits` this machine cannot enforce: `processes` as root without a pids cgroup to make."""
-    if limits.processes is not None and os.getuid() == 0 and _pids_cgroup_base() is None:
-        return ["processes (running as root, where Linux ignores RLIMIT_NPROC, and no pids cgroup to make)"]
-    return []
+    """What of `limits` this machine cannot enforce: `processes` as root without a pids cgroup to make, and shared
+    memory without a memory cgroup to make (`RLIMIT_DATA` counts a process's private memory only)."""
+    gaps = []
+    if limits.processes is not None and os.getuid() == 0 and _cgroup_base("pids") is None:
+        gaps.append("processes (running as root, where Linux ignores RLIMIT_NPROC, and no pids cgroup to make)")
+    if limits.memory is not None and _cgroup_base("memory") is None:
+        gaps.append("shared memory past the memory limit (no memory cgroup to make)")
+    return gaps
 
 
 @functools.cache
-def _pids_cgroup_base() -> str | None:
-    return _own_pids_cgroup()
-
-
-def _own_pids_cgroup() -> str | None:
-    """This process's cgroup folder that holds the pids controller and may take a child, or None."""
+def _cgroup_base(controller: str) -> tuple[str, int] | None:
+    """This process's cgroup folder for `controller` that may take a child, and the cgroup version; or None."""
     try:
         with open("/proc/self/cgroup") as file:
             lines = file.read().splitlines()
@@ -204,16 +230,17 @@ def _own_pids_cgroup() -> str | None:
         return None
     for line in lines:
         number, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):  # cgroup v1
-            folder = os.path.join("/sys/fs/cgroup/pids", path.lstrip("/"))
-            return folder if os.access(folder, os.W_OK) else None
+        if controller in controllers.split(","):  # cgroup v1: a hierarchy per controller
+            folder = os.path.join("/sys/fs/cgroup", controller, path.lstrip("/"))
+            return (folder, 1) if os.access(folder, os.W_OK) else None
+    for line in lines:
+        number, controllers, path = line.split(":", 2)
         if number == "0" and controllers == "":  # cgroup v2: the controller must be on for children
             folder = os.path.join("/sys/fs/cgroup", path.lstrip("/"))
             try:
                 with open(os.path.join(folder, "cgroup.subtree_control")) as control:
                     enabled = control.read().split()
             except OSError:
-                continue
-            if "pids" in enabled and os.access(folder, os.W_OK):
-                return folder
+                return None
+            return (folder, 2) if controller in enabled and os.access(folder, os.W_OK) else None
     return None
