@@ -78,7 +78,8 @@ async def limited(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
 def test_a_cell_past_memory_fails_and_the_kernel_keeps_its_state(limited: dict[str, Any]) -> None:
     output = limited["outputs"]["m1"]
     assert output.status == "error" and "MemoryError" in output.text
-    assert "[sandbox] The profile 'tight' limits each process of this kernel to 384 MiB of memory (memory)" in output.text
+    assert "[sandbox] The profile 'tight' limits each process of this kernel to 384 MiB of memory (memory)" \
+        in output.text
     assert "alive state" in limited["outputs"]["m3"].text  # the same kernel, its variable kept
     assert limited["host_growth_kib"] < 200 * 1024  # the 2 GiB were never the host's
 
