@@ -198,6 +198,8 @@ class SubagentInfo:
     output_tokens: int
     cost: Decimal | None
     """USD, None if its model's price is unknown."""
+    sandbox: str = ""
+    """Its kernel's sandbox profile with its writes, hosts and limits (`SandboxProfile.describe()`)."""
 
 
 class BackgroundEvents:
@@ -363,6 +365,7 @@ class AgentTree:
                 state="waiting for approval" if self.approvals.waits(record.agent_id) else record.state,
                 background=record.background, turns=record.agent.turns_used, elapsed=now - record.started_at,
                 input_tokens=used.input_tokens, output_tokens=used.output_tokens, cost=used.cost,
+                sandbox=record.agent.sandbox.describe(),
             ))
         return infos
 
