@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["NAMED_HOST_LISTS", "address_allowed", "expand_hosts", "host_allowed", "hosts_meet", "normalise_host"]
+__all__ = ["NAMED_HOST_LISTS", "address_allowed", "destination", "expand_hosts", "host_allowed", "hosts_meet",
+           "normalise_host"]
 
 NAMED_HOST_LISTS: dict[str, tuple[str, ...]] = {
     "packages": ("pypi.org", "files.pythonhosted.org"),
@@ -118,3 +119,37 @@ def _network(text: str) -> Network | None:
         return ipaddress.ip_network(text, strict=False)
     except ValueError:
         return None
+
+
+def destination(raw_host: str, port: int, hosts: tuple[str, ...],
+                resolve: Callable[[str, int], list[str]]) -> list[str] | tuple[str, int, str]:
+    """The addresses a connection to `raw_host:port` may go to, or (host, port, why not).
+
+    The name is checked before it is resolved (a refused name is never looked up); an IP literal needs a listed
+    network; of the addresses a name resolves to, only public ones and those in a listed network are kept.
+    """
+    host = normalise_host(raw_host)
+    if host is None or not 0 < port < 65536:
+        return raw_host[:100], port, "not a host name and port"
+    literal = _ip(host)
+    if literal is not None:
+        if not any(network.version == literal.version and literal in network
+                   for entry in hosts if "/" in entry and (network := _network(entry)) is not None):
+            return host, port, f"an IP address the profile does not list (it allows {_listed(hosts)})"
+        return [str(literal)]
+    if not host_allowed(host, hosts):
+        return host, port, f"not a host the profile allows (it allows {_listed(hosts)})"
+    try:
+        addresses = resolve(host, port)
+    except OSError as exc:
+        return host, port, f"it does not resolve ({exc})"
+    allowed = [address for address in addresses
+               if (ip := _ip(address)) is not None and address_allowed(ip, hosts)]
+    if not allowed:
+        return host, port, (f"it resolves to {', '.join(addresses) or 'nothing'}: private addresses are refused "
+                            "unless the profile lists their network")
+    return allowed
+
+
+def _listed(hosts: tuple[str, ...]) -> str:
+    return "only " + ", ".join(hosts) if hosts else "no host"

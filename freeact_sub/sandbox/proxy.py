@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import ipaddress
 import logging
 import os
 import socket
@@ -33,10 +32,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
-from .hosts import address_allowed, host_allowed, normalise_host
+from .hosts import destination
 
 __all__ = ["MAX_CONNECTIONS", "PROXY_PORT", "Proxy", "Refusal", "Registration", "proxy", "proxy_environment",
            "set_resolver"]
@@ -353,47 +351,11 @@ def _authority(text: str, default_port: int) -> tuple[str, int]:
 
 
 def _check(registration: Registration, raw_host: str, port: int) -> list[str] | Refusal:
-    """The addresses to connect to, or why not. The name is checked before it is resolved."""
-    host = normalise_host(raw_host)
-    if host is None or not 0 < port < 65536:
-        return Refusal(raw_host[:100], port, "not a host name and port")
-    literal = _ip(host)
-    if literal is not None:
-        if not any("/" in entry and _same_version(entry, literal) and literal in ipaddress.ip_network(entry)
-                   for entry in registration.hosts):
-            return Refusal(host, port, f"an IP address the profile does not list (it allows "
-                                       f"{_listed(registration.hosts)})")
-        return [str(literal)]
-    if not host_allowed(host, registration.hosts):
-        return Refusal(host, port, f"not a host the profile allows (it allows {_listed(registration.hosts)})")
-    try:
-        addresses = _resolver(host, port)
-    except OSError as exc:
-        return Refusal(host, port, f"it does not resolve ({exc})")
-    allowed = [address for address in addresses
-               if (ip := _ip(address)) is not None and address_allowed(ip, registration.hosts)]
-    if not allowed:
-        return Refusal(host, port, f"it resolves to {', '.join(addresses) or 'nothing'}: private addresses are "
-                                   "refused unless the profile lists their network")
-    return allowed
-
-
-def _same_version(entry: str, address: Any) -> bool:
-    try:
-        return ipaddress.ip_network(entry).version == address.version
-    except ValueError:
-        return False
-
-
-def _listed(hosts: tuple[str, ...]) -> str:
-    return "only " + ", ".join(hosts) if hosts else "no host"
-
-
-def _ip(text: str) -> Any:
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
+    """The addresses to connect to, or why not (`hosts.destination`: the name is checked before it is resolved)."""
+    verdict = destination(raw_host, port, registration.hosts, _resolver)
+    if isinstance(verdict, tuple):
+        return Refusal(*verdict)
+    return verdict
 
 
 def _connect(addresses: list[str], port: int) -> socket.socket | None:
