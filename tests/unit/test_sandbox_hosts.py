@@ -87,3 +87,26 @@ def test_the_terminal_banner_shows_hosts_and_limits() -> None:
     shown = sandbox_text(agent).plain  # type: ignore[arg-type]
     assert shown.startswith("net (writes: working folder; hosts: pypi.org, files.pythonhosted.org; memory 2 GiB, "
                             "256 processes, 60 s a cell")
+
+
+def test_a_destination_is_checked_before_its_name_is_resolved() -> None:
+    from freeact_sub.sandbox.hosts import destination
+
+    asked: list[str] = []
+    answers = {"ok.test": ["93.184.216.34"], "rebound.ok.test": ["93.184.216.34", "10.0.0.7"],
+               "inner.ok.test": ["169.254.169.254"], "v6.ok.test": ["::ffff:127.0.0.1"]}
+
+    def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return answers[host]
+
+    hosts = expand_hosts(["ok.test", "*.ok.test"])
+    assert destination("OK.TEST.", 443, hosts, resolve) == ["93.184.216.34"]
+    assert destination("rebound.ok.test", 443, hosts, resolve) == ["93.184.216.34"]  # the private one is dropped
+    for refused in ("inner.ok.test", "v6.ok.test", "evil.test", "ok.test.evil.test", "2130706433", "0x7f.1",
+                    "127.0.0.1", "[::1]", "::ffff:127.0.0.1", "ök.test", "ok.test:80", "", "a" * 300):
+        verdict = destination(refused, 443, hosts, resolve)
+        assert isinstance(verdict, tuple), refused
+    assert destination("ok.test", 0, hosts, resolve) == ("ok.test", 0, "not a host name and port")
+    assert asked == ["ok.test", "rebound.ok.test", "inner.ok.test", "v6.ok.test"]  # refused names never resolved
+    assert destination("10.1.2.3", 80, expand_hosts(["10.0.0.0/8"]), resolve) == ["10.1.2.3"]
