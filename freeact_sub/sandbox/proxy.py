@@ -42,11 +42,13 @@ __all__ = ["MAX_CONNECTIONS", "PROXY_PORT", "Proxy", "Refusal", "Registration", 
 PROXY_PORT = 3128
 """Where a kernel's programs find the proxy: 127.0.0.1 in the kernel's own network namespace."""
 MAX_CONNECTIONS = 256
-"""Connections one kernel may have open through the proxy at once (each holds two threads of the host's)."""
+"""Connections one kernel may have open through the proxy at once (each holds a thread of the host's, a tunnel
+two); one more waits until one ends."""
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0
 _CONNECT_TIMEOUT = 15.0
 _CHUNK = 1 << 20
+_IDLE_WORKERS = 4
 _F_SETPIPE_SZ = 1031
 
 log = logging.getLogger("freeact_sub.sandbox.proxy")
@@ -101,7 +103,6 @@ class Registration:
         self._lock = threading.Lock()
         self._armed = False
         self._listener: socket.socket | None = None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._open: set[socket.socket] = set()
         """The kernel's connections being served (ended at `close()`)."""
         self.closed = False
@@ -173,7 +174,9 @@ class Registration:
                         previous.shutdown(socket.SHUT_RDWR)
                     previous.close()
                 listener.setblocking(True)
-                threading.Thread(target=self._accept, args=(listener,), name="freeact-sub-proxy", daemon=True).start()
+                pool = _Workers()
+                threading.Thread(target=self._accept, args=(listener, pool), name="freeact-sub-proxy",
+                                 daemon=True).start()
                 with contextlib.suppress(OSError):
                     connection.sendall(b"K")
 
@@ -181,16 +184,24 @@ class Registration:
         """Count `seconds` of CPU to the proxy."""
         self._owner.spent(seconds)
 
-    def _accept(self, listener: socket.socket) -> None:
-        while not self.closed and self._listener is listener:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            if not self._slots.acquire(blocking=False):
-                client.close()  # too many at once from this kernel: the host's threads are not its to take
-                continue
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+    def _accept(self, listener: socket.socket, pool: _Workers) -> None:
+        """A worker: accept a connection and serve it, again and again. A worker that takes the last idle place
+        starts another (up to `MAX_CONNECTIONS`); one that finds `_IDLE_WORKERS` idle after a connection ends. So a
+        connection costs no thread start and no hand-over between threads while a few wait."""
+        try:
+            while not self.closed and self._listener is listener:
+                try:
+                    client, _ = listener.accept()
+                except OSError:
+                    return
+                if pool.taken():
+                    threading.Thread(target=self._accept, args=(listener, pool), name="freeact-sub-proxy",
+                                     daemon=True).start()
+                self._serve(client)
+                if not pool.freed():
+                    return
+        finally:
+            pool.ended()
 
     def _serve(self, client: socket.socket) -> None:
         began = time.thread_time()
@@ -204,8 +215,37 @@ class Registration:
         finally:
             with self._lock:
                 self._open.discard(client)
-            self._slots.release()
             self._owner.spent(time.thread_time() - began)
+
+
+class _Workers:
+    """How many threads serve one listening socket, and how many of them wait for a connection."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.workers = self.idle = 1  # the first one, about to start
+
+    def taken(self) -> bool:
+        """A worker took a connection; True if it should start another (none would be left waiting)."""
+        with self._lock:
+            self.idle -= 1
+            if self.idle > 0 or self.workers >= MAX_CONNECTIONS:
+                return False
+            self.workers += 1
+            self.idle += 1
+            return True
+
+    def freed(self) -> bool:
+        """A worker is done with its connection; False if it should end (enough are waiting)."""
+        with self._lock:
+            if self.idle >= _IDLE_WORKERS:
+                return False
+            self.idle += 1
+            return True
+
+    def ended(self) -> None:
+        with self._lock:
+            self.workers -= 1
 
 
 class Proxy:
@@ -294,15 +334,24 @@ def _handle(registration: Registration, client: socket.socket) -> None:
             upstream.sendall(head_out.encode("latin-1"))
         if rest:
             upstream.sendall(rest)
-        _relay(client, upstream, registration.spent)
+        body = method == "CONNECT" or any(
+            name in ("transfer-encoding", "content-length") and value.strip() != "0"
+            for name, _, value in (line.partition(":") for line in (raw.lower() for raw in lines[1:])))
+        _relay(client, upstream, registration.spent, both_ways=body)
 
 
 _HOP_HEADERS = frozenset({"host", "connection", "proxy-connection", "keep-alive", "proxy-authorization",
                           "proxy-authenticate", "te", "upgrade"})
 
 
-def _relay(client: socket.socket, upstream: socket.socket, spent: Callable[[float], None]) -> None:
-    """Bytes both ways until both sides are done: upstream to client here, client to upstream in a second thread."""
+def _relay(client: socket.socket, upstream: socket.socket, spent: Callable[[float], None], *,
+           both_ways: bool = True) -> None:
+    """Bytes both ways until both sides are done: upstream to client here, client to upstream in a second thread
+    (not for a request without a body: then nothing more of the client's goes anywhere)."""
+    if not both_ways:
+        _splice(upstream, client)
+        return
+
     def send() -> None:
         began = time.thread_time()
         _splice(client, upstream)
