@@ -210,6 +210,7 @@ def _hand_over_proxy_port(proxy: dict[str, Any]) -> None:
             socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as channel:
         listener.bind(("127.0.0.1", int(proxy["port"])))
         listener.listen(128)
+        channel.settimeout(30)  # a host that does not answer ends the start, not hangs it
         channel.connect(proxy["socket"])
         socket.send_fds(channel, [b"P"], [listener.fileno()])
         if channel.recv(1) != b"K":
