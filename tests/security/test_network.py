@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -258,3 +259,25 @@ def test_a_child_never_reaches_more_than_its_parent(probed: tuple[NetLab, dict[s
     assert _refused(child["pip_download"].replace("exit 1: ", "")) or child["pip_download"].startswith("exit 1")
     assert "under the sandbox profile 'narrow within net-test'" in found["texts"]["child"]
     assert found["after_restart"].startswith("ok.test says hello")  # after reset_kernel: a new namespace, same way out
+
+
+def test_a_stdio_mcp_server_confined_to_hosts_has_no_network(tmp_path: Path) -> None:
+    """An MCP server has no proxy of its own: under a host list it gets a namespace with no way out at all."""
+    import subprocess
+    import sys
+
+    from freeact_sub.sandbox import confined_command, profile_from
+
+    profile = profile_from({"name": "hosts", "network": ["ok.test", "127.0.0.1"]})
+    probe = ("import socket\n"
+             "for address in (('127.0.0.1', 3128), ('1.1.1.1', 443)):\n"
+             "    try:\n"
+             "        socket.create_connection(address, timeout=3)\n"
+             "        print('reached', address)\n"
+             "    except OSError as exc:\n"
+             "        print(type(exc).__name__, exc.errno)\n")
+    done = subprocess.run(confined_command(profile, [sys.executable, "-c", probe], tmp_path), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "reached" not in done.stdout and done.stdout.count("OSError 101") + done.stdout.count(
+        "ConnectionRefusedError 111") == 2, done.stdout
