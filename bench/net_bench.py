@@ -28,8 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from freeact_sub.kernel import Kernel
-from freeact_sub.kernel_launcher import KernelZygote
+from freeact_sub.kernels.launcher import KernelZygote
+from freeact_sub.kernels.local import Kernel
 from freeact_sub.sandbox import BUILT_IN_PROFILES, SandboxProfile, platform_problem
 from freeact_sub.sandbox.limits import Limits
 from freeact_sub.sandbox.proxy import proxy, set_resolver
