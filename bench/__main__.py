@@ -17,7 +17,9 @@ server from `tests/servers/`; no API key, no network). It measures, on this mach
   the cell starts in the kernel (read from the kernel's own clock);
 - per-cell overhead: a trivial cell's round trip through our kernel client against raw
   `jupyter_client`, and a whole agent round (model response + cell) without a session store;
-- session store: the same round with and without saving the session, and loading a session.
+- session store: the same round with and without saving the session, and loading a session;
+- network by host: a 50 MB download and 200 small requests through the sandbox's proxy against direct, the
+  proxy's CPU, and a forked spawn with a profile's default limits against none (`bench/net_bench.py`).
 
 It prints a table, writes `bench.json` and draws `bench.png` (one summary figure) into
 `--out` (default `./bench-results`). Timings depend on the machine and on what else runs:
@@ -225,6 +227,15 @@ async def session_store(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
     }
 
 
+async def network(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench import net_bench
+    from freeact_sub.sandbox import platform_problem
+
+    if (problem := platform_problem()) is not None:
+        return {"skipped": problem}
+    return await net_bench.measure(1 if sizes is QUICK else 3, sizes.spawns)
+
+
 # -- output --------------------------------------------------------------------------------------
 
 
@@ -310,6 +321,27 @@ def table(results: dict[str, Any]) -> Any:
         ms(store["load_history"]),
         f"as events: {ms(store['load_events'])}",
     )
+    net = results["network"]
+    if "skipped" in net:
+        rows.add_row("sandbox proxy and limits", "not measured", net["skipped"])
+        return rows
+    rows.add_row(
+        "50 MB download through the sandbox's proxy (plain HTTP / CONNECT tunnel)",
+        f"{ms(net['proxy_download'])} / {ms(net['tunnel_download'])}",
+        f"{net['proxy_download'] / net['direct_download']:.2f} / {net['tunnel_download'] / net['direct_download']:.2f}"
+        f" x direct ({ms(net['direct_download'])})",
+    )
+    rows.add_row(
+        "200 small requests through the sandbox's proxy",
+        ms(net["proxy_small"]),
+        f"{net['proxy_small'] / net['direct_small']:.2f} x direct ({ms(net['direct_small'])}); proxy CPU "
+        f"{ms(net['proxy_cpu'])}",
+    )
+    rows.add_row(
+        "spawn (forked, workspace) with its default limits",
+        ms(net["spawn_with_limits"]),
+        f"{(net['spawn_with_limits'] - net['spawn_without_limits']) * 1000:+.1f} ms over none",
+    )
     return rows
 
 
@@ -383,6 +415,7 @@ async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
         ("fan_out", fan_out),
         ("retries", retries),
         ("session", session_store),
+        ("network", network),
     )
     for name, step in steps:
         print(f"… {name}", file=sys.stderr, flush=True)

@@ -271,7 +271,8 @@ def sandbox_note(output: str, profile: SandboxProfile | None) -> str | None:
         f"[sandbox] This kernel runs under the sandbox profile {profile.describe()}; it cannot read secrets "
         "(such as ~/.ssh and .env files), write elsewhere, change what is kept read-only (.git, .env files, "
         "virtual environments, .freeact-sub, editor folders), or open Unix sockets"
-        + ("" if profile.network else ", and it has no network")
+        + (f", and it reaches only {', '.join(profile.hosts)} (HTTP and HTTPS through the sandbox's proxy)"
+           if profile.hosts is not None else "" if profile.network else ", and it has no network")
         + ". If the error above is such a refusal, do not work around it: ask the user."
     )
 

@@ -36,6 +36,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from ..errors import KernelError
 from ..sandbox import kernel_folders
+from ..sandbox.guard import KernelGuard
 from ..sandbox.safe_files import open_folder, trusted_base, write_new
 from .cell_run import (
     DEATH_NOTICE,
@@ -225,6 +226,8 @@ class Kernel:
         """Set-up run at the start of every kernel process, before any cell (`run_at_start`)."""
         self._unsent_startup: list[str] = []
         """Set-up to send just before the next cell (`run_at_start(wait=False)`)."""
+        self._guard: KernelGuard | None = None
+        """Its sandbox's hosts and limits (the proxy's way in, a pids cgroup, time per cell), while it runs."""
         self._sandbox = sandbox
         """The sandbox plan (`freeact_sub.sandbox.enforce`) the kernel process is confined to, or a function that
         makes it anew for each start and restart (so a secret made since is covered); None: no sandbox."""
@@ -272,13 +275,16 @@ class Kernel:
         provisioner.log_path = self._log_path
         if self._sandbox is not None:
             self._sandbox_environment()
+            self._guard = KernelGuard(dict(self._sandbox() if callable(self._sandbox) else self._sandbox),
+                                      self._connection_dir)
+            self._env.update(self._guard.environment())
             provisioner.plan_source = self._confined_plan  # made anew at each start and restart
         manager.provisioner = provisioner
         self._manager = manager
         try:
             self.working_dir.mkdir(parents=True, exist_ok=True)
             await self._launch()
-            await self._connect(timeout)
+            await self._connect_confined(timeout)
         except BaseException as exc:
             details = "" if isinstance(exc, KernelError) else self._log_details()
             await self.shutdown(now=True)  # it never ran anything: no state to end gracefully
@@ -311,8 +317,9 @@ class Kernel:
         # a restart looks again: a secret made since the last start is covered from now on
         plan = dict(self._sandbox(fresh=self.restarts > 0) if callable(self._sandbox) else self._sandbox)
         writes = [os.path.join(own, folder) for folder in _KERNEL_WRITES]
-        return {**plan, "write": [*plan.get("write", ()), *writes], "scratch": own,
+        plan = {**plan, "write": [*plan.get("write", ()), *writes], "scratch": own,
                 "private_root": os.path.dirname(own), "own": [own]}
+        return self._guard.confine(plan) if self._guard is not None else plan
 
     @property
     def _log_path(self) -> str:
@@ -336,6 +343,13 @@ class Kernel:
                 return "\n".join(log.read().strip().splitlines()[-lines:])
         except (OSError, AssertionError):
             return ""
+
+    async def _connect_confined(self, timeout: float) -> None:
+        """Connect to the kernel while the host moves it into its cgroup (a sandbox's `processes`)."""
+        if self._guard is None:
+            await self._connect(timeout)
+            return
+        await asyncio.gather(self._connect(timeout), self._guard.attach(self.pid))
 
     async def _connect(self, timeout: float) -> None:
         assert self._manager is not None
@@ -419,6 +433,7 @@ class Kernel:
         result = ExecutionResult(text="")
         output = CellOutput(on_output)
         await output.emit(notice)
+        timeout, timed_by_profile = self._guard.timeout(timeout) if self._guard is not None else (timeout, False)
         clock = CellClock(timeout, paused)
         try:
             while True:
@@ -459,6 +474,9 @@ class Kernel:
                     break
             if result.status == "timeout":
                 await output.emit(clock.timeout_notice())
+            if self._guard is not None and (lines := self._guard.notices(output.text, result.status, timed_by_profile)):
+                await output.emit(("" if output.text.endswith("\n") or not output.text else "\n") + "\n".join(lines)
+                                  + "\n")
         except asyncio.CancelledError:
             # The cell must be stopped before the lock is released, however often we are cancelled
             # meanwhile: a cleanup left running would swallow the next cell's iopub messages.
@@ -540,7 +558,7 @@ class Kernel:
             await self._manager.restart_kernel(now=True)
         else:
             await self._launch()
-        await self._connect(timeout=60.0)
+        await self._connect_confined(timeout=60.0)
         self._unsent_startup.clear()  # run below, on the new process
         for code in self._startup_code:
             await self._execute(code, _STARTUP_TIMEOUT, None, store_history=False)
@@ -575,6 +593,9 @@ class Kernel:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._stop_process(manager, now))
         finally:
+            if self._guard is not None:
+                self._guard.close()
+                self._guard = None
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None

@@ -228,7 +228,7 @@ class AgentView:
                 await self._settle_trust(panel)
                 panel.set_status("starting the agent")
                 await self.agent.start()
-            panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note)
+            panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note or self.agent.sandbox.detail())
             panel.set_status("running")
             prompt, subagent_type, model = self.agent.read_prompt(prompt)
             stream = self.agent.stream(prompt, max_turns=max_turns, subagent_type=subagent_type, model=model)

@@ -7,13 +7,17 @@ ipykernel starts) and as a script in front of a launched kernel or an MCP server
 
 It applies the plan, then `exec`s the command. A plan is a dict of absolute paths:
     {"deny": [paths], "read_only": [paths], "private_root": folder, "own": [folders],
-     "write": [folders], "network": bool, "unix_sockets": [paths], "scratch": folder}
+     "write": [folders], "network": bool or [hosts], "unix_sockets": [paths], "scratch": folder,
+     "proxy": {"socket": path, "port": int}, "limits": {"memory": bytes, "processes": n}}
 
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
 How each part is enforced, in this order, while the process is still single-threaded:
-1. A user namespace and a mount namespace of its own (plus a network namespace without
-   interfaces when `network` is false: every connection then fails with ENETUNREACH).
+1. A user namespace and a mount namespace of its own, where `RLIMIT_DATA` (`memory`) and `RLIMIT_NPROC`
+   (`processes`) are set, soft and hard alike (plus a network namespace when `network` is not true:
+   without interfaces when it is false, so every connection fails with ENETUNREACH; with only loopback when it is
+   a list of hosts, where a socket listening on 127.0.0.1:`proxy.port` is handed to the host's proxy through
+   the Unix socket `proxy.socket`: the host accepts its connections, and that proxy is the only way out).
 2. A pseudo-terminal instance of its own on /dev/pts: the person's terminals are not there to open.
 3. Each path in `deny` that exists is covered: a folder by an empty tmpfs of mode 000, a file
    by an empty file of mode 000. Reading one fails with EACCES, also for programs it starts.
@@ -174,6 +178,43 @@ def _enter_namespaces(network: bool) -> None:
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here shows outside
+
+
+def _set_rlimits(limits: dict[str, Any]) -> None:
+    """`RLIMIT_DATA` and `RLIMIT_NPROC`, soft and hard. Set inside the new user namespace: Linux counts a user's
+    processes per namespace, and a namespace made after a low `RLIMIT_NPROC` would cap the user's processes in
+    every namespace above it with that limit too."""
+    import resource
+
+    for name, value in (("RLIMIT_DATA", limits.get("memory")), ("RLIMIT_NPROC", limits.get("processes"))):
+        if value is not None:
+            resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+
+
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 1
+
+
+def _hand_over_proxy_port(proxy: dict[str, Any]) -> None:
+    """Bring loopback up in this new network namespace, listen on 127.0.0.1:`port`, and hand the listening socket
+    to the host's proxy through the Unix socket at `socket`: the host accepts the connections, this process keeps
+    nothing of it."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = struct.pack("16sH", b"lo", 0)
+        flags = struct.unpack("16sH", fcntl.ioctl(probe, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | _IFF_UP))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener, \
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as channel:
+        listener.bind(("127.0.0.1", int(proxy["port"])))
+        listener.listen(128)
+        channel.settimeout(30)  # a host that does not answer ends the start, not hangs it
+        channel.connect(proxy["socket"])
+        socket.send_fds(channel, [b"P"], [listener.fileno()])
+        if channel.recv(1) != b"K":
+            raise SandboxUnavailable(errno.ECONNREFUSED, "the host's proxy did not take the kernel's port")
 
 
 def _cover(paths: list[str], scratch: str, *, tolerant: bool = False) -> None:
@@ -347,8 +388,11 @@ def apply(plan: dict[str, Any]) -> None:
     if abi < 1:
         raise SandboxUnavailable(errno.ENOSYS, "this kernel offers no Landlock")
     deny = [path for path in plan.get("deny", ()) if os.path.lexists(path)]
-    network = bool(plan.get("network", True))
-    _enter_namespaces(network)
+    network = plan.get("network", True)
+    _enter_namespaces(network is True)
+    _set_rlimits(plan.get("limits") or {})
+    if isinstance(network, list) and plan.get("proxy"):
+        _hand_over_proxy_port(plan["proxy"])
     _own_terminals()
     _cover(deny, plan["scratch"])
     if plan.get("unix_sockets"):  # the process may make Unix sockets: hide every bound one it was not handed

@@ -62,6 +62,7 @@ async def drive(
     started = time.monotonic()
     try:
         record.state = "starting"
+        runs_code = tool_allowed("execute_ipython_cell", child.settings.tools, child.settings.disallowed_tools)
         emit(
             SubagentStarted(
                 agent_id=parent.agent_id,
@@ -73,8 +74,8 @@ async def drive(
                 description=spec.description,
                 model=getattr(spec.config.model, "model_name", str(spec.config.model)),
                 # a type that runs no code has no kernel to confine: no profile to show
-                sandbox=spec.sandbox.name if tool_allowed(
-                    "execute_ipython_cell", child.settings.tools, child.settings.disallowed_tools) else "",
+                sandbox=spec.sandbox.name if runs_code else "",
+                sandbox_limits=spec.sandbox.detail() if runs_code else "",
             )
         )
         announced = True

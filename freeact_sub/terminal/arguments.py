@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sandbox",
         metavar="PROFILE",
         help="what the agents' code may touch: workspace (default: no secrets, writes only in the working dir), "
-        "offline (no network either), read-only, or off (also FREEACT_SUB_SANDBOX)",
+        "offline (no network either), packages (network: the Python package index only), read-only, or off "
+        "(also FREEACT_SUB_SANDBOX)",
     )
     parser.add_argument(
         "--auto-approve",

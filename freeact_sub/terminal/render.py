@@ -181,7 +181,8 @@ class Renderer:
                 first_line = title_line(event.description or prompt)
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
                 if event.sandbox:
-                    body.append(clean(f"  [sandbox: {event.sandbox}]"), style="dim")
+                    limits = f"; {event.sandbox_limits}" if event.sandbox_limits else ""
+                    body.append(clean(f"  [sandbox: {event.sandbox}{limits}]"), style="dim")
                 self._row(agent, Text("+", style="bold"), body)
             case SubagentFinished(subagent_id=child, status=status, turns_used=turns, elapsed=elapsed):
                 self.board.finished(child, status, turns, elapsed)

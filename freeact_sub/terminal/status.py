@@ -275,7 +275,8 @@ def usage_report(usage: TreeUsage, main_id: str) -> str:
 
 
 def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType:
-    """`/agents`: every live subagent of the tree with its id, parent, type, state, turns, elapsed, tokens, cost."""
+    """`/agents`: every live subagent of the tree with its id, parent, type, state, turns, elapsed, tokens, cost, and
+    its sandbox (profile, hosts, limits)."""
     if not agents:
         return Text("No subagents are running.", style="dim")
     parents = {info.agent_id: info.parent_id for info in agents}
@@ -289,5 +290,6 @@ def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType
         name = Text.assemble("  " * depth, palette.label(info.agent_id))
         cells.append([name, palette.label(info.parent_id), info.subagent_type, state,
                       str(info.turns), f"{info.elapsed:.0f} s", f"{info.input_tokens + info.output_tokens:,}",
-                      format_cost(info.cost)])
-    return _SubagentTable(("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost"), cells)
+                      format_cost(info.cost), info.sandbox])
+    return _SubagentTable(("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost", "sandbox"),
+                          cells)

@@ -190,3 +190,5 @@ class SubagentInfo:
     output_tokens: int
     cost: Decimal | None
     """USD, None if its model's price is unknown."""
+    sandbox: str = ""
+    """Its kernel's sandbox profile with its writes, hosts and limits (`SandboxProfile.describe()`)."""

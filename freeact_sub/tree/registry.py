@@ -157,6 +157,7 @@ class AgentTree:
                 state="waiting for approval" if self.approvals.waits(record.agent_id) else record.state,
                 background=record.background, turns=record.agent.turns.turns_used, elapsed=now - record.started_at,
                 input_tokens=used.input_tokens, output_tokens=used.output_tokens, cost=used.cost,
+                sandbox=record.agent.sandbox.describe(),
             ))
         return infos
 
