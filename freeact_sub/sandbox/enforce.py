@@ -3,51 +3,36 @@
 This module uses the standard library alone: it runs inside a freshly forked kernel (before
 ipykernel starts) and as a script in front of a launched kernel or an MCP server:
 
-    python enforce.py '<plan as JSON>' -- command args...
+    python run_confined.py '<plan as JSON>' -- command args...
 
-It applies the plan, then `exec`s the command. A plan is a dict of absolute paths:
+(`run_confined.py` applies the plan with this module, seals, then `exec`s the command.)
+A plan is a dict of absolute paths:
     {"deny": [paths], "read_only": [paths], "private_root": folder, "own": [folders],
      "write": [folders], "network": bool or [hosts], "unix_sockets": [paths], "scratch": folder,
      "proxy": {"socket": path, "port": int}, "limits": {"memory": bytes, "processes": n}}
 
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
-How each part is enforced, in this order, while the process is still single-threaded:
-1. A user namespace and a mount namespace of its own, where `RLIMIT_DATA` (`memory`) and `RLIMIT_NPROC`
-   (`processes`) are set, soft and hard alike (plus a network namespace when `network` is not true:
-   without interfaces when it is false, so every connection fails with ENETUNREACH; with only loopback when it is
-   a list of hosts, where a socket listening on 127.0.0.1:`proxy.port` is handed to the host's proxy through
-   the Unix socket `proxy.socket`: the host accepts its connections, and that proxy is the only way out).
-2. A pseudo-terminal instance of its own on /dev/pts: the person's terminals are not there to open.
-3. Each path in `deny` that exists is covered: a folder by an empty tmpfs of mode 000, a file
-   by an empty file of mode 000. Reading one fails with EACCES, also for programs it starts.
-4. Each path in `read_only` that exists is bound read-only onto itself (EROFS on any change; being a
-   mount point, it cannot be renamed or removed either).
-5. `private_root` (the folder holding every kernel's and agent's private folder) is covered by an empty
-   read-only tmpfs, and only the folders in `own` are bound back at their places: no other kernel's
-   connection file, key or socket can be seen.
-6. Landlock: writing, creating, removing and renaming files are allowed only beneath the
-   `write` folders (and on a few devices such as /dev/null). Landlock also stops the process
-   from changing its mounts (so the covers stay), from reaching into processes outside the
-   sandbox through ptrace or /proc/PID/{root,fd,environ,mem}, from abstract Unix sockets outside it
-   and (from ABI 6) from signalling them.
-7. No capabilities are left, none can come back through `exec` (the bounding set is empty and
-   `no_new_privs` is set), so root inside the namespace is an ordinary user.
-Then `seal()` (called once the process has bound its own sockets: at the end of a kernel's start, or just
-before `exec`) installs a seccomp filter on every thread: no new Unix socket (`socket(AF_UNIX)`; unless
-`unix_sockets` names some, and then every other socket bound to a path when it starts is covered as in 3.), no
-VM socket, no io_uring (which would run socket calls past the filter), and no
-system call of another architecture's table (x32, i386), whose numbers the filter would not know.
+How it is enforced, in this order, while the process is still single-threaded (the sandbox page of the
+docs says why each step is there):
+1. user and mount namespaces (with `memory` and `processes` as rlimits), and a network namespace unless
+   `network` is true: no interfaces when it is false; only loopback for a list of hosts, where a socket
+   listening on 127.0.0.1:`proxy.port` is handed to the host's proxy through `proxy.socket`;
+2. a /dev/pts instance of its own; 3. `deny` covered (mode 000); 4. `read_only` bound read-only;
+5. `private_root` covered by an empty tmpfs with only the `own` folders bound back;
+6. Landlock: writes only beneath `write` (and a few devices), no mount changes, no reach into outside
+   processes, abstract sockets or (ABI 6) signals; 7. no capabilities, none regained (`no_new_privs`).
+Then `seal()`, once the process has bound its own sockets, puts a seccomp filter on every thread: no new
+Unix socket (unless `unix_sockets` names some; every other socket bound to a path is then covered), no VM
+socket, no io_uring, and no system call of another architecture's table.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
-import json
 import os
 import sys
-import tempfile
 from typing import Any
 
 __all__ = ["SandboxUnavailable", "apply", "landlock_abi", "platform_gaps", "seal"]
@@ -405,23 +390,3 @@ def apply(plan: dict[str, Any]) -> None:
         os.rmdir(plan["scratch"])
     _restrict_writes(list(plan.get("write", ())), abi)
     _drop_capabilities()
-
-
-def main(argv: list[str]) -> None:
-    """`enforce.py PLAN_JSON -- COMMAND ARGS...`: apply the plan, then become the command."""
-    if len(argv) < 3 or argv[1] != "--":
-        sys.exit("usage: enforce.py PLAN_JSON -- COMMAND [ARGS...]")
-    plan = json.loads(argv[0])
-    if not plan.get("scratch"):
-        plan["scratch"] = tempfile.mkdtemp(prefix="freeact-sub-sandbox-")
-        plan["remove_scratch"] = True
-    try:
-        apply(plan)
-        seal(plan)
-    except OSError as exc:
-        sys.exit(f"freeact-sub sandbox: {exc}")
-    os.execvp(argv[2], argv[2:])
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

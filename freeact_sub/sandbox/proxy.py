@@ -24,7 +24,6 @@ Every refusal is logged (`freeact_sub.sandbox.proxy`) and kept for the kernel's 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import socket
@@ -35,21 +34,16 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .hosts import destination
+from .relay import MAX_CONNECTIONS, Workers, relay
 
 __all__ = ["MAX_CONNECTIONS", "PROXY_PORT", "Proxy", "Refusal", "Registration", "proxy", "proxy_environment",
            "set_resolver"]
 
 PROXY_PORT = 3128
 """Where a kernel's programs find the proxy: 127.0.0.1 in the kernel's own network namespace."""
-MAX_CONNECTIONS = 256
-"""Connections one kernel may have open through the proxy at once (each holds a thread of the host's, a tunnel
-two); one more waits until one ends."""
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0
 _CONNECT_TIMEOUT = 15.0
-_CHUNK = 1 << 20
-_IDLE_WORKERS = 4
-_F_SETPIPE_SZ = 1031
 
 log = logging.getLogger("freeact_sub.sandbox.proxy")
 
@@ -174,7 +168,7 @@ class Registration:
                         previous.shutdown(socket.SHUT_RDWR)
                     previous.close()
                 listener.setblocking(True)
-                pool = _Workers()
+                pool = Workers()
                 threading.Thread(target=self._accept, args=(listener, pool), name="freeact-sub-proxy",
                                  daemon=True).start()
                 with contextlib.suppress(OSError):
@@ -184,7 +178,7 @@ class Registration:
         """Count `seconds` of CPU to the proxy."""
         self._owner.spent(seconds)
 
-    def _accept(self, listener: socket.socket, pool: _Workers) -> None:
+    def _accept(self, listener: socket.socket, pool: Workers) -> None:
         """A worker: accept a connection and serve it, again and again. A worker that takes the last idle place
         starts another (up to `MAX_CONNECTIONS`); one that finds `_IDLE_WORKERS` idle after a connection ends. So a
         connection costs no thread start and no hand-over between threads while a few wait."""
@@ -216,36 +210,6 @@ class Registration:
             with self._lock:
                 self._open.discard(client)
             self._owner.spent(time.thread_time() - began)
-
-
-class _Workers:
-    """How many threads serve one listening socket, and how many of them wait for a connection."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.workers = self.idle = 1  # the first one, about to start
-
-    def taken(self) -> bool:
-        """A worker took a connection; True if it should start another (none would be left waiting)."""
-        with self._lock:
-            self.idle -= 1
-            if self.idle > 0 or self.workers >= MAX_CONNECTIONS:
-                return False
-            self.workers += 1
-            self.idle += 1
-            return True
-
-    def freed(self) -> bool:
-        """A worker is done with its connection; False if it should end (enough are waiting)."""
-        with self._lock:
-            if self.idle >= _IDLE_WORKERS:
-                return False
-            self.idle += 1
-            return True
-
-    def ended(self) -> None:
-        with self._lock:
-            self.workers -= 1
 
 
 class Proxy:
@@ -337,53 +301,11 @@ def _handle(registration: Registration, client: socket.socket) -> None:
         body = method == "CONNECT" or any(
             name in ("transfer-encoding", "content-length") and value.strip() != "0"
             for name, _, value in (line.partition(":") for line in (raw.lower() for raw in lines[1:])))
-        _relay(client, upstream, registration.spent, both_ways=body)
+        relay(client, upstream, registration.spent, both_ways=body)
 
 
 _HOP_HEADERS = frozenset({"host", "connection", "proxy-connection", "keep-alive", "proxy-authorization",
                           "proxy-authenticate", "te", "upgrade"})
-
-
-def _relay(client: socket.socket, upstream: socket.socket, spent: Callable[[float], None], *,
-           both_ways: bool = True) -> None:
-    """Bytes both ways until both sides are done: upstream to client here, client to upstream in a second thread
-    (not for a request without a body: then nothing more of the client's goes anywhere)."""
-    if not both_ways:
-        _splice(upstream, client)
-        return
-
-    def send() -> None:
-        began = time.thread_time()
-        _splice(client, upstream)
-        spent(time.thread_time() - began)
-
-    sending = threading.Thread(target=send, daemon=True)
-    sending.start()
-    _splice(upstream, client)
-    sending.join()
-
-
-def _splice(source: socket.socket, target: socket.socket) -> None:
-    """Move bytes from `source` to `target` through a pipe, in the kernel (no copy through Python)."""
-    read_end, write_end = os.pipe()
-    with contextlib.suppress(OSError):  # a larger pipe moves a download in fewer calls (1 MiB: any user may)
-        fcntl.fcntl(write_end, _F_SETPIPE_SZ, _CHUNK)
-    try:
-        while True:
-            moved = os.splice(source.fileno(), write_end, _CHUNK, flags=getattr(os, "SPLICE_F_MOVE", 1))
-            if moved == 0:
-                break
-            while moved:
-                moved -= os.splice(read_end, target.fileno(), moved, flags=getattr(os, "SPLICE_F_MOVE", 1))
-    except OSError:
-        pass
-    finally:
-        os.close(read_end)
-        os.close(write_end)
-        with contextlib.suppress(OSError):
-            target.shutdown(socket.SHUT_WR)
-        with contextlib.suppress(OSError):
-            source.shutdown(socket.SHUT_RD)
 
 
 def _authority(text: str, default_port: int) -> tuple[str, int]:
