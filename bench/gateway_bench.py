@@ -37,7 +37,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.subagent_bench import SpawnScript, timed_spawn
+from bench.spawning import SpawnScript, timed_spawn
 from freeact_sub import Agent, AgentConfig
 from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.kernels._gateway_client import QuickAckConnection
