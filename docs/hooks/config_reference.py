@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import re
 import textwrap
 from pathlib import Path
@@ -57,7 +58,7 @@ def field_docstrings(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for statement, after in zip(body, body[1:], strict=False):
+    for statement, after in itertools.pairwise(body):
         if (
             isinstance(statement, ast.AnnAssign)
             and isinstance(statement.target, ast.Name)
