@@ -92,9 +92,10 @@ def files_of(page: str) -> dict[str, str]:
 
 
 def on_demo_model(program: str, workdir: Path) -> str:
-    replaced, count = MODEL_LINE.subn(
-        lambda m: f"demo_config(_server, working_dir={str(workdir)!r}" + (", " if m.group(1) else ""), program
-    )
+    """The program with its model swapped for the demo server's. No pools either: what they would start in
+    the background (two kernels, an MCP server) only competes for the CPU with what the example runs."""
+    demo = f"demo_config(_server, working_dir={str(workdir)!r}, kernel_pool_size=0, mcp_pool_size=0"
+    replaced, count = MODEL_LINE.subn(lambda m: demo + (", " if m.group(1) else ""), program)
     if count != 1:
         raise ValueError(f"a program should build exactly one AgentConfig(model=...), this one builds {count}")
     return replaced
@@ -144,15 +145,18 @@ def run_programs(todo: list[Example], spaces: dict[str, dict[str, Any]], server:
 async def run_fragments(todo: list[Example], spaces: dict[str, dict[str, Any]], server: Any, workdir: Path,
                         results: dict[str, Any]) -> None:
     """The fragments, page by page in one event loop, beside one started agent they share."""
-    from freeact_sub import Agent
-    from freeact_sub.demo import demo_config
+    from freeact_sub import Agent, AgentConfig
+    from freeact_sub.demo import DEMO_MODEL, demo_config
 
     folder = workdir / "fragments"
     folder.mkdir(parents=True, exist_ok=True)
     os.chdir(folder)  # where `mcp.json` is read and `timeline.svg` written
     # no pools: nothing boots in the background that these short turns would not use
     config = demo_config(server, working_dir=folder, auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
-    async with Agent(config) as earlier:  # a saved session for the pages that resume one
+    # a saved session for the pages that resume one, from an agent that starts in milliseconds (no kernel, no MCP)
+    plain = AgentConfig(model=DEMO_MODEL, base_url=server.base_url_for("openai"), working_dir=folder,
+                        disallowed_tools=["execute_ipython_cell"], auto_approve=True)
+    async with Agent(plain) as earlier:
         async for _ in earlier.stream("What is the sum of 1 to 100? Use one cell."):
             pass
         session_id = earlier.session_id

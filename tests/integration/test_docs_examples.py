@@ -18,6 +18,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# all examples run in one process, started by the first test that needs them: that test's setup takes the
+# whole run (over a minute on a quiet machine, some minutes on a loaded one), so the module gets more time
+pytestmark = pytest.mark.timeout(900)
+
 STREAM_PROGRAM = "docs/program.md#0"
 REJECTED = "docs/program.md#0 answered n"
 
@@ -29,7 +33,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env = {**os.environ, "FREEACT_SUB_DEMO_CHUNK_DELAY": "0"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "docs_examples.py"), str(out), json.dumps(extra)],
-        capture_output=True, text=True, timeout=280, env=env, cwd=out.parent,
+        capture_output=True, text=True, timeout=840, env=env, cwd=out.parent,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     results: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
