@@ -1,8 +1,8 @@
 """MkDocs hook: the configuration reference and the API page's list, generated at every build.
 
 A page asks for a table with a marker line, `<!-- fields: AgentConfig -->` (or `KernelGatewayConfig`);
-the hook replaces it with one row per field of that class of the root API: its name, its
-`FREEACT_SUB_*` variable (for `AgentConfig`), its default and the docstring written under the field.
+the hook replaces it with one row per field of that class of the root API: its name, its default and
+the docstring written under the field.
 So the table cannot drift from the code: a new field shows up, and a field without a docstring
 fails the build. `<!-- api: freeact_sub -->` becomes one `::: freeact_sub.<name>` per name of the
 root's `__all__`, grouped, so the API reference documents exactly what the package exports.
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 MARKER = re.compile(r"^<!-- fields: (\w+) -->$", flags=re.M)
-ENV_PREFIX = "FREEACT_SUB_"
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -32,21 +31,14 @@ def field_table(class_name: str) -> str:
 
     cls = getattr(freeact_sub, class_name)  # by its root name: modules move, the API does not
     docs = field_docstrings(cls)
-    with_env = class_name == "AgentConfig"
-    head = "| field | environment | default | meaning |\n|---|---|---|---|" if with_env else (
-        "| field | default | meaning |\n|---|---|---|"
-    )
-    rows = [head]
+    rows = ["| field | default | meaning |", "|---|---|---|"]
     missing = []
     for name, field in cls.model_fields.items():
         doc = docs.get(name)
         if not doc:
             missing.append(name)
             continue
-        cells = [f"`{name}`"]
-        if with_env:
-            cells.append(f"`{ENV_PREFIX}{name.upper()}`")
-        cells += [default_text(field), one_cell(doc)]
+        cells = [f"`{name}`", default_text(field), one_cell(doc)]
         rows.append("| " + " | ".join(cells) + " |")
     if missing:
         raise ValueError(f"{class_name}: these fields have no docstring for the reference table: {missing}")
