@@ -265,9 +265,11 @@ class AgentConfig(BaseModel):
     sandbox: SandboxSetting = None
     """What the kernels of the tree may read, write and reach, enforced by the operating system.
 
-    A built-in profile by name (`"workspace"`, `"offline"`, `"read-only"`, `"off"`), or a table
-    `{"read_deny": [...], "write": [...], "network": false}`. None: `workspace` where the platform
-    can enforce it, else `off` with a warning. An agent type's own `sandbox` can only narrow it.
+    A built-in profile by name (`"workspace"`, `"offline"`, `"read-only"`, `"packages"`, `"off"`), or a
+    table `{"read_deny": [...], "write": [...], "network": false}`, where `network` may also list hosts
+    (`["packages", "*.github.com"]`) and `memory`, `processes` and `cell_time` set limits. None: `workspace`
+    where the platform can enforce it, else `off` with a warning. An agent type's own `sandbox` can only
+    narrow it.
     """
 
     agent: str | None = None
