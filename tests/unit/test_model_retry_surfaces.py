@@ -207,11 +207,11 @@ def test_the_timeline_shows_a_retry_and_a_wait_for_a_model_slot_as_their_own_sta
     assert lane.spans[3].label == "attempt 2/6 · overloaded"
 
 
-def test_the_readmes_retry_example_builds_the_config_it_describes() -> None:
+def test_the_docs_retry_example_builds_the_config_it_describes() -> None:
     import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "model_retries=4" in b]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "model_retries=4" in b]
     scope: dict[str, object] = {}
     exec(block, scope)
     config = scope["config"]

@@ -67,9 +67,9 @@ def test_a_child_never_reaches_more_hosts_nor_takes_more_than_its_parent(tmp_pat
     assert hosts_meet(("api.github.com",), ("*.github.com",)) == ("api.github.com",)
 
 
-def test_the_readme_sandbox_examples_make_the_profiles_they_say() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (block,) = [block for block in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "pip-and-github" in block]
+def test_the_docs_sandbox_examples_make_the_profiles_they_say() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sandbox.md").read_text(encoding="utf-8")
+    (block,) = [block for block in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "pip-and-github" in block]
     scope: dict[str, object] = {}
     exec(block, scope)
     profile = scope["config"].sandbox  # type: ignore[attr-defined]
