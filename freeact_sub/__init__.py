@@ -26,7 +26,7 @@ from .events import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
-    HookError,
+    HookFailed,
     ModelRetry,
     ModelSlot,
     ModelUsage,
@@ -42,6 +42,7 @@ from .events import (
     ToolOutput,
     TurnCancelled,
     TurnStarted,
+    deprecated_name,
 )
 from .models.options import ModelOption
 from .policy.approvals import ApprovalPolicy
@@ -71,7 +72,7 @@ __all__ = [
     "ConfigError",
     "ConfigWarning",
     "FreeactError",
-    "HookError",
+    "HookFailed",
     "HookSpec",
     "KernelError",
     "KernelGatewayConfig",
@@ -111,3 +112,8 @@ __all__ = [
     "trusted_folders",
     "trusted_folders_file",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Deprecated names (`HookError`: use `HookFailed`) still import, with a `DeprecationWarning`."""
+    return deprecated_name(__name__, name)

@@ -20,7 +20,8 @@ from ..events import (
     CallSource,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
-    HookError,
+    Emit,
+    HookFailed,
     ToolOutput,
 )
 from ..kernels.cell_images import with_images
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Emit", "ToolCallRunner", "rejection_with_reason", "rule_refusal", "sandbox_note"]
 
-Emit = Callable[[AgentEvent], None]
 
 
 class ToolCallRunner:
@@ -318,7 +318,7 @@ class ToolCallRunner:
         if verdict is not None and verdict.tool_input is not None:
             rewritten = self.toolbox.with_defaults(name, verdict.tool_input)
             if problem := self.toolbox.check(name, rewritten):
-                emit(HookError(agent_id=self.agent_id, hook_event_name="PreToolUse", hook=verdict.hook,
+                emit(HookFailed(agent_id=self.agent_id, hook_event_name="PreToolUse", hook=verdict.hook,
                                message=f"its tool_input does not fit {name!r}: {problem}", tool_call_id=call_id))
                 return replace(verdict, tool_input=None)
             return replace(verdict, tool_input=rewritten)

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +23,7 @@ from ..errors import ConfigError
 from ..events import (
     AgentEvent,
     ApprovalRequest,
+    Emit,
     Response,
     SubagentFinished,
     SubagentMessage,
@@ -34,8 +34,6 @@ from ..events import (
 from ..models.options import ModelOption, find_option, model_label
 from ..tools.names import tool_allowed
 from ..tree.registry import AgentTree, ChildSpec, TreeMember
-
-Emit = Callable[[AgentEvent], None]
 
 __all__ = ["DEFAULT_MAX_TURNS", "SubagentRunner"]
 
