@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
 from ..models import providers
@@ -28,7 +28,14 @@ from .loading import (
     load_mcp_config,
 )
 from .loading import values_from_environment as values_from_fields
-from .mcp_servers import HttpServerConfig, McpServerConfig, StdioServerConfig, servers_by_shape, with_location
+from .mcp_servers import (
+    HttpServerConfig,
+    McpServerConfig,
+    McpServers,
+    StdioServerConfig,
+    servers_by_shape,
+    with_location,
+)
 from .system_prompt import DEFAULT_SYSTEM_PROMPT, default_system_prompt
 
 if TYPE_CHECKING:
@@ -70,7 +77,7 @@ class AgentConfig(BaseModel):
     api_key_env: str | None = None
     """Name of the environment variable that holds the API key for `base_url` (whichever provider)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    mcp_servers: McpServers = Field(default_factory=dict)
     """MCP servers by name, in the `mcpServers` shape: `{command, args, env, cwd}` or `{url, headers}`."""
     kernel_env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the kernel (it never inherits the host's API keys)."""
@@ -88,7 +95,7 @@ class AgentConfig(BaseModel):
     max_children: int | None = Field(default=None, ge=1)
     """How many subagents one agent may start over its life (each agent counts its own; a resumed child is not
     a new one); None: no limit. An agent type's `max_children` wins for agents of that type."""
-    subagent_models: list[ModelOption] = Field(default_factory=list)
+    subagent_models: Annotated[list[ModelOption], BeforeValidator(option_list)] = Field(default_factory=list)
     """Models a `task` call may pick for its subagent (`model`), for every agent type without a `models` list of
     its own: model strings, or tables `{model, base_url, api_key_env, model_settings}` with their own connection.
     Empty: a call cannot pick one (the type's model, else the parent's, is used)."""
@@ -195,16 +202,6 @@ class AgentConfig(BaseModel):
                 "name different users: set one of them"
             )
         return self
-
-    @field_validator("subagent_models", mode="before")
-    @classmethod
-    def _model_list(cls, value: Any) -> Any:
-        return option_list(value)
-
-    @field_validator("mcp_servers", mode="before")
-    @classmethod
-    def _servers_by_shape(cls, value: Any) -> Any:
-        return servers_by_shape(value)
 
     @field_validator("agents", mode="before")
     @classmethod

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError
 from .kernel_gateway import KernelGatewayConfig
-from .mcp_servers import McpServerConfig, servers_by_shape
+from .mcp_servers import McpServerConfig, McpServers
 
 __all__ = [
     "ENV_PREFIX",
@@ -79,12 +79,7 @@ class _ServersFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mcp_servers: dict[str, McpServerConfig]
-
-    @field_validator("mcp_servers", mode="before")
-    @classmethod
-    def _servers_by_shape(cls, value: Any) -> Any:
-        return servers_by_shape(value)
+    mcp_servers: McpServers
 
 
 def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:

@@ -20,15 +20,8 @@ from .loading import error_lines
 from .project_trust import ProjectFile, ProjectPowers, powers_of, project_powers
 
 __all__ = [
-    "front_matter",
-    "load_agent_dir",
-    "load_agent_file",
-    "load_agent_types",
-    "parse_agent_markdown",
-    "project_agent_types",
-    "project_agents_dir",
-    "user_agents_dir",
-    "validated",
+    "front_matter", "load_agent_dir", "load_agent_file", "load_agent_types", "parse_agent_markdown",
+    "project_agent_types", "project_agents_dir", "user_agents_dir", "validated",
 ]
 
 

@@ -3,29 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from .replies import Conversation, ModelErrorReply, Reply, ToolCall, cell, result_value
 from .tasks import BACKGROUND_TASK, PI_TASK, PRIMES_TASK, REVIEW_TASK
 
 __all__ = ["main_reply"]
-
-
-def main_reply(conversation: Conversation) -> Reply | ModelErrorReply:
-    """The main agent's next reply: the script its prompt names, else the tour."""
-    prompt = conversation.prompt.lower()
-    if "model error" in prompt:
-        return ModelErrorReply(400, "the scripted demo model was asked to fail ('model error' in the prompt)")
-    if "slow" in prompt:
-        return _slow(conversation)
-    if "one cell" in prompt:
-        return _one_cell(conversation)
-    if "draw" in prompt:
-        return _draw(conversation)
-    if "from code" in prompt:
-        return _tools_from_code(conversation)
-    if "background" in prompt:
-        return _background(conversation)
-    return _tour(conversation)
 
 
 _IMAGE_CELL = '''\
@@ -253,3 +236,22 @@ def _background(c: Conversation) -> Reply:
     if c.step > 0:
         return Reply(text="It runs in the background; I will be told when it ends. Ask me about it any time.")
     return Reply(text="No background subagent has ended since I was last told.")
+
+
+_SCRIPTS: tuple[tuple[str, Callable[[Conversation], Reply]], ...] = (
+    ("slow", _slow),
+    ("one cell", _one_cell),
+    ("draw", _draw),
+    ("from code", _tools_from_code),
+    ("background", _background),
+)
+"""The short scripts by the words of the prompt that choose them, first match wins; anything else: the tour."""
+
+
+def main_reply(conversation: Conversation) -> Reply | ModelErrorReply:
+    """The main agent's next reply: the script its prompt names, else the tour."""
+    prompt = conversation.prompt.lower()
+    if "model error" in prompt:
+        return ModelErrorReply(400, "the scripted demo model was asked to fail ('model error' in the prompt)")
+    script = next((script for words, script in _SCRIPTS if words in prompt), _tour)
+    return script(conversation)

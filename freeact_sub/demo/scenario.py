@@ -51,20 +51,8 @@ from typing import Any
 from .main_scripts import main_reply
 from .replies import ModelErrorReply, Reply, ToolCall, read_request
 from .subagent_scripts import subagent_reply
-from .tasks import DEMO_ANTHROPIC_MODEL, DEMO_MODEL, PI_TASK, PRIMES_TASK, REVIEW_SUMMARY, REVIEW_TASK
 
-__all__ = [
-    "DEMO_ANTHROPIC_MODEL",
-    "DEMO_MODEL",
-    "PI_TASK",
-    "PRIMES_TASK",
-    "REVIEW_SUMMARY",
-    "REVIEW_TASK",
-    "ModelErrorReply",
-    "Reply",
-    "ToolCall",
-    "respond",
-]
+__all__ = ["ModelErrorReply", "Reply", "ToolCall", "respond"]
 
 
 def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:

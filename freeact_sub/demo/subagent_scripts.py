@@ -11,27 +11,6 @@ from .tasks import REVIEW_SUMMARY
 __all__ = ["subagent_reply"]
 
 
-def subagent_reply(conversation: Conversation) -> Reply:
-    """A subagent's next reply: a stop after a rejection, an answer to a message, else the script its prompt names."""
-    prompt = conversation.prompt.lower()
-    refused = rejection(conversation)
-    if refused is not None:
-        return Reply(reasoning="The user rejected my call and said why.", text=f"I stopped: {refused}")
-    if prompt.startswith("[a message from") and conversation.step == 0:
-        message = conversation.prompt.partition("\n")[2].strip()
-        return Reply(reasoning="A message came while I worked; I take it into account and finish.",
-                     text=f"I read your message ({message!r}) and finish here.")
-    if "review" in prompt:
-        return _reviewer_subagent(conversation)
-    if "pi" in re.findall(r"[a-z]+", prompt):
-        return _pi_subagent(conversation)
-    if "prime" in prompt:
-        return _primes_subagent(conversation)
-    if "background" in prompt:
-        return _background_subagent(conversation)
-    return _generic_subagent(conversation)
-
-
 _PRIMES_CELL = """\
 import time
 limit = 200_000
@@ -161,3 +140,23 @@ def _generic_subagent(c: Conversation) -> Reply:
         )
     value = result_value(c.results[-1]) if c.results else None
     return Reply(text=f"Done: the prompt had {value} characters.")
+
+
+def subagent_reply(conversation: Conversation) -> Reply:
+    """A subagent's next reply: a stop after a rejection, an answer to a message, else the script its prompt names."""
+    prompt = conversation.prompt.lower()
+    refused = rejection(conversation)
+    if refused is not None:
+        return Reply(reasoning="The user rejected my call and said why.", text=f"I stopped: {refused}")
+    if prompt.startswith("[a message from") and conversation.step == 0:
+        message = conversation.prompt.partition("\n")[2].strip()
+        return Reply(reasoning="A message came while I worked; I take it into account and finish.",
+                     text=f"I read your message ({message!r}) and finish here.")
+    chosen = (
+        ("review" in prompt, _reviewer_subagent),
+        ("pi" in re.findall(r"[a-z]+", prompt), _pi_subagent),
+        ("prime" in prompt, _primes_subagent),
+        ("background" in prompt, _background_subagent),
+    )
+    script = next((script for named, script in chosen if named), _generic_subagent)
+    return script(conversation)

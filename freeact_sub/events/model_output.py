@@ -11,19 +11,34 @@ __all__ = ["ModelRetry", "ModelSlot", "ModelUsage", "Response", "ResponseChunk",
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResponseChunk(AgentEvent):
-    """A piece of the model's text, as it streams."""
+class _ModelText(AgentEvent):
+    """Text of the model: its answer or its thinking, a streamed piece or the whole of one response."""
 
     content: str
+    """The text."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class Response(AgentEvent):
+class ResponseChunk(_ModelText):
+    """A piece of the model's text, as it streams."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThoughtsChunk(_ModelText):
+    """A piece of the model's thinking, as it streams."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Response(_ModelText):
     """The model's complete text of one model response (or the final answer of a turn)."""
 
-    content: str
     final: bool = False
     """True for the answer that ends the turn (no further tool calls follow)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thoughts(_ModelText):
+    """The model's complete thinking of one model response."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,17 +94,3 @@ class ModelSlot(AgentEvent):
     limit: int
     waited: float = 0.0
     """Seconds it waited (with `waiting=False`)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ThoughtsChunk(AgentEvent):
-    """A piece of the model's thinking, as it streams."""
-
-    content: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Thoughts(AgentEvent):
-    """The model's complete thinking of one model response."""
-
-    content: str

@@ -9,12 +9,7 @@ from ..usage import Usage
 from .base import AgentEvent
 
 __all__ = [
-    "SubagentFinished",
-    "SubagentMessage",
-    "SubagentQueued",
-    "SubagentReport",
-    "SubagentStarted",
-    "SubagentStatus",
+    "SubagentFinished", "SubagentMessage", "SubagentQueued", "SubagentReport", "SubagentStarted", "SubagentStatus",
 ]
 
 
