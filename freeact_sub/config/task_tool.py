@@ -11,13 +11,13 @@ from .definitions import AgentDefinition
 __all__ = ["task_tool"]
 
 
-def task_tool(types: Mapping[str, AgentDefinition], settings: AgentConfig | None = None) -> ToolSpec:
+def task_tool(agent_types: Mapping[str, AgentDefinition], settings: AgentConfig | None = None) -> ToolSpec:
     """The `task` tool as the model sees it: its JSON definition, with the agent types and the models it may
     pick for them listed (`settings`: the calling agent's, whose `subagent_models` apply to types without a list)."""
     spec = builtin_tool("task")
     shared = list(settings.subagent_models) if settings is not None else []
     lines = []
-    for name, definition in types.items():
+    for name, definition in agent_types.items():
         if definition.mode == "primary":
             continue
         line = f"- `{name}`: {' '.join(definition.description.split())}"
@@ -31,7 +31,7 @@ def task_tool(types: Mapping[str, AgentDefinition], settings: AgentConfig | None
         description += (f"\n\nModels for `model` (leave it out for the agent type's own model; a type that lists its "
                         f"own above takes only those): {names}")
     parameters = spec.parameters
-    if not shared and not any(definition.models for definition in types.values()):  # nothing to choose from
+    if not shared and not any(definition.models for definition in agent_types.values()):  # nothing to choose from
         properties = {k: v for k, v in parameters["properties"].items() if k != "model"}
         parameters = {**parameters, "properties": properties}
     return ToolSpec(name=spec.name, description=description, parameters=parameters)

@@ -21,7 +21,7 @@ __all__ = ["check_model_options", "check_server_commands", "check_types"]
 
 
 def check_types(
-    main: AgentConfig, types: Mapping[str, AgentDefinition], sandbox: SandboxProfile | None = None
+    main: AgentConfig, agent_types: Mapping[str, AgentDefinition], sandbox: SandboxProfile | None = None
 ) -> None:
     """Raise a `ConfigError` for any type that could not start, before the main agent starts anything.
 
@@ -34,7 +34,7 @@ def check_types(
     """
     check_server_commands(main.mcp_servers, "mcp_servers")
     check_model_options(main, main.subagent_models, "subagent_models")
-    for name, definition in types.items():
+    for name, definition in agent_types.items():
         settings = configure(main, definition, name)
         if definition.model is not None or definition.base_url is not None or definition.api_key_env is not None:
             try:

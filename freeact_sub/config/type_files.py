@@ -152,22 +152,22 @@ def load_agent_types(
     able to name a tool: a built-in one, or `<server>_…` of one of those servers or of a type's own
     (`check_tool_names`); else a `ConfigError` names the file and the field.
     """
-    types = dict(BUILTIN_TYPES)
+    agent_types = dict(BUILTIN_TYPES)
     sources: dict[str, str] = {}
     for path, name, _, definition in _agent_files(user_dir if user_dir is not None else user_agents_dir()):
-        types[name], sources[name] = definition, str(path)
+        agent_types[name], sources[name] = definition, str(path)
     project = project_agent_types(working_dir, store=store)
     applied = not project.powerful or project.applies(trust_project)
     for file in project.files:
         if applied or not file.powers:
-            types[file.name], sources[file.name] = file.definition, str(file.path)
+            agent_types[file.name], sources[file.name] = file.definition, str(file.path)
     for name, value in agents.items():
-        types[name], sources[name] = validated(name, value, "agents"), f"agents.{name}"
+        agent_types[name], sources[name] = validated(name, value, "agents"), f"agents.{name}"
     if servers is not None:
-        known = {*servers, *(server for definition in types.values() for server in definition.mcp_servers)}
+        known = {*servers, *(server for definition in agent_types.values() for server in definition.mcp_servers)}
         for name, source in sources.items():
-            definition = types[name]
+            definition = agent_types[name]
             where = source if source.startswith("agents.") else f"{source}: agent type {name!r}"
             check_tool_names(definition.tools or [], f"{where}: tools", known)
             check_tool_names(definition.disallowed_tools, f"{where}: disallowed_tools", known)
-    return types
+    return agent_types
