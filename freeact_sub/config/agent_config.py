@@ -1,6 +1,8 @@
 """`AgentConfig`: what an agent runs with — the schema, every field with its docstring.
 
-Loading it from files, the environment and flags is `loading.py` (`AgentConfig.load` is the way in);
+Loading it from files, the environment and flags is `loading.py` (`AgentConfig.load` is the way in;
+precedence, lowest first: defaults < config file (JSON or TOML) < environment (`FREEACT_SUB_*`) <
+explicit overrides, the CLI's flags);
 the model a config names is chosen in `models/providers.py`; the built-in prompt is `system_prompt.py`.
 Every problem is a `ConfigError` that names the field.
 """
@@ -24,10 +26,10 @@ from .loading import (
     ENV_PREFIX,
     auto_approve_from_env,
     describe,
+    environment_values,
     layered_values,
     load_mcp_config,
 )
-from .loading import values_from_environment as values_from_fields
 from .mcp_servers import (
     HttpServerConfig,
     McpServerConfig,
@@ -77,6 +79,7 @@ class AgentConfig(BaseModel):
     api_key_env: str | None = None
     """Name of the environment variable that holds the API key for `base_url` (whichever provider)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    """The system prompt; the built-in one is sent as `default_system_prompt()` for the tools the agent really has."""
     mcp_servers: McpServers = Field(default_factory=dict)
     """MCP servers by name, in the `mcpServers` shape: `{command, args, env, cwd}` or `{url, headers}`."""
     kernel_env: dict[str, str] = Field(default_factory=dict)
@@ -223,6 +226,7 @@ class AgentConfig(BaseModel):
 
     @property
     def resolved_images_dir(self) -> Path:
+        """Where kernel images are saved: `images_dir`, else `<working_dir>/.freeact-sub/images`."""
         return self.images_dir or (self.working_dir / ".freeact-sub" / "images")
 
     def make_working_dir(self) -> None:
@@ -300,4 +304,4 @@ class AgentConfig(BaseModel):
 def values_from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     """`FREEACT_SUB_<FIELD>` for every field of `AgentConfig`. For a field that is not plain text, a value starting
     with `[` or `{` is read as JSON (`FREEACT_SUB_TOOLS='["execute_*"]'`); anything else is text the field converts."""
-    return values_from_fields(environ, AgentConfig.model_fields)
+    return environment_values(environ, AgentConfig.model_fields)

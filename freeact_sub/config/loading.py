@@ -24,11 +24,11 @@ __all__ = [
     "ENV_PREFIX",
     "auto_approve_from_env",
     "describe",
+    "environment_values",
     "error_lines",
     "layered_values",
     "load_mcp_config",
     "read_config_file",
-    "values_from_environment",
 ]
 
 ENV_PREFIX = "FREEACT_SUB_"
@@ -57,7 +57,7 @@ def layered_values(
     given = {k: v for k, v in overrides.items() if v is not None}
     if isinstance(values.get("agents"), Mapping) and isinstance(given.get("agents"), Mapping):
         given["agents"] = {**values["agents"], **given["agents"]}  # code's types replace the file's by name
-    for layer in (values_from_environment(environ, fields), given):
+    for layer in (environment_values(environ, fields), given):
         gateway, earlier = layer.get("kernel_gateway"), values.get("kernel_gateway")
         if isinstance(gateway, str) and isinstance(earlier, Mapping):
             layer["kernel_gateway"] = {**earlier, "url": gateway}  # a URL alone keeps the file's other settings
@@ -131,7 +131,7 @@ def _with_username(gateway: Any, username: str) -> Any:
     return gateway  # not a gateway setting at all: validation names the field
 
 
-def values_from_environment(environ: Mapping[str, str], fields: Mapping[str, FieldInfo]) -> dict[str, Any]:
+def environment_values(environ: Mapping[str, str], fields: Mapping[str, FieldInfo]) -> dict[str, Any]:
     """`FREEACT_SUB_<FIELD>` for every field of `fields` (`AgentConfig.model_fields`). For a field that is not plain
     text, a value starting with `[` or `{` is read as JSON (`FREEACT_SUB_TOOLS='["execute_*"]'`); anything else is
     text the field converts."""
