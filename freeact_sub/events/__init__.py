@@ -18,6 +18,7 @@ Event family::
     ├── CodeExecutionOutputChunk     output of a running cell, as it arrives
     ├── CodeExecutionOutput          the complete output of a cell (text and saved images)
     ├── ToolOutput                   the result of an MCP tool, of `reset_kernel` or of `task`
+    ├── SubagentQueued               a `task` call's child waits for a slot (`max_subagents`)
     ├── SubagentStarted              a `task` call started a child agent
     ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
     ├── SubagentMessage              a message to a running background child (its parent's model or the person)
