@@ -25,7 +25,7 @@ from .events import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
-    HookError,
+    HookFailed,
     ModelRetry,
     ModelSlot,
     ModelUsage,
@@ -41,6 +41,7 @@ from .events import (
     ToolOutput,
     TurnCancelled,
     TurnStarted,
+    deprecated_name,
 )
 from .models.options import ModelOption
 from .policy.approvals import ApprovalPolicy
@@ -70,7 +71,7 @@ __all__ = [
     "ConfigError",
     "ConfigWarning",
     "FreeactError",
-    "HookError",
+    "HookFailed",
     "HookSpec",
     "KernelError",
     "KernelGatewayConfig",
@@ -105,3 +106,8 @@ __all__ = [
     "timeline",
     "trusted_folders",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Deprecated names (`HookError`: use `HookFailed`) still import, with a `DeprecationWarning`."""
+    return deprecated_name(__name__, name)

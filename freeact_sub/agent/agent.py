@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from ..config.commands import Command, CommandFiles
     from ..config.project_trust import ProjectPowers
+    from ..events import Emit
     from ..kernels.backends import KernelBackend
-    from .tool_calls import Emit
 
 __all__ = ["Agent"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config.commands import CommandFiles
-    from .tool_calls import Emit
+    from ..events import Emit
     from .turn_owner import TurnOwner
 
 __all__ = ["DIRECT_NOTE", "check_direct", "command_files", "direct_turn", "read_prompt", "split_type_prompt"]

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse
     from pydantic_ai.models import Model
 
-    from .tool_calls import Emit
+    from ..events import Emit
     from .turn_owner import TurnOwner
 
 __all__ = ["model_round"]

@@ -17,6 +17,7 @@ from ..code_tools import CodeTools, mcp_prompt, open_code_tools
 from ..config.agent_config import DEFAULT_SYSTEM_PROMPT, default_system_prompt
 from ..config.agent_types import compose_system_prompt, task_tool
 from ..config.definitions import GENERAL, AgentDefinition
+from ..events import Emit
 from ..kernels.backends import KernelBackend, PendingKernel
 from ..kernels.cell_images import accepts_images
 from ..mcp.servers import McpConnections
@@ -24,7 +25,7 @@ from ..policy.gate import ApprovalGate
 from ..subagents.runner import SubagentRunner
 from ..tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
 from ..tools.names import server_may_offer, tool_allowed, unmatched_patterns
-from .tool_calls import Emit, ToolCallRunner
+from .tool_calls import ToolCallRunner
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model

@@ -17,6 +17,7 @@ from ..events import (
     AgentEvent,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    Emit,
     ToolOutput,
 )
 from ..kernels.cell_images import with_images
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Emit", "ToolCallRunner", "rejection_with_reason", "rule_refusal", "sandbox_note"]
 
-Emit = Callable[[AgentEvent], None]
 
 
 class ToolCallRunner:

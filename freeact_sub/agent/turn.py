@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart, ToolReturnPart
     from pydantic_ai.models import Model
 
+    from ..events import Emit
     from ..tree.registry import BackgroundEvents
-    from .tool_calls import Emit
 
 __all__ = ["Reader", "TurnEnded", "TurnEngine", "wait_for_end"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..events import AgentEvent, ApprovalRequest, ToolOutput
+from ..events import ApprovalRequest, Emit, ToolOutput
 from ..tools import Toolbox, ToolSpec
 from .channel import Channel
 from .generate import PACKAGE, GeneratedModule
@@ -42,7 +42,6 @@ _CELL_GRACE = 2.0
 """Seconds a cancelled cell may take to end by itself after its pending calls were cancelled."""
 
 McpToolsMode = Literal["calls", "code", "both"]
-Emit = Callable[[AgentEvent], None]
 Ask = Callable[..., Awaitable[ApprovalRequest]]
 """`ask(tool_name, arguments, call_id, emit, *, source, cell_call_id)`: the agent's approval step.
 

@@ -1,171 +1,63 @@
-"""`AgentConfig`: what an agent runs with, and loading it from a file, the environment and flags.
+"""`AgentConfig`: what an agent runs with — the schema, every field with its docstring.
 
-Precedence, lowest first: defaults < config file (JSON or TOML) < environment (`FREEACT_SUB_*`)
-< explicit overrides (the CLI's flags). Every problem is a `ConfigError` that names the field.
+Loading it from files, the environment and flags is `loading.py` (`AgentConfig.load` is the way in;
+precedence, lowest first: defaults < config file (JSON or TOML) < environment (`FREEACT_SUB_*`) <
+explicit overrides, the CLI's flags);
+the model a config names is chosen in `models/providers.py`; the built-in prompt is `system_prompt.py`.
+Every problem is a `ConfigError` that names the field.
 """
 
 from __future__ import annotations
 
-import getpass
-import json
 import os
-import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..models import providers
 from ..models.options import ModelOption, option_list
 from ..policy.hooks import HookTable
 from ..sandbox.profiles import SandboxSetting
-from .mcp_servers import HttpServerConfig, McpServerConfig, StdioServerConfig, servers_by_shape, with_location
+from .kernel_gateway import KernelGatewayConfig
+from .loading import (
+    ENV_PREFIX,
+    auto_approve_from_env,
+    describe,
+    environment_values,
+    layered_values,
+    load_mcp_config,
+)
+from .mcp_servers import (
+    HttpServerConfig,
+    McpServerConfig,
+    McpServers,
+    StdioServerConfig,
+    servers_by_shape,
+    with_location,
+)
+from .system_prompt import DEFAULT_SYSTEM_PROMPT, default_system_prompt
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "ENV_PREFIX",
     "AgentConfig",
     "ConfigError",
     "HttpServerConfig",
     "KernelGatewayConfig",
     "McpServerConfig",
     "StdioServerConfig",
+    "auto_approve_from_env",
+    "default_system_prompt",
     "load_mcp_config",
     "servers_by_shape",
+    "values_from_environment",
 ]
-
-_CODE_ACTION = """\
-You are a capable assistant that acts by writing Python code.
-
-You have an IPython kernel of your own. To act, call the `execute_ipython_cell` tool with
-Python code; you get back everything the cell printed, the value of its last expression and,
-if it raised, the traceback. The kernel keeps its state between calls, so build on earlier
-cells instead of repeating them. Use IPython features where they help (`%pip install`,
-`!shell commands`). Images and plots you create are saved to files and their paths are shown.
-
-Work in small steps: run a little code, look at the result, then decide the next step. When a
-cell fails, read the traceback and fix the cause. Prefer computing an answer over guessing it.
-`reset_kernel` gives you a clean kernel when its state is broken.
-"""
-
-_TOOLS_ONLY = """\
-You are a capable assistant that acts through the tools you are given; you cannot run code.
-
-Work in small steps: call a tool, read its result, then decide the next step. When a call
-fails, read the error and fix the cause. Prefer what the tools tell you over guessing.
-"""
-
-_SUBAGENTS = """\
-If you have a `task` tool, it hands an isolated job to a subagent with a fresh kernel; start
-independent jobs as parallel `task` calls in one response.
-"""
-
-_APPROVALS = """\
-Every tool call may need the user's approval. A call rejected without a reason ends your turn;
-one rejected with a reason did not run: adjust to the reason and go on. When the job is
-done, answer in plain text (Markdown is fine), concisely, with the results the user asked for.
-"""
-
-
-def default_system_prompt(*, runs_code: bool = True, starts_subagents: bool = True) -> str:
-    """The built-in system prompt for an agent with these tools: it names no tool the agent lacks."""
-    sections = [_CODE_ACTION if runs_code else _TOOLS_ONLY]
-    if starts_subagents:
-        sections.append(_SUBAGENTS)
-    sections.append(_APPROVALS)
-    return "\n".join(sections)
-
-
-DEFAULT_SYSTEM_PROMPT = default_system_prompt()
-"""The built-in system prompt of an agent that runs code and may start subagents.
-
-An agent whose `system_prompt` is this one sends `default_system_prompt()` for the tools it
-really has (a type without `execute_ipython_cell` is not told to run code)."""
-
-ENV_PREFIX = "FREEACT_SUB_"
-
-
-class KernelGatewayConfig(BaseModel):
-    """Kernels on a Jupyter Kernel Gateway or Enterprise Gateway instead of this machine.
-
-    Secrets are never written into the config: the token and extra headers are read from the
-    environment variables named here (the same ones Jupyter's own gateway client reads).
-
-    Every kernel start names its user in the kernel's environment as `KERNEL_USERNAME`, as
-    Jupyter Server's gateway client does: Enterprise Gateway starts kernels only for users it
-    authorizes (and never for `root` unless configured so); Kernel Gateway passes it on to the kernel.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    url: str
-    """Base URL of the gateway, e.g. `http://127.0.0.1:8888` or `https://gateway.example.org/base`."""
-    kernel_name: str = "python3"
-    """The kernel spec to start on the gateway."""
-    token_env: str = "JUPYTER_GATEWAY_AUTH_TOKEN"
-    """Environment variable holding the gateway's token (sent as `Authorization: token …`); unset: no token."""
-    headers_env: str = "JUPYTER_GATEWAY_HEADERS"
-    """Environment variable holding extra HTTP headers as a JSON object (for a proxy's own auth); unset: none."""
-    start_timeout: float = Field(default=120.0, gt=0)
-    """Seconds a kernel may take to start (Enterprise Gateway may first have to pull an image)."""
-    request_timeout: float = Field(default=30.0, gt=0)
-    """Seconds any other gateway request may take."""
-    validate_cert: bool = True
-    """Check the gateway's TLS certificate (`https`/`wss`)."""
-    username: str | None = None
-    """The user kernels are started for (`KERNEL_USERNAME`); None: a `KERNEL_USERNAME` in `kernel_env`, else
-    the user running this program. Enterprise Gateway refuses users it does not authorize."""
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("expected an http:// or https:// URL of the gateway")
-        return value.rstrip("/")
-
-    @field_validator("username")
-    @classmethod
-    def _plain_username(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or value != value.strip() or not value.isprintable()):
-            raise ValueError("expected a user name without surrounding spaces or control characters")
-        return value
-
-    def kernel_username(self, kernel_env: Mapping[str, str] | None = None) -> str:
-        """The `KERNEL_USERNAME` of every kernel start: `username`, else `kernel_env`'s, else the host user's name."""
-        if self.username is not None:
-            return self.username
-        given = (kernel_env or {}).get("KERNEL_USERNAME", "").strip()
-        if given:
-            return given
-        try:
-            return getpass.getuser()
-        except (KeyError, OSError) as exc:  # no login name in the environment and no passwd entry for our uid
-            raise ConfigError(
-                f"kernel_gateway.username: not set, and the name of the user running this program is unknown ({exc})"
-            ) from None
-
-    def headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The HTTP headers of every request: the token and extra headers from the environment."""
-        environ = os.environ if environ is None else environ
-        headers: dict[str, str] = {}
-        raw = environ.get(self.headers_env, "").strip()
-        if raw:
-            try:
-                extra = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                message = f"kernel_gateway.headers_env: {self.headers_env} is not a JSON object: {exc}"
-                raise ConfigError(message) from None
-            if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
-                raise ConfigError(f"kernel_gateway.headers_env: {self.headers_env} must be a JSON object of strings")
-            headers.update(extra)
-        token = environ.get(self.token_env, "").strip()
-        if token:
-            headers["Authorization"] = f"token {token}"
-        return headers
 
 
 class AgentConfig(BaseModel):
@@ -189,7 +81,7 @@ class AgentConfig(BaseModel):
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     """The system prompt. The built-in one teaches the model to act through code and names only the tools the
     agent has; a prompt of your own is sent as you wrote it. An agent type's `prompt` is added after it."""
-    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    mcp_servers: McpServers = Field(default_factory=dict)
     """MCP servers by name, in the `mcpServers` shape: `{command, args, env, cwd}` or `{url, headers}`."""
     kernel_env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the kernel. A kernel gets only `PATH`, `HOME`, the locale and these: it
@@ -208,7 +100,7 @@ class AgentConfig(BaseModel):
     max_children: int | None = Field(default=None, ge=1)
     """How many subagents one agent may start over its life (each agent counts its own; a resumed child is not
     a new one); None: no limit. An agent type's `max_children` wins for agents of that type."""
-    subagent_models: list[ModelOption] = Field(default_factory=list)
+    subagent_models: Annotated[list[ModelOption], BeforeValidator(option_list)] = Field(default_factory=list)
     """Models a `task` call may pick for its subagent (`model`), for every agent type without a `models` list of
     its own: model strings, or tables `{model, base_url, api_key_env, model_settings}` with their own connection.
     Empty: a call cannot pick one (the type's model, else the parent's, is used). In the environment, a
@@ -321,16 +213,6 @@ class AgentConfig(BaseModel):
             )
         return self
 
-    @field_validator("subagent_models", mode="before")
-    @classmethod
-    def _model_list(cls, value: Any) -> Any:
-        return option_list(value)
-
-    @field_validator("mcp_servers", mode="before")
-    @classmethod
-    def _servers_by_shape(cls, value: Any) -> Any:
-        return servers_by_shape(value)
-
     @field_validator("agents", mode="before")
     @classmethod
     def _agent_definitions(cls, value: Any) -> Any:
@@ -351,6 +233,7 @@ class AgentConfig(BaseModel):
 
     @property
     def resolved_images_dir(self) -> Path:
+        """Where kernel images are saved: `images_dir`, else `<working_dir>/.freeact-sub/images`."""
         return self.images_dir or (self.working_dir / ".freeact-sub" / "images")
 
     def make_working_dir(self) -> None:
@@ -408,29 +291,8 @@ class AgentConfig(BaseModel):
         `gateway_username` (the CLI's `--gateway-username`; `FREEACT_SUB_GATEWAY_USERNAME` below
         it) sets `kernel_gateway.username`, keeping the gateway's other settings.
         """
-        environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        if config_file is not None:
-            values.update(_read_config_file(Path(config_file)))
-        if mcp_config is not None:
-            values["mcp_servers"] = load_mcp_config(mcp_config)
-        given = {k: v for k, v in overrides.items() if v is not None}
-        if isinstance(values.get("agents"), Mapping) and isinstance(given.get("agents"), Mapping):
-            given["agents"] = {**values["agents"], **given["agents"]}  # code's types replace the file's by name
-        for layer in (values_from_environment(environ), given):
-            gateway, earlier = layer.get("kernel_gateway"), values.get("kernel_gateway")
-            if isinstance(gateway, str) and isinstance(earlier, Mapping):
-                layer["kernel_gateway"] = {**earlier, "url": gateway}  # a URL alone keeps the file's other settings
-            values.update(layer)
-        if gateway_username is not None and values.get("kernel_gateway") is None:
-            raise ConfigError("gateway_username (--gateway-username) names the user of a kernel gateway, but no "
-                              "gateway is set (--kernel-gateway, kernel_gateway or $FREEACT_SUB_KERNEL_GATEWAY)")
-        # the variable alone is ignored without a gateway: it may be exported for other uses of the program
-        username = gateway_username
-        if username is None:
-            username = environ.get(ENV_PREFIX + "GATEWAY_USERNAME") or None
-        if username is not None and values.get("kernel_gateway") is not None:
-            values["kernel_gateway"] = _with_username(values["kernel_gateway"], username)
+        values = layered_values(config_file, mcp_config=mcp_config, environ=environ,
+                                gateway_username=gateway_username, overrides=overrides, fields=cls.model_fields)
         return cls.validated(values, source=str(config_file) if config_file else "configuration")
 
     @classmethod
@@ -439,164 +301,14 @@ class AgentConfig(BaseModel):
         try:
             return cls.model_validate(dict(values))
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, source)) from None
+            raise ConfigError(describe(exc, source)) from None
 
     def resolve_model(self) -> Model:
         """The pydantic-ai `Model` this config names; a `ConfigError` says what is missing or unknown."""
-        from pydantic_ai.models import Model, infer_model
-
-        if isinstance(self.model, Model):
-            return self.model
-        if not isinstance(self.model, str) or not self.model:
-            raise ConfigError("model: expected a pydantic-ai model string such as 'openai:gpt-4.1'")
-        if self.base_url:
-            return _model_at(self.model, self.base_url, self._api_key())
-        try:
-            prefix, _, rest = self.model.partition(":")
-            return infer_model(f"{_PREFIX_ALIASES[prefix]}{rest}" if rest and prefix in _PREFIX_ALIASES else self.model)
-        except Exception as exc:  # pydantic-ai raises UserError for unknown names and missing keys
-            missing = re.search(r"Set the `(\w+)` environment variable", str(exc))
-            if missing:  # say it in a person's words, not the library's (`OpenAIProvider(api_key=...)`)
-                raise ConfigError(
-                    f"model {self.model!r} needs an API key: set the environment variable {missing.group(1)} "
-                    "(or put it in a .env file), or name another variable with api_key_env (--api-key-env NAME)"
-                ) from None
-            raise ConfigError(f"model {self.model!r}: {exc}") from None
-
-    def _api_key(self) -> str | None:
-        """The key in the variable `api_key_env` names; None when no variable is named."""
-        if not self.api_key_env:
-            return None
-        api_key = os.environ.get(self.api_key_env)
-        if not api_key:
-            raise ConfigError(f"api_key_env: the environment variable {self.api_key_env} is not set")
-        return api_key
-
-
-_PREFIX_ALIASES = {"google-gla": "google:"}
-"""Older pydantic-ai prefixes, still accepted."""
-
-BASE_URL_PREFIXES = ("openai", "openai-chat", "openai-responses", "anthropic", "google", "google-gla")
-"""Model prefixes that work with `base_url`; a bare model name means an OpenAI-compatible server."""
-
-
-def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
-    """The model `model` names, with its provider pointed at `base_url`.
-
-    Without a key (`api_key_env`) the provider gets a placeholder: a server at a URL of your
-    choosing (a local model, a proxy) must never receive a provider key from the host's
-    environment by accident.
-    """
-    prefix, _, name = model.partition(":")
-    if not name:
-        prefix, name = "", model
-    key = api_key or "not-needed"
-    if prefix in ("", "openai", "openai-chat"):
-        from pydantic_ai.models.openai import OpenAIChatModel
-        from pydantic_ai.providers.openai import OpenAIProvider
-
-        return OpenAIChatModel(name, provider=OpenAIProvider(base_url=base_url, api_key=key))
-    if prefix == "openai-responses":
-        from pydantic_ai.models.openai import OpenAIResponsesModel
-        from pydantic_ai.providers.openai import OpenAIProvider
-
-        return OpenAIResponsesModel(name, provider=OpenAIProvider(base_url=base_url, api_key=key))
-    if prefix == "anthropic":
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
-        return AnthropicModel(name, provider=AnthropicProvider(base_url=base_url, api_key=key))
-    if prefix in ("google", "google-gla"):
-        from pydantic_ai.models.google import GoogleModel
-        from pydantic_ai.providers.google import GoogleProvider
-
-        return GoogleModel(name, provider=GoogleProvider(base_url=base_url, api_key=key))
-    known = ", ".join(f"'{p}:'" for p in BASE_URL_PREFIXES)
-    raise ConfigError(
-        f"model {model!r}: the prefix {prefix!r} does not work with base_url. Use one of {known}, or a "
-        f"model name without a prefix for an OpenAI-compatible server (a name with a colon, such as "
-        f"Ollama's 'qwen2.5:7b', goes as 'openai:qwen2.5:7b')"
-    )
-
-
-def load_mcp_config(path: str | Path) -> dict[str, McpServerConfig]:
-    """Read a JSON file in the `mcpServers` shape (`{"mcpServers": {name: {...}}}` or the inner mapping), or VS Code's
-    `{"servers": {name: {"type": "stdio", ...}}}` (its `inputs` are not read)."""
-    data = _read_config_file(Path(path))
-    if "mcp_servers" in data:
-        servers = data["mcp_servers"]
-    elif isinstance(data.get("servers"), Mapping):  # VS Code's .vscode/mcp.json
-        servers = data["servers"]
-    elif data and all(isinstance(spec, Mapping) and ("command" in spec or "url" in spec) for spec in data.values()):
-        servers = data
-    else:
-        raise ConfigError(f"{path}: expected `mcpServers` (or VS Code's `servers`): an object mapping server names to "
-                          f"their settings; the file has {', '.join(map(repr, data)) or 'nothing'}")
-    if not isinstance(servers, Mapping):
-        raise ConfigError(f"{path}: mcpServers must be an object mapping server names to their settings")
-    try:
-        return AgentConfig.model_validate({"mcp_servers": servers}).mcp_servers
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, str(path))) from None
-
-
-def _read_config_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = "TOML" if path.suffix == ".toml" else "JSON"
-        raise ConfigError(f"{path}: not valid {kind}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected an object at the top level")
-    if "mcpServers" in data:
-        data["mcp_servers"] = data.pop("mcpServers")
-    return data
-
-
-def _with_username(gateway: Any, username: str) -> Any:
-    """`kernel_gateway` (a URL, a table or a `KernelGatewayConfig`) with its `username` set."""
-    if isinstance(gateway, str):
-        return {"url": gateway, "username": username}
-    if isinstance(gateway, KernelGatewayConfig):
-        return {**gateway.model_dump(exclude_unset=True), "username": username}
-    if isinstance(gateway, Mapping):
-        return {**gateway, "username": username}
-    return gateway  # not a gateway setting at all: validation names the field
+        return providers.resolve_model(self.model, base_url=self.base_url, api_key_env=self.api_key_env)
 
 
 def values_from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     """`FREEACT_SUB_<FIELD>` for every field of `AgentConfig`. For a field that is not plain text, a value starting
     with `[` or `{` is read as JSON (`FREEACT_SUB_TOOLS='["execute_*"]'`); anything else is text the field converts."""
-    values: dict[str, Any] = {}
-    for field in AgentConfig.model_fields:
-        raw = environ.get(ENV_PREFIX + field.upper())
-        if raw is None or raw == "":
-            continue
-        text = raw.strip()
-        if text[:1] in ("[", "{") and AgentConfig.model_fields[field].annotation not in (str, str | None):
-            try:
-                values[field] = json.loads(text)
-                continue
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{ENV_PREFIX}{field.upper()}: not valid JSON: {exc}") from None
-        values[field] = raw
-    return values
-
-
-def auto_approve_from_env(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether `FREEACT_SUB_AUTO_APPROVE` asks to approve every action."""
-    raw = (os.environ if environ is None else environ).get(ENV_PREFIX + "AUTO_APPROVE", "")
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _describe(exc: ValidationError, source: str) -> str:
-    lines = []
-    for error in exc.errors(include_url=False):
-        location = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        lines.append(f"{location}: {error['msg']}")
-    fields = "\n  ".join(lines)
-    return f"invalid {source}:\n  {fields}"
-
+    return environment_values(environ, AgentConfig.model_fields)

@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
-from .agent_types import front_matter
+from .type_files import front_matter
 
 __all__ = ["Command", "CommandFiles", "load_commands", "project_commands_dir", "read_commands", "user_commands_dir"]
 

@@ -7,15 +7,15 @@ without either importing the other.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ..models.options import ModelOption, option_list
 from ..policy.hooks import HookTable
 from ..sandbox.profiles import SandboxSetting
 from ..tools.names import tool_allowed
-from .mcp_servers import McpServerConfig, servers_by_shape
+from .mcp_servers import McpServers
 
 __all__ = ["GENERAL", "AgentDefinition", "ApprovalRule", "definition_fields"]
 
@@ -46,7 +46,7 @@ class AgentDefinition(BaseModel):
         default=None, validation_alias=_alias("model_settings", "modelSettings")
     )
     """pydantic-ai `ModelSettings`; unset: the parent's (when the model is inherited too)."""
-    models: list[ModelOption] | None = None
+    models: Annotated[list[ModelOption] | None, BeforeValidator(option_list)] = None
     """Models a `task` call may pick for this type (`model`), each a string or a table with its own connection;
     unset: the config's `subagent_models`. The type's own (or inherited) model stays the default."""
     base_url: str | None = Field(default=None, validation_alias=_alias("base_url", "baseUrl"))
@@ -61,7 +61,7 @@ class AgentDefinition(BaseModel):
         default_factory=list, validation_alias=_alias("disallowed_tools", "disallowedTools")
     )
     """Names or glob patterns of tools to remove. Without `execute_ipython_cell` the agent gets no kernel at all."""
-    mcp_servers: dict[str, McpServerConfig] = Field(
+    mcp_servers: McpServers = Field(
         default_factory=dict, validation_alias=_alias("mcp_servers", "mcpServers")
     )
     """MCP servers of its own (`mcpServers` shape), added to the inherited ones (same name: replaced)."""
@@ -102,20 +102,10 @@ class AgentDefinition(BaseModel):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("models", mode="before")
-    @classmethod
-    def _model_list(cls, value: Any) -> Any:
-        return option_list(value)
-
     @field_validator("model", mode="before")
     @classmethod
     def _inherit(cls, value: Any) -> Any:
         return None if value == "inherit" else value
-
-    @field_validator("mcp_servers", mode="before")
-    @classmethod
-    def _servers(cls, value: Any) -> Any:
-        return servers_by_shape(value)
 
     @property
     def needs_kernel(self) -> bool:

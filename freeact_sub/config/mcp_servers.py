@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import InitErrorDetails
 
 from ..sandbox.profiles import SandboxSetting
 
-__all__ = ["HttpServerConfig", "McpServerConfig", "StdioServerConfig", "servers_by_shape", "with_location"]
+__all__ = [
+    "HttpServerConfig", "McpServerConfig", "McpServers", "StdioServerConfig", "servers_by_shape", "with_location",
+]
 
 
 class StdioServerConfig(BaseModel):
@@ -71,3 +73,7 @@ def with_location(exc: ValidationError, name: str) -> ValidationError:
         for e in exc.errors()
     ]
     return ValidationError.from_exception_data(exc.title, details)
+
+
+McpServers = Annotated[dict[str, McpServerConfig], BeforeValidator(servers_by_shape)]
+"""MCP servers by name, each validated by its shape (`servers_by_shape`): the type of a config's `mcp_servers`."""

@@ -21,8 +21,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .scenario import DEMO_ANTHROPIC_MODEL, DEMO_MODEL, PI_TASK, PRIMES_TASK, REVIEW_TASK
 from .server import DemoServer, start_demo_server
+from .tasks import DEMO_ANTHROPIC_MODEL, DEMO_MODEL, PI_TASK, PRIMES_TASK, REVIEW_TASK
 
 if TYPE_CHECKING:
     from freeact_sub.config.agent_config import AgentConfig

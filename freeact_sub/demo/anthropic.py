@@ -16,9 +16,9 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from .faults import ANTHROPIC_ERROR_TYPES, Fault, fault_headers, faulty_stream
-from .scenario import ModelErrorReply, Reply
-from .wire import ScriptedModel, pieces
+from .faults import ANTHROPIC_ERROR_TYPES, Fault, faulty_stream
+from .replies import ModelErrorReply, Reply
+from .wire import ScriptedModel, pieces, read_model_request
 
 __all__ = ["anthropic_routes", "to_chat_request"]
 
@@ -36,16 +36,10 @@ def anthropic_routes(server: ScriptedModel) -> list[Any]:
                             headers=headers)
 
     async def messages(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return error(400, "the request body is not valid JSON")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return error(400, "messages: a list of messages is required")
-        server.log("anthropic", body)
-        fault = server.faults("anthropic", body) if server.faults is not None else None
-        if fault is not None and fault.kind == "status":
-            return error(fault.status, fault.text(), fault_headers(fault))
+        read = await read_model_request(server, "anthropic", request, error, "messages: a list of messages is required")
+        if not isinstance(read, tuple):
+            return read  # refused: not JSON, no messages, or a fault that answers with a status
+        body, fault = read
         reply = server.responder(to_chat_request(body))
         if isinstance(reply, ModelErrorReply):
             return error(reply.status, reply.message)

@@ -16,9 +16,10 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .faults import Fault, fault_headers, faulty_stream
-from .scenario import DEMO_MODEL, ModelErrorReply, Reply
-from .wire import ScriptedModel, pieces
+from .faults import Fault, faulty_stream
+from .replies import ModelErrorReply, Reply
+from .tasks import DEMO_MODEL
+from .wire import ScriptedModel, pieces, read_model_request
 
 __all__ = ["openai_routes"]
 
@@ -35,16 +36,10 @@ def openai_routes(server: ScriptedModel) -> list[Any]:
         return JSONResponse(body, status_code=status, headers=headers)
 
     async def completions(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return error(400, "the request body is not valid JSON")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return error(400, "the request needs a list of messages")
-        server.log("openai", body)
-        fault = server.faults("openai", body) if server.faults is not None else None
-        if fault is not None and fault.kind == "status":
-            return error(fault.status, fault.text(), fault_headers(fault))
+        read = await read_model_request(server, "openai", request, error, "the request needs a list of messages")
+        if not isinstance(read, tuple):
+            return read  # refused: not JSON, no messages, or a fault that answers with a status
+        body, fault = read
         reply = server.responder(body)
         if isinstance(reply, ModelErrorReply):
             return error(reply.status, reply.message)

@@ -21,7 +21,8 @@ from typing import Any
 from .anthropic import anthropic_routes
 from .faults import FaultChooser
 from .openai import openai_routes
-from .scenario import ModelErrorReply, Reply, respond
+from .replies import ModelErrorReply, Reply
+from .scenario import respond
 from .wire import Wire
 
 __all__ = ["DemoServer", "start_demo_server"]

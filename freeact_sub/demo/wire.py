@@ -6,14 +6,13 @@ format; `server.py` serves both on one port. Neither protocol module imports the
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from .scenario import ModelErrorReply, Reply
-
-if TYPE_CHECKING:
-    from .faults import Fault
+from .faults import Fault, fault_headers
+from .replies import ModelErrorReply, Reply
 
 Wire = Literal["openai", "anthropic"]
 
@@ -35,3 +34,25 @@ class ScriptedModel(Protocol):
 def pieces(text: str) -> Iterator[str]:
     """Split text into small streamable pieces (a word with its following space)."""
     yield from (m.group(0) for m in re.finditer(r"\S+\s*|\s+", text))
+
+
+async def read_model_request(
+    server: ScriptedModel, protocol: Wire, request: Any, error: Callable[..., Any], no_messages: str
+) -> tuple[dict[str, Any], Fault | None] | Any:
+    """A model request's body, logged, and the fault chosen for it; or the error response that refuses it.
+
+    `request` is Starlette's; `error(status, message, headers=None)` makes the protocol's error
+    response; `no_messages` says, in the protocol's words, that the body has no list of messages.
+    A `status` fault is answered here, with its retry headers.
+    """
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        return error(400, "the request body is not valid JSON")
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return error(400, no_messages)
+    server.log(protocol, body)
+    fault = server.faults(protocol, body) if server.faults is not None else None
+    if fault is not None and fault.kind == "status":
+        return error(fault.status, fault.text(), fault_headers(fault))
+    return body, fault

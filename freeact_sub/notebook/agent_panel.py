@@ -15,7 +15,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
-    HookError,
+    HookFailed,
     ModelRetry,
     ModelSlot,
     ModelUsage,
@@ -325,7 +325,7 @@ class AgentPanel(widgets.VBox):
             case ToolOutput(tool_call_id=call_id):
                 call = self.calls.get(call_id) or self._add_refused_call(event)
                 call.set_result(event)
-            case HookError():
+            case HookFailed():
                 note = widgets.HTML(
                     f'<div class="freeact-hook-error">⚠ hook <code>{_html.escape(event.hook)}</code> failed at '
                     f"{_html.escape(event.hook_event_name)}: {_html.escape(event.message)} (left out: the step "

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..events import AgentEvent, ApprovalRequest, CallSource, HookError
+from ..events import ApprovalRequest, CallSource, Emit, HookFailed
 from .hooks import HookAnswer, Hooks, pre_tool_verdict
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ApprovalGate"]
 
-Emit = Callable[[AgentEvent], None]
 
 
 class ApprovalGate:
@@ -187,7 +186,7 @@ class ApprovalGate:
         if verdict is not None and verdict.tool_input is not None:
             rewritten = self.toolbox.with_defaults(name, verdict.tool_input)
             if problem := self.toolbox.check(name, rewritten):
-                emit(HookError(agent_id=self.agent_id, hook_event_name="PreToolUse", hook=verdict.hook,
+                emit(HookFailed(agent_id=self.agent_id, hook_event_name="PreToolUse", hook=verdict.hook,
                                message=f"its tool_input does not fit {name!r}: {problem}", tool_call_id=call_id))
                 return replace(verdict, tool_input=None)
             return replace(verdict, tool_input=rewritten)

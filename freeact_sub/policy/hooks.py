@@ -17,7 +17,7 @@ opinion) or an object (a command prints it on stdout):
   stop also `status`, `turns_used`, `usage`) and `Stop` (`final_answer`): told, not asked.
 
 A hook that raises, exits non-zero, prints something that is not a JSON object or runs past
-its `timeout` changes nothing: the moment goes on as if it did not exist, and a `HookError`
+its `timeout` changes nothing: the moment goes on as if it did not exist, and a `HookFailed`
 event says which hook failed and why. Hooks run in the host process, never in a kernel.
 """
 
@@ -36,7 +36,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from ..events import AgentEvent, HookError
+from ..events import AgentEvent, HookFailed
 
 __all__ = [
     "HOOK_EVENTS", "HookAnswer", "HookFailure", "HookSpec", "HookTable", "Hooks", "hook_table", "pre_tool_verdict"
@@ -168,12 +168,12 @@ class Hooks:
         *, tool_name: str | None = None, call_id: str | None = None,
     ) -> list[HookAnswer]:
         """Run the hooks of `event` for the agent `context` describes; their answers. A failed hook's
-        `HookError` is emitted (as `context["agent_id"]`'s event) and its answer dropped."""
+        `HookFailed` is emitted (as `context["agent_id"]`'s event) and its answer dropped."""
         answers, failures = await self.run(
             event, {**context, **fields}, subagent_type=context.get("subagent_type") or "general", tool_name=tool_name
         )
         for failure in failures:
-            emit(HookError(agent_id=context["agent_id"], hook_event_name=event, hook=failure.hook,
+            emit(HookFailed(agent_id=context["agent_id"], hook_event_name=event, hook=failure.hook,
                            message=failure.message, tool_call_id=call_id))
         return answers
 

@@ -7,27 +7,23 @@ is replayed from its own transcript, framed by `SubagentStarted` / `SubagentFini
 was live. A user prompt, which a live stream does
 not repeat, becomes a `UserPrompt` event.
 
-What the live view showed beyond the transcript is read from the session's `shown.jsonl`: how
-each call was decided and by whom (a `SavedDecision` follows its `ApprovalRequest`), and the MCP
-calls a cell's code made (their requests, decisions and results come before the cell's output).
-A session saved before that file existed replays without them.
+What the live view showed beyond the transcript is read from the session's `shown.jsonl`
+(`shown.py`): how each call was decided and by whom, and the MCP calls a cell's code made (their
+requests, decisions and results come before the cell's output).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import functools
-import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..events import (
     AgentEvent,
-    ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
     ModelRetry,
@@ -40,6 +36,15 @@ from ..events import (
     TurnStarted,
 )
 from .index import SavedAgent
+from .shown import (
+    SavedDecision,
+    Shown,
+    code_calls,
+    did_not_run,
+    read_shown,
+    request_from,
+    saved_decision,
+)
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -66,122 +71,6 @@ class UserPrompt(AgentEvent):
     """A user prompt (or a subagent's task) as saved in a transcript; a live stream does not repeat it."""
 
     content: str
-
-
-DecidedBy = Literal["person", "auto", "standing", "rule", "hook", "cancelled", "pending"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SavedDecision(AgentEvent):
-    """How a call was decided, as saved when it happened; it follows its `ApprovalRequest` in a replay.
-
-    `by`: `person`; `auto` (a standing decision covered the agent when it asked); `standing` (one
-    made while it waited; `covered`); `rule` or `hook` (nobody was asked); `cancelled` (the turn
-    or the agent was stopped before anyone answered; `stopped_by` says who stopped the agent);
-    `pending` (nothing was saved: the session ended while the question was open).
-    """
-
-    tool_call_id: str
-    by: DecidedBy
-    approved: bool | None = None
-    reason: str | None = None
-    always: Literal["agent", "all"] | None = None
-    """For a person's approval: the standing decision given with it (this agent from now on, or every agent)."""
-    covered: bool = False
-    """For `standing`: it was first asked, then a standing decision made for another question covered it."""
-    stopped_by: str | None = None
-
-
-@dataclass
-class Shown:
-    """What `shown.jsonl` saved of one agent: decisions by call id, and the MCP calls of each cell."""
-
-    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    code_calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """By the cell's call id: its calls' decision records and results, in the order they happened."""
-
-
-def read_shown(path: Path) -> dict[str, Shown] | None:
-    """The `shown.jsonl` of a session folder by agent id; None for a session saved before the file existed."""
-    file = path / "shown.jsonl"
-    if not file.exists():
-        return None
-    found: dict[str, Shown] = {}
-    for line in file.read_bytes().splitlines():
-        try:
-            record = json.loads(line)
-            agent, call = record["agent_id"], record["call"]
-        except (ValueError, KeyError, TypeError):
-            continue  # a torn last line: what it said is lost, the rest stands
-        shown = found.setdefault(agent, Shown())
-        if record.get("cell"):
-            shown.code_calls.setdefault(record["cell"], []).append(record)
-        if record.get("kind") == "decision":
-            shown.decisions[call] = record
-    return found
-
-
-def _saved_decision(agent_id: str, call_id: str, record: dict[str, Any] | None, at: float) -> SavedDecision:
-    if record is None:
-        return SavedDecision(agent_id=agent_id, tool_call_id=call_id, by="pending", at=at)
-    by = record.get("by")
-    always = record.get("always")
-    return SavedDecision(
-        agent_id=agent_id, tool_call_id=call_id,
-        by=by if by in ("person", "auto", "standing", "rule", "hook", "cancelled") else "person",
-        approved=record.get("approved"), reason=record.get("reason"),
-        always=always if always in ("agent", "all") else None, covered=bool(record.get("covered")),
-        stopped_by=record.get("stopped_by"), at=at,
-    )
-
-
-def _request_from(agent_id: str, name: str, args: dict[str, Any], call_id: str, record: dict[str, Any] | None,
-                  ran: bool, asked: float, decided: float) -> ApprovalRequest:
-    """The request as the live stream emitted it: its source, rule and hook, decided as it was."""
-    if record is None:
-        return _decided_request(agent_id, name, args, call_id, ran, asked, decided)
-    approved = bool(record.get("approved"))
-    return _decided_request(
-        agent_id, str(record.get("tool") or name), dict(record.get("args") or args), call_id, approved, asked, decided,
-        reason=record.get("reason"), auto=approved and record.get("by") in ("auto", "rule", "hook"),
-        rule=record.get("rule"), hook=record.get("hook"), source="code" if record.get("source") == "code" else "model",
-        cell=record.get("cell"),
-    )
-
-
-_loop: asyncio.AbstractEventLoop | None = None
-
-
-_NOT_RUN = ("The user rejected", "The user interrupted the turn before this call ran", "An approval rule refused",
-            "A hook (")
-"""How the results of calls that never ran begin: rejected, stopped before they ran, refused by a rule or a hook."""
-
-
-def _did_not_run(result: str) -> bool:
-    """Whether a call's saved result says it never ran (it is replayed as not approved)."""
-    return result.startswith(_NOT_RUN)
-
-
-def _decided_request(
-    agent_id: str, name: str, args: dict[str, Any], call_id: str, approved: bool, asked: float, decided: float, *,
-    reason: str | None = None, auto: bool = False, rule: str | None = None, hook: str | None = None,
-    source: Literal["model", "code"] = "model", cell: str | None = None,
-) -> ApprovalRequest:
-    """An `ApprovalRequest` that was decided long ago (no event loop needs to run for it)."""
-    global _loop
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()  # never run: it only owns the futures of replayed requests
-        loop = _loop
-    decision: asyncio.Future[bool] = loop.create_future()
-    decision.set_result(approved)
-    request = ApprovalRequest(agent_id=agent_id, tool_name=name, tool_args=args, tool_call_id=call_id,
-                              auto_approved=auto, rule=rule, hook=hook, source=source, cell_call_id=cell,
-                              _decision=decision, at=asked)
-    request.approve(approved, reason, at=decided)
-    return request
 
 
 def replay(
@@ -251,15 +140,15 @@ def replay(
                 asked = when.get("asked", received)
                 decided = when.get("decided", asked)
                 record = mine.decisions.get(call.tool_call_id) if mine is not None else None
-                if mine is not None and record is None and call.tool_call_id in results and not _did_not_run(result):
+                if mine is not None and record is None and call.tool_call_id in results and not did_not_run(result):
                     refused.add(call.tool_call_id)  # refused by a check at once: no request, only its result
                     events += _result(agent_id, call.tool_name, result, call.tool_call_id, {},
                                       when.get("ended", received), refused=True)
                     continue
-                events.append(_request_from(agent_id, call.tool_name, args, call.tool_call_id, record,
-                                            not _did_not_run(result), asked, decided))
+                events.append(request_from(agent_id, call.tool_name, args, call.tool_call_id, record,
+                                            not did_not_run(result), asked, decided))
                 if mine is not None:
-                    events.append(_saved_decision(agent_id, call.tool_call_id, record, decided))
+                    events.append(saved_decision(agent_id, call.tool_call_id, record, decided))
                 child = children.get(call.tool_call_id)
                 if call.tool_name == "task" and child is not None and args.get("run_in_background"):
                     background.add(call.tool_call_id)
@@ -301,11 +190,11 @@ def replay(
                                          at=part.timestamp.timestamp()))
             elif isinstance(part, ToolReturnPart):
                 content = part.model_response_str()
-                if _did_not_run(content) or part.tool_call_id in refused:
+                if did_not_run(content) or part.tool_call_id in refused:
                     continue  # nothing reported it live: its request says it was not approved
                 at = part.timestamp.timestamp()
                 if mine is not None and part.tool_name == "execute_ipython_cell":
-                    events += _code_calls(agent_id, mine.code_calls.get(part.tool_call_id, []), at)
+                    events += code_calls(agent_id, mine.code_calls.get(part.tool_call_id, []), at)
                 events += _result(agent_id, part.tool_name, content, part.tool_call_id,
                                   {k: v for k, v in children.items() if k not in background}, at,
                                   kernel_wait=times.get(part.tool_call_id, {}).get("kernel_wait", 0.0))
@@ -390,23 +279,6 @@ def _finished(agent_id: str, child: SavedAgent, call_id: str, at: float) -> Suba
         at=at,
     )
 
-
-def _code_calls(agent_id: str, records: list[dict[str, Any]], at: float) -> list[AgentEvent]:
-    """The MCP calls a cell's code made, as they were shown: each request, its decision, its result (at `at`, the
-    cell's end: their own times are not saved)."""
-    events: list[AgentEvent] = []
-    for record in records:
-        call_id, cell = str(record.get("call")), record.get("cell")
-        if record.get("kind") == "decision":
-            name, args = str(record.get("tool") or ""), dict(record.get("args") or {})
-            events.append(_request_from(agent_id, name, args, call_id, record, bool(record.get("approved")), at, at))
-            events.append(_saved_decision(agent_id, call_id, record, at))
-        elif record.get("kind") == "code_result":
-            events.append(ToolOutput(agent_id=agent_id, content=str(record.get("content") or ""),
-                                     tool_name=str(record.get("tool") or ""), tool_call_id=call_id,
-                                     is_error=bool(record.get("is_error")), source="code",
-                                     cell_call_id=str(cell) if cell else None, at=at))
-    return events
 
 
 def _epoch(iso: str | None, default: float) -> float:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ..events import (
-    AgentEvent,
     ApprovalRequest,
+    Emit,
     Response,
     SubagentFinished,
     SubagentQueued,
@@ -25,7 +24,6 @@ from .results import outcome
 
 __all__ = ["drive"]
 
-Emit = Callable[[AgentEvent], None]
 
 
 async def drive(

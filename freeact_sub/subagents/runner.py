@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config.agent_types import GENERAL, configure, confine
 from ..errors import ConfigError
-from ..events import AgentEvent, Response, SubagentMessage, SubagentReport
+from ..events import AgentEvent, Emit, Response, SubagentMessage, SubagentReport
 from ..models.options import model_label
 from ..tools.names import tool_allowed
 from ..tree.registry import AgentTree, ChildSpec, TreeMember
@@ -28,8 +28,6 @@ from .checks import TaskChecks
 from .drive import drive
 from .jobs import Job, Jobs
 from .results import FORK_NOTE, RESUME_INTERRUPTED_NOTE, RESUME_NOTE, ended_cleanly, stopped_result, unpriced
-
-Emit = Callable[[AgentEvent], None]
 
 __all__ = ["DEFAULT_MAX_TURNS", "SubagentRunner"]
 

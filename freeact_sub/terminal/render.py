@@ -27,7 +27,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
-    HookError,
+    HookFailed,
     ModelRetry,
     ModelSlot,
     ModelUsage,
@@ -151,7 +151,7 @@ class Renderer:
                               Text(clean(f"{request.tool_name} refused{by}: {request.reason or ''}".rstrip(": "))))
                 else:
                     self.board.set_state(agent, f"waiting for approval of {what_it_runs(request)}")
-            case HookError() as failure:
+            case HookFailed() as failure:
                 self._row(agent, Text("⚠", style="yellow"), Text(clean(
                     f"hook {failure.hook} failed at {failure.hook_event_name}: {failure.message} "
                     "(it was left out: the step went on as without it)"), style="yellow"))

@@ -20,7 +20,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     ConfigError,
-    HookError,
+    HookFailed,
     HookSpec,
 )
 from tests.conftest import CALC_SERVER
@@ -107,7 +107,7 @@ async def test_a_rewrite_that_does_not_fit_the_tool_is_dropped_and_reported(work
     hooks = {"PreToolUse": [lambda moment: {"tool_input": {"source": "print(1)"}}]}
     async with Agent(config(script.model, workdir, hooks=hooks)) as agent:
         events = await drive(agent.stream("go"))
-    (error,) = of(HookError, events)
+    (error,) = of(HookFailed, events)
     assert "does not fit" in error.message and error.tool_call_id == "cell"
     assert "original" in of(CodeExecutionOutput, events)[0].text
 
@@ -141,7 +141,7 @@ async def test_a_failing_command_hook_is_reported_and_the_call_is_asked_as_if_it
     script = Script([cell("print('ran')")], ["done"])
     async with Agent(config(script.model, workdir, hooks=hooks)) as agent:
         events = await drive(agent.stream("go"))
-    (error,) = of(HookError, events)
+    (error,) = of(HookFailed, events)
     assert expected in error.message and error.hook_event_name == "PreToolUse"
     (request,) = of(ApprovalRequest, events)
     assert not request.auto_approved and request.hook is None  # the person was asked
@@ -155,7 +155,7 @@ async def test_a_raising_callable_is_reported_not_fatal(workdir: Path) -> None:
     script = Script([cell("print('ran')")], ["done"])
     async with Agent(config(script.model, workdir, hooks={"PreToolUse": [broken]})) as agent:
         events = await drive(agent.stream("go"))
-    (error,) = of(HookError, events)
+    (error,) = of(HookFailed, events)
     assert "RuntimeError: bug in my hook" in error.message
 
 

@@ -166,3 +166,16 @@ async def test_a_reason_given_from_another_thread_is_visible_at_once() -> None:
     thread.join()
     assert request.decided and request.reason == "too slow"  # before the loop has run the settlement
     assert await asyncio.wait_for(request.approved(), 10) is False
+
+
+def test_hook_error_is_a_deprecated_name_of_hook_failed() -> None:
+    from freeact_sub.events import HookFailed
+
+    with pytest.warns(DeprecationWarning, match="HookFailed"):
+        from freeact_sub import HookError
+    with pytest.warns(DeprecationWarning):
+        from freeact_sub.events import HookError as from_events
+    assert HookError is HookFailed is from_events
+    assert "HookError" not in freeact_sub.__all__
+    with pytest.raises(AttributeError):
+        freeact_sub.NoSuchName  # noqa: B018

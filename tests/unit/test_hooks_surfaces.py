@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from freeact_sub import ApprovalPolicy, ApprovalRequest, HookError
+from freeact_sub import ApprovalPolicy, ApprovalRequest, HookFailed
 from freeact_sub.notebook.agent_panel import AgentPanel
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
@@ -30,7 +30,7 @@ async def test_the_terminal_says_which_hook_refused_allowed_rewrote_or_failed() 
     renderer.handle(request("a", decision=False, reason="no deleting"))
     renderer.handle(request("b", decision=True, auto=True))
     renderer.handle(request("c", decision=None))
-    renderer.handle(HookError(agent_id=AGENT, hook_event_name="PreToolUse", hook="check.sh", message="exited with 2"))
+    renderer.handle(HookFailed(agent_id=AGENT, hook_event_name="PreToolUse", hook="check.sh", message="exited with 2"))
     text = output.getvalue()
     assert "execute_ipython_cell refused by hook no_deletes: no deleting" in text
     assert "auto-approved by hook no_deletes" in text
@@ -41,7 +41,7 @@ async def test_the_terminal_says_which_hook_refused_allowed_rewrote_or_failed() 
 async def test_the_notebook_panel_says_which_hook_decided_and_shows_a_failure() -> None:
     panel = AgentPanel(AGENT, policy=ApprovalPolicy())
     panel.handle(request("a", decision=False, reason="no deleting"))
-    panel.handle(HookError(agent_id=AGENT, hook_event_name="PostToolUse", hook="note.sh", message="timed out"))
+    panel.handle(HookFailed(agent_id=AGENT, hook_event_name="PostToolUse", hook="note.sh", message="timed out"))
     title = panel.calls["a"]._title.value
     assert "by hook no_deletes" in title and "no deleting" in title
     shown = " ".join(getattr(child, "value", "") for child in panel._body.children)
