@@ -48,8 +48,9 @@ from ..events import (
     AgentEvent,
     TurnCancelled,
 )
-from ..kernels.backends import KernelBackend, PendingKernel
+from ..kernels.backends import KernelBackend
 from ..kernels.cell_images import accepts_images
+from ..kernels.pending import PendingKernel
 from ..mcp.servers import McpConnections
 from ..policy.approvals import ApprovalPolicy, ApprovalRules
 from ..policy.hooks import Hooks
