@@ -24,8 +24,8 @@ __all__ = ["KernelBackend", "new_kernel", "uses_local_kernels"]
 
 
 class KernelBackend(RunsCells, Protocol):
-    """What every kernel backend does (see `Kernel` for the behaviour each method promises); `execute` and
-    `run_cell` come from `RunsCells`."""
+    """What every kernel backend does (see `Kernel` for the behaviour each method promises); `execute`,
+    `run_cell`, `start`, `shutdown` and `async with` come from `RunsCells`."""
 
     label: str
     """Prefix of saved image files; the agent sets its id here."""
@@ -53,8 +53,6 @@ class KernelBackend(RunsCells, Protocol):
         """Where the kernel listens for its agent's code-tools channel (None: not yet, or not on this machine)."""
         ...
 
-    async def start(self, timeout: float = ...) -> None: ...
-
     async def run_at_start(self, code: str, *, wait: bool = True) -> None:
         """Run `code` now and again after every restart, before any other cell (not stored in the history).
 
@@ -67,8 +65,6 @@ class KernelBackend(RunsCells, Protocol):
     async def interrupt(self) -> None: ...
 
     async def reset(self) -> None: ...
-
-    async def shutdown(self, *, now: bool = False) -> None: ...
 
 
 def uses_local_kernels(config: AgentConfig) -> bool:

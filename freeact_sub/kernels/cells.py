@@ -1,8 +1,8 @@
 """A cell as every kernel backend sees it: what is asked (`Cell`), what comes back (`ExecutionResult`).
 
-`RunsCells` writes `execute(code, *, timeout, on_output, paused, store_history)` once; a backend
-implements `run_cell(cell)` and inherits `execute` from it (`Kernel`, `GatewayKernel`,
-`PendingKernel`), and `KernelBackend` extends it.
+`RunsCells` writes `execute(code, *, timeout, on_output, paused, store_history)` once, and
+`async with`; a backend implements `run_cell(cell)`, `start()` and `shutdown()` and inherits
+the rest (`Kernel`, `GatewayKernel`, `PendingKernel`); `KernelBackend` extends it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, Self
 
 __all__ = ["Cell", "ExecutionResult", "ExecutionStatus", "OutputCallback", "RunsCells"]
 
@@ -51,11 +51,27 @@ class ExecutionResult:
 
 
 class RunsCells(Protocol):
-    """Runs cells one after another: `run_cell` is the backend's, `execute` is the same for all."""
+    """Runs cells one after another: `run_cell`, `start` and `shutdown` are the backend's; `execute` and
+    `async with` (start, then shut down) are the same for all."""
 
     async def run_cell(self, cell: Cell) -> ExecutionResult:
         """Run one cell (what `execute` does, with the cell's options in one `Cell`)."""
         ...
+
+    async def start(self, timeout: float = ...) -> None:
+        """Start the kernel and wait until it answers."""
+        ...
+
+    async def shutdown(self, *, now: bool = False) -> None:
+        """Stop the kernel (`now`: without waiting for it to end gracefully, where the backend can)."""
+        ...
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
 
     async def execute(
         self,

@@ -72,8 +72,6 @@ _RATE_LIMIT_NOTICE = ("\n[The kernel gateway dropped part of this output: its IO
                       "Print less, or start the gateway with --ZMQChannelsWebsocketConnection.limit_rate=False.]\n")
 
 
-
-
 def _rate_limited(kind: str, content: dict[str, Any]) -> bool:
     """The gateway's word that it dropped output (its IOPub rate limit), which stands in the output stream."""
     return kind == "stream" and "IOPub message rate exceeded" in content.get("text", "")
@@ -107,13 +105,6 @@ class GatewayKernel(RunsCells):
         """Run again before the first cell of every new kernel process (`run_at_start`)."""
         self._lock = asyncio.Lock()
         self._image_count = 0
-
-    async def __aenter__(self) -> GatewayKernel:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.shutdown()
 
     @property
     def url(self) -> str:
@@ -215,16 +206,10 @@ class GatewayKernel(RunsCells):
                    "allow_stdin": False, "stop_on_error": True}
         request = await connection.send("shell", "execute_request", content)
         hooks = CellHooks(
-            receive=connection.receive,
-            state=connection.state,
-            check_every=_LIVENESS_INTERVAL,
-            interrupt=self.interrupt,
-            restart=self._restart,
-            recover=self._recover_in_cell,
-            save_png=self._save_image,
-            reconnect=self._reconnect,
-            drops_output=_rate_limited,
-            dropped_notice=_RATE_LIMIT_NOTICE,
+            receive=connection.receive, state=connection.state, check_every=_LIVENESS_INTERVAL,
+            interrupt=self.interrupt, restart=self._restart, recover=self._recover_in_cell, save_png=self._save_image,
+            # the gateway's own ways: a broken websocket is reopened, its rate limit's word is not output
+            reconnect=self._reconnect, drops_output=_rate_limited, dropped_notice=_RATE_LIMIT_NOTICE,
         )
         return await read_cell(hooks, request, cell, notice)
 

@@ -87,13 +87,6 @@ class Kernel(RunsCells):
         """The sandbox plan (`freeact_sub.sandbox.enforce`) the kernel process is confined to, or a function that
         makes it anew for each start and restart (so a secret made since is covered); None: no sandbox."""
 
-    async def __aenter__(self) -> Kernel:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.shutdown()
-
     @property
     def pid(self) -> int | None:
         """PID of the kernel process, if it runs."""
