@@ -22,7 +22,7 @@ from typing import Any
 from .cell_run import INTERRUPT_GRACE, STUCK_NOTICE, CellClock, CellOutput, render_output
 from .cells import Cell, ExecutionResult
 
-__all__ = ["LOST_END_NOTICE", "POLL", "CellHooks", "KernelLost", "Message", "read_cell"]
+__all__ = ["BATCH", "POLL", "CellHooks", "KernelLost", "Message", "read_cell"]
 
 Message = dict[str, Any]
 """One Jupyter message as a dict (`header`, `parent_header`, `msg_type`, `content`, …)."""
@@ -30,11 +30,8 @@ Message = dict[str, Any]
 POLL = 0.5
 """Seconds the reader waits for a message before it looks at the clock (and perhaps at the kernel) again."""
 
-_BATCH = 1000
-"""At most this many messages already queued are read together (their text passed on as one piece)."""
-
-LOST_END_NOTICE = ("\n[The end of this cell's output did not arrive through the kernel gateway; the gateway "
-                   "reports the kernel idle, so the cell has ended.]\n")
+BATCH = 1000
+"""At most this many messages are received together (their text passed on as one piece)."""
 
 
 class KernelLost(Exception):
@@ -79,6 +76,8 @@ class CellHooks:
     """Whether a message (kind, content) says output was dropped on the way; it is not shown itself."""
     dropped_notice: str = ""
     """What the cell's output ends with when output was dropped."""
+    lost_end_notice: str = ""
+    """What the cell's output ends with when `state()` said `idle` twice while its end never came."""
 
 
 async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = "") -> ExecutionResult:
@@ -146,7 +145,7 @@ async def _read(hooks: CellHooks, request: str, clock: CellClock, output: CellOu
                     # the end of the cell; waiting longer would wait forever
                     quiet_idle = quiet_idle + 1 if state == "idle" else 0
                     if quiet_idle >= 2:
-                        await output.emit(LOST_END_NOTICE)
+                        await output.emit(hooks.lost_end_notice)
                         break
                 continue
             quiet_idle = 0
@@ -193,7 +192,8 @@ async def _stop(hooks: CellHooks, request: str) -> None:
             try:
                 batch = await hooks.receive(POLL)
             except TimeoutError:
-                # a backend that looks at its kernel at every silence finds a dead one here too
+                # `check_every` counts from the interrupt: a backend that looks at every silence (local) finds a
+                # dead kernel here; one that looks less often than the grace lasts (the gateway) waits it out
                 if now - began >= hooks.check_every and await hooks.state() in (None, "dead"):
                     break
                 continue

@@ -68,6 +68,8 @@ finally:
     del _freeact_sub_unbounded_iopub
 """
 _GAP_NOTICE = "\n[The connection to the kernel gateway broke and was made again; output printed meanwhile is lost.]\n"
+_LOST_END_NOTICE = ("\n[The end of this cell's output did not arrive through the kernel gateway; the gateway "
+                    "reports the kernel idle, so the cell has ended.]\n")
 _RATE_LIMIT_NOTICE = ("\n[The kernel gateway dropped part of this output: its IOPub rate limit was exceeded. "
                       "Print less, or start the gateway with --ZMQChannelsWebsocketConnection.limit_rate=False.]\n")
 
@@ -208,8 +210,10 @@ class GatewayKernel(RunsCells):
         hooks = CellHooks(
             receive=connection.receive, state=connection.state, check_every=_LIVENESS_INTERVAL,
             interrupt=self.interrupt, restart=self._restart, recover=self._recover_in_cell, save_png=self._save_image,
-            # the gateway's own ways: a broken websocket is reopened, its rate limit's word is not output
+            # the gateway's own ways: a broken websocket is reopened, its rate limit's word is not output, and its
+            # account of the kernel (idle) ends a cell whose end was lost on the way
             reconnect=self._reconnect, drops_output=_rate_limited, dropped_notice=_RATE_LIMIT_NOTICE,
+            lost_end_notice=_LOST_END_NOTICE,
         )
         return await read_cell(hooks, request, cell, notice)
 

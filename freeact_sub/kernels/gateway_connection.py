@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KernelError
 from ._gateway_client import Closed, GatewayApi, KernelChannels
-from .cell_reader import KernelLost, Message
+from .cell_reader import BATCH, KernelLost, Message
 
 if TYPE_CHECKING:
     from ..config.agent_config import KernelGatewayConfig
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["GatewayConnection"]
 
 _CUT_SHORT_WAIT = 10.0
-_BATCH = 1000
 
 
 class GatewayConnection:
@@ -158,7 +157,7 @@ class GatewayConnection:
         batch = [await self.next(wait)]
         assert self._channels is not None
         queue = self._channels.messages
-        while len(batch) < _BATCH and not queue.empty():
+        while len(batch) < BATCH and not queue.empty():
             item = queue.get_nowait()
             try:
                 batch.append(self._checked(item))

@@ -26,7 +26,7 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from ..errors import KernelError
-from .cell_reader import Message
+from .cell_reader import BATCH, Message
 from .launcher import KERNEL_LAUNCHER, ForkedProvisioner, KernelZygote
 
 __all__ = [
@@ -223,7 +223,7 @@ async def receive_batch(client: Any, wait: float) -> list[Message]:
         raise TimeoutError from None
     if batch[0]["msg_type"] != "stream":  # only printing comes in floods
         return batch
-    while len(batch) < 1000:
+    while len(batch) < BATCH:
         try:
             batch.append(await client.get_iopub_msg(timeout=0))
         except queue.Empty:
