@@ -18,8 +18,9 @@ from ..config.agent_config import DEFAULT_SYSTEM_PROMPT, default_system_prompt
 from ..config.agent_types import compose_system_prompt, task_tool
 from ..config.definitions import GENERAL, AgentDefinition
 from ..events import Emit
-from ..kernels.backends import KernelBackend, PendingKernel
+from ..kernels.backends import KernelBackend
 from ..kernels.cell_images import accepts_images
+from ..kernels.pending import PendingKernel
 from ..mcp.servers import McpConnections
 from ..policy.gate import ApprovalGate
 from ..subagents.runner import SubagentRunner

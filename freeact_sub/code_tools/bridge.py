@@ -31,8 +31,7 @@ from .packages import SharedPackage
 
 if TYPE_CHECKING:
     from ..kernels.backends import KernelBackend
-    from ..kernels.cell_run import OutputCallback
-    from ..kernels.local import ExecutionResult
+    from ..kernels.cells import ExecutionResult, OutputCallback
     from ..mcp.connection import McpTool
     from ..mcp.servers import McpConnections
 

@@ -27,7 +27,7 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
 
 SANDBOX_PLAN_VARIABLE = "FREEACT_SUB_SANDBOX_PLAN"  # the same name as in kernel_launcher.py
 """A launched kernel confines itself to the sandbox plan (JSON) in this variable before ipykernel starts."""
-TOOLS_SOCKET_VARIABLE = "FREEACT_SUB_TOOLS_SOCKET"  # the same name as in kernel.py
+TOOLS_SOCKET_VARIABLE = "FREEACT_SUB_TOOLS_SOCKET"  # the same name as in local_manager.py
 """Where the kernel listens for its agent's code-tools channel (bound before the sandbox's seal)."""
 TOOLS_LISTENER_VARIABLE = "FREEACT_SUB_TOOLS_LISTENER"
 """The listening socket's file descriptor, for the `mcptools` runtime (`code_tools/kernel_runtime.py`)."""

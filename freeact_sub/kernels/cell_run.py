@@ -1,15 +1,25 @@
-"""What every kernel backend does alike while one cell runs: pass its output on and keep its clock.
+"""What every kernel backend does alike while one cell runs: render its output, pass it on, keep its clock.
 
-`Kernel` (local) and `GatewayKernel` read their messages differently, but a cell's text is
-collected and handed to the caller's callback the same way, and its timeout, the time that does
-not count (approval waits) and the grace after an interrupt follow the same rules; so do the
-words the model reads when a kernel died or had to be restarted.
+`Kernel` (local) and `GatewayKernel` receive their messages differently, but a message's text
+(and image) is rendered the same way, the text is collected and handed to the caller's callback
+the same way, and a cell's timeout, the time that does not count (approval waits) and the grace
+after an interrupt follow the same rules; so do the words the model reads when a kernel died or
+had to be restarted.
 """
 
 from __future__ import annotations
 
+import base64
+import os
+import re
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..sandbox.safe_files import open_folder, trusted_base, write_new
+from .cells import ExecutionResult, OutputCallback
 
 __all__ = [
     "DEATH_NOTICE",
@@ -18,10 +28,12 @@ __all__ = [
     "STUCK_NOTICE",
     "CellClock",
     "CellOutput",
-    "OutputCallback",
+    "render_output",
+    "save_image",
+    "strip_ansi",
 ]
 
-OutputCallback = Callable[[str], Awaitable[None] | None]
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 INTERRUPT_GRACE = 5.0
 """Seconds an interrupted cell has to stop before its kernel is restarted."""
@@ -88,3 +100,48 @@ class CellClock:
 
     def timeout_notice(self) -> str:
         return f"\nExecution timed out after {self.timeout:g} s and was interrupted.\n"
+
+
+def strip_ansi(text: str) -> str:
+    """`text` without ANSI escape sequences (colours, cursor moves, terminal titles)."""
+    return _ANSI_ESCAPE.sub("", text)
+
+
+def render_output(
+    kind: str, content: dict[str, Any], result: ExecutionResult, save_png: Callable[[str], Path]
+) -> str:
+    """The text one iopub message adds to a cell's output; `image/png` data is saved with `save_png`.
+
+    Shared by every kernel backend, so local and gateway kernels report output alike.
+    """
+    if kind == "stream":
+        return strip_ansi(content.get("text", ""))
+    if kind == "error":
+        return strip_ansi("\n".join(content.get("traceback", []))) + "\n"
+    if kind in ("execute_result", "display_data"):
+        data = content.get("data", {})
+        if "image/png" in data:
+            try:
+                path = save_png(data["image/png"])
+            except (OSError, ValueError) as exc:  # a link planted on the way, a full disk, bad base64
+                return f"[image not saved: {exc}]\n"
+            result.images.append(path)
+            return f"[image saved: {path}]\n"
+        text = data.get("text/plain")
+        return strip_ansi(text) + "\n" if text else ""
+    return ""
+
+
+def save_image(images_dir: Path, label: str, number: int, encoded: str, *, working_dir: Path | None = None) -> Path:
+    """Write base64 PNG data to `<images_dir>/<label>-<number>-<random>.png` and return the path.
+
+    No link on the way is followed below `working_dir` (where a kernel may have written), nor at the file itself.
+    """
+    base = trusted_base(images_dir, working_dir) if working_dir is not None else Path(images_dir).parent
+    name = f"{label}-{number}-{uuid.uuid4().hex[:6]}.png"
+    folder = open_folder(base, images_dir)
+    try:
+        write_new(folder, name, base64.b64decode(encoded))
+    finally:
+        os.close(folder)
+    return images_dir / name

@@ -1,0 +1,210 @@
+"""The one cell reader of every kernel backend: read a cell's messages until it ends, stop it if cancelled.
+
+A backend sends the cell's `execute_request` and hands the reader the request's id and its
+`CellHooks`: how it receives messages, asks whether the kernel lives, interrupts, restarts and
+recovers. The reader reads the cell's output until the iopub `status: idle` of that request (the
+shell's `execute_reply` may come before the last output), interrupts a cell past its timeout and
+restarts a kernel that does not stop, turns a death into the result's status and notice, and,
+when its caller is cancelled, stops the running cell before the cancellation goes on (however
+often it is cancelled meanwhile): a clean-up left running would swallow the next cell's messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cell_run import INTERRUPT_GRACE, STUCK_NOTICE, CellClock, CellOutput, render_output
+from .cells import Cell, ExecutionResult
+
+__all__ = ["BATCH", "POLL", "CellHooks", "KernelLost", "Message", "read_cell"]
+
+Message = dict[str, Any]
+"""One Jupyter message as a dict (`header`, `parent_header`, `msg_type`, `content`, …)."""
+
+POLL = 0.5
+"""Seconds the reader waits for a message before it looks at the clock (and perhaps at the kernel) again."""
+
+BATCH = 1000
+"""At most this many messages are received together (their text passed on as one piece)."""
+
+
+class KernelLost(Exception):
+    """The kernel died, or the way to it broke, while a cell ran (`state`: `restarting`, `dead` or `closed`)."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__(state)
+        self.state = state
+
+
+def _never(kind: str, content: dict[str, Any]) -> bool:
+    return False
+
+
+async def _no_reconnect(lost: KernelLost) -> str | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellHooks:
+    """What one backend does for the reader of its cells."""
+
+    receive: Callable[[float], Awaitable[list[Message]]]
+    """The next message (waiting up to the given seconds) and those already queued behind it; raises
+    `TimeoutError` if none came, `KernelLost` if the kernel or the way to it is gone."""
+    state: Callable[[], Awaitable[str | None]]
+    """The kernel's execution state when no message came: None or `dead`: gone; `idle` twice in a row: the
+    cell's end was lost on the way; anything else: read on."""
+    check_every: float
+    """Seconds between two `state()` looks while nothing arrives (0: at every silence)."""
+    interrupt: Callable[[], Awaitable[None]]
+    """Interrupt the running cell."""
+    restart: Callable[[], Awaitable[None]]
+    """Restart a kernel whose cell did not stop after an interrupt."""
+    recover: Callable[[KernelLost, bool], Awaitable[str]]
+    """After `KernelLost` (and whether the cell was seen running): a kernel again, and the notice that says so."""
+    save_png: Callable[[str], Path]
+    """Save base64 PNG data on this machine; the file's path."""
+    reconnect: Callable[[KernelLost], Awaitable[str | None]] = _no_reconnect
+    """After `KernelLost`: a notice if only the connection broke and reading goes on over a new one, else None."""
+    drops_output: Callable[[str, dict[str, Any]], bool] = _never
+    """Whether a message (kind, content) says output was dropped on the way; it is not shown itself."""
+    dropped_notice: str = ""
+    """What the cell's output ends with when output was dropped."""
+    lost_end_notice: str = ""
+    """What the cell's output ends with when `state()` said `idle` twice while its end never came."""
+    end_lines: Callable[[str, str], list[str]] | None = None
+    """Lines the cell's output ends with, given its output so far and its status (the sandbox's refusals and
+    limits); None: none."""
+
+
+async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = "") -> ExecutionResult:
+    """The result of the cell whose `execute_request` has id `request`; its output starts with `notice`."""
+    result = ExecutionResult(text="")
+    output = CellOutput(cell.on_output)
+    await output.emit(notice)
+    try:
+        await _read(hooks, request, CellClock(cell.timeout, cell.paused), output, result)
+    except asyncio.CancelledError:
+        # The cell must be stopped before the caller goes on (a kernel's lock is released), however often we are
+        # cancelled meanwhile: a clean-up left running would swallow the next cell's iopub messages.
+        cleanup = asyncio.ensure_future(_stop(hooks, request))
+        while not cleanup.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(cleanup)
+        if not cleanup.cancelled():
+            cleanup.exception()  # retrieved; a failed clean-up shows (a restart) on the next use
+        raise
+    if hooks.end_lines is not None and (lines := hooks.end_lines(output.text, result.status)):
+        await output.emit(("" if output.text.endswith("\n") or not output.text else "\n") + "\n".join(lines) + "\n")
+    result.text = output.text
+    return result
+
+
+def _ends(message: Message, request: str) -> bool:
+    """Whether `message` is the `status: idle` of `request`: the cell is over."""
+    return (
+        message.get("parent_header", {}).get("msg_id") == request
+        and message.get("msg_type") == "status"
+        and message.get("content", {}).get("execution_state") == "idle"
+    )
+
+
+async def _read(hooks: CellHooks, request: str, clock: CellClock, output: CellOutput, result: ExecutionResult) -> None:
+    running = False  # the kernel said `busy` for this request
+    dropped = False
+    last_check = time.monotonic()
+    quiet_idle = 0
+    try:
+        while True:
+            now = clock.now()
+            if clock.stuck(now):
+                await hooks.restart()
+                await output.emit(STUCK_NOTICE)
+                break
+            if clock.due(now):
+                result.status = "timeout"
+                clock.interrupted_at = now
+                await hooks.interrupt()
+                continue
+            try:
+                batch = await hooks.receive(clock.wait(now, POLL))
+            except KernelLost as lost:
+                gap = await hooks.reconnect(lost)
+                if gap is None:
+                    raise
+                await output.emit(gap)  # only the connection broke (the kernel runs on): read on over a new one
+                continue
+            except TimeoutError:
+                if now - last_check >= hooks.check_every:
+                    last_check = now
+                    state = await hooks.state()
+                    if state in (None, "dead"):  # gone (culled, deleted) or dead
+                        raise KernelLost("dead") from None
+                    # idle by the kernel's own account twice in a row while we heard nothing: the connection lost
+                    # the end of the cell; waiting longer would wait forever
+                    quiet_idle = quiet_idle + 1 if state == "idle" else 0
+                    if quiet_idle >= 2:
+                        await output.emit(hooks.lost_end_notice)
+                        break
+                continue
+            quiet_idle = 0
+            # Output that arrives together is passed on as one piece: fewer, larger chunks.
+            texts: list[str] = []
+            finished = False
+            for message in batch:
+                if message.get("parent_header", {}).get("msg_id") != request:
+                    continue
+                kind, content = message.get("msg_type", ""), message.get("content", {})
+                if kind == "status":
+                    state = content.get("execution_state")
+                    running = running or state == "busy"
+                    if state == "idle":
+                        finished = True
+                        break
+                    continue
+                if kind == "error" and result.status == "ok":
+                    result.status = "error"
+                if hooks.drops_output(kind, content):
+                    dropped = True
+                    continue
+                texts.append(render_output(kind, content, result, hooks.save_png))
+            await output.emit("".join(texts))
+            if finished:
+                break
+        if dropped:
+            await output.emit(hooks.dropped_notice)
+        if result.status == "timeout":
+            await output.emit(clock.timeout_notice())
+    except KernelLost as lost:
+        # A cell is never sent twice: the backend's notice says whether it may not have run.
+        result.status = "kernel_died"
+        await output.emit(await hooks.recover(lost, running))
+
+
+async def _stop(hooks: CellHooks, request: str) -> None:
+    """After a cancellation: interrupt, then wait briefly for the cell's idle status; restart if it stays busy."""
+    await hooks.interrupt()
+    began = time.monotonic()
+    deadline = began + INTERRUPT_GRACE
+    try:
+        while (now := time.monotonic()) < deadline:
+            try:
+                batch = await hooks.receive(POLL)
+            except TimeoutError:
+                # `check_every` counts from the interrupt: a backend that looks at every silence (local) finds a
+                # dead kernel here; one that looks less often than the grace lasts (the gateway) waits it out
+                if now - began >= hooks.check_every and await hooks.state() in (None, "dead"):
+                    break
+                continue
+            if any(_ends(message, request) for message in batch):
+                return
+    except KernelLost as lost:
+        await hooks.recover(lost, True)
+        return
+    await hooks.restart()
