@@ -132,3 +132,27 @@ def test_an_image_line_a_cell_printed_with_other_text_stays_behind_the_gutter(
     render.handle(CodeExecutionOutputChunk(agent_id="agent-main", text=forged, tool_call_id="c1"))
     lines = out.getvalue().splitlines()
     assert len(lines) > 1 and all(line.startswith("agent-main") for line in lines), lines
+
+
+async def test_a_long_reason_typed_at_80_columns_stays_on_its_line_showing_its_end() -> None:
+    from freeact_sub import ApprovalPolicy
+    from freeact_sub.terminal.approvals import ApprovalDesk
+
+    render, _, _ = renderer()
+    desk = ApprovalDesk(render, render.palette, ApprovalPolicy(), stop=lambda agent_id: True)
+    request = ApprovalRequest(agent_id="agent-8ca8", tool_name="execute_ipython_cell", tool_args={"code": "1"},
+                              tool_call_id="c1")
+    desk.submit(request)
+    desk.press("n")
+    reason = "please use a smaller limit, and print the count once at the end rather than in every loop"
+    for key in reason:
+        desk.press(key)
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(desk.view())
+    lines = console.export_text().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 80, lines  # it never wraps to column 0 under the live view
+    assert lines[0].startswith("[agent-8ca8] Reject.") and lines[0].endswith("than in every loop▏")
+    assert "…" in lines[0]
+    desk.press("\r")
+    assert request.decision is False and request.reason == reason  # all of it reaches the model
