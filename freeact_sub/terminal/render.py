@@ -261,8 +261,13 @@ class Renderer:
             body = Group(prompt, Text(visible(" · ".join(notes)), style="dim")) if notes else prompt
         else:
             body = Text(visible(json.dumps(request.tool_args, ensure_ascii=False, indent=None) or "{}"))
+        marker = Text("→", style=colour)
+        room = self.console.width - self._gutter(agent, marker, "").first.cell_len - 6  # the frame's corners, spaces
+        if note and title.cell_len > room:  # a title too long for the frame is cut: the note goes inside, whole
+            title = Text.assemble(Text(visible(request.tool_name), style="bold"), Text(origin, style="italic"))
+            body = Group(Text(note, style="dim"), body)
         panel = Panel(body, title=title, title_align="left", border_style=colour, padding=(0, 1))
-        self._row(agent, Text("→", style=colour), panel, framed=True)
+        self._row(agent, marker, panel, framed=True)
 
     def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool, goes_on: bool = False) -> None:
         """Print how a request was decided; `goes_on` says a rejected agent continues (it was given a reason)."""

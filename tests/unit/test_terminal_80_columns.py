@@ -156,3 +156,23 @@ async def test_a_long_reason_typed_at_80_columns_stays_on_its_line_showing_its_e
     assert "…" in lines[0]
     desk.press("\r")
     assert request.decision is False and request.reason == reason  # all of it reaches the model
+
+
+async def test_a_decision_note_too_long_for_the_frames_title_is_shown_whole_inside_it() -> None:
+    render, _, out = renderer()
+    render.palette.set_type("agent-df8f", "reviewer")
+    rule = "'demo_word_count': allow (agent type reviewer)"
+    render.handle(ApprovalRequest(agent_id="agent-df8f", tool_name="demo_word_count", tool_args={"text": "a b"},
+                                  tool_call_id="c1", auto_approved=True, rule=rule))
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    inside = " ".join(line.split("│")[1].strip() for line in lines if line.count("│") == 2)
+    assert f"auto-approved by rule {rule}" in inside, lines  # it was cut in the title: 'demo_wor─╮
+    assert "demo_word_count" in lines[0] and '{"text": "a b"}' in inside
+
+
+async def test_a_decision_note_that_fits_stays_in_the_title() -> None:
+    render, _, out = renderer(width=160)
+    render.handle(ApprovalRequest(agent_id="agent-df8f", tool_name="demo_word_count", tool_args={"text": "a b"},
+                                  tool_call_id="c1", auto_approved=True, rule="'demo_word_count': allow"))
+    assert "demo_word_count  auto-approved by rule 'demo_word_count': allow ─" in out.getvalue().splitlines()[0]
