@@ -176,3 +176,22 @@ async def test_a_decision_note_that_fits_stays_in_the_title() -> None:
     render.handle(ApprovalRequest(agent_id="agent-df8f", tool_name="demo_word_count", tool_args={"text": "a b"},
                                   tool_call_id="c1", auto_approved=True, rule="'demo_word_count': allow"))
     assert "demo_word_count  auto-approved by rule 'demo_word_count': allow ─" in out.getvalue().splitlines()[0]
+
+
+def test_the_agent_types_at_80_columns_keep_names_models_and_tools_whole(tmp_path: Path) -> None:
+    from freeact_sub import Agent, AgentConfig
+    from freeact_sub.agent_types import load_agent_types
+    from freeact_sub.terminal.banner import agent_types_table
+
+    agent = Agent(AgentConfig(model="test", working_dir=tmp_path))
+    agent.tree.types = load_agent_types(
+        {"reviewer": {"description": "Reviews a short text for a newcomer and counts its words.",
+                      "model": "anthropic:claude-demo", "tools": []}}, tmp_path, trust_project=False, servers=[])
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(agent_types_table(agent))
+    lines = console.export_text().splitlines()
+    text = " ".join(lines)
+    assert all(len(line) <= 80 for line in lines), lines
+    for whole in ("execute_ipython_cell", "anthropic:claude-demo", "general (main)", "sandbox read-only"):
+        assert whole in text, lines  # four columns cut them mid-word: execute_ipython_cel / l
+    assert len(lines) <= 30, len(lines)  # (it took 60 lines)
