@@ -195,3 +195,21 @@ def test_the_agent_types_at_80_columns_keep_names_models_and_tools_whole(tmp_pat
     for whole in ("execute_ipython_cell", "anthropic:claude-demo", "general (main)", "sandbox read-only"):
         assert whole in text, lines  # four columns cut them mid-word: execute_ipython_cel / l
     assert len(lines) <= 30, len(lines)  # (it took 60 lines)
+
+
+async def test_code_to_approve_that_wraps_at_80_columns_numbers_its_lines_so_a_wrapped_one_reads_as_one() -> None:
+    render, _, out = renderer()
+    code = ("from mcptools.demo import constant  # the demo MCP server's tool, as a Python function\n"
+            "print(sum(range(10)))")
+    render.show_request(ApprovalRequest(agent_id="agent-main", tool_name="execute_ipython_cell",
+                                        tool_args={"code": code}, tool_call_id="c1"))
+    body = [line.split("│")[1] for line in out.getvalue().splitlines() if line.count("│") == 2]
+    assert len(body) == 3 and all(len(line) <= 80 for line in out.getvalue().splitlines()), body
+    assert body[0].strip().startswith("1 from mcptools.demo import constant")
+    assert body[1].strip().startswith("server's tool") and not body[1].strip()[0].isdigit()  # goes on, unnumbered
+    assert body[2].strip() == "2 print(sum(range(10)))"
+
+    render, _, out = renderer()
+    render.show_request(ApprovalRequest(agent_id="agent-main", tool_name="execute_ipython_cell",
+                                        tool_args={"code": "print(1)"}, tool_call_id="c2"))
+    assert "│ print(1)" in out.getvalue()  # code that fits is shown as it is written
