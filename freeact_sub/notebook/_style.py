@@ -114,6 +114,15 @@ _RULES = """
 .freeact-panel.freeact-subagent { border-left: 4px solid var(--jp-brand-color1, #2196f3); margin-left: 4px; }
 .freeact-panel.freeact-main { border-left: 4px solid var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-panel-header { align-items: center; gap: 8px; flex-wrap: wrap; }
+/* the fold control stays at the left of the agent's id: the header's text takes the rest of that line and wraps in it
+   (as one long item it went to a line of its own, leaving the ▾ alone above it); at least 60% of the line, so in a
+   narrow notebook the checkbox and Stop go to the next line rather than squeeze the text into a column */
+.freeact-panel-header > .widget-html { flex: 1 1 60%; min-width: 0; }
+/* an HTML widget's content does not shrink by itself (ipywidgets): a line of text in it (a subagent's result, the
+   run's prompt) would be clipped at a narrow notebook's edge instead of wrapping, or cut without its ellipsis */
+.freeact-run .widget-html > .widget-html-content { min-width: 0; flex-shrink: 1; }
+/* ipywidgets gives HTML the height of a button row per line; text of several lines reads at the notebook's spacing */
+.freeact-run .freeact-markdown, .freeact-run .freeact-thoughts { line-height: var(--jp-content-line-height, 1.6); }
 .freeact-id { font-family: var(--jp-code-font-family, monospace); font-weight: bold; }
 .freeact-role, .freeact-meta { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-meta { font-size: 90%; }

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.text import Text
 
@@ -347,7 +348,9 @@ class ApprovalDesk:
                 Text.assemble(("Reject. Reason", "bold"), " (Enter: none, Esc: back): "),
                 indent + line.cell_len + 20,  # room for the reason's first words
             )
-            return Text.assemble(line, head, (left_out, "yellow"), self._reason.text, ("▏", "blink"))
+            shown = Text.assemble(line, head, (left_out, "yellow"))
+            room = self._renderer.console.width - indent - shown.cell_len - 1  # the cursor's cell
+            return Text.assemble(shown, _tail(self._reason.text, room), ("▏", "blink"))
         if self._confirm is not None and self._confirm.request is request:
             head = self._fit(
                 Text.assemble(("Approve every agent's actions, for the rest of the session?", "bold"),
@@ -370,6 +373,19 @@ class ApprovalDesk:
             full.append_text(Text.assemble("  ", ("[s]", "bold"), "top ", self._palette.label(agent)))
             short.append_text(Text.assemble(" ", ("[s]", "bold"), "top"))
         return self._fit(full, short, indent)
+
+
+def _tail(text: str, room: int) -> str:
+    """The end of a reason being typed, in `room` cells: `…` and its last words when all of it does not fit (the
+    line stays one line; what was typed stays whole, only its start is out of sight)."""
+    if cell_len(text) <= room:
+        return text
+    shown = ""
+    for char in reversed(text):
+        if cell_len(char + shown) > max(room - 1, 0):
+            break
+        shown = char + shown
+    return "…" + shown
 
 
 def _summary(request: ApprovalRequest, limit: int = 60) -> str:

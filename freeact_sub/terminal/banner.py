@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from rich.console import RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -106,9 +106,7 @@ def sandbox_text(agent: Agent) -> Text:
 
 def agent_types_table(agent: Agent) -> RenderableType:
     """`/agents`: every agent type with its model, tools and description."""
-    table = Table(box=None, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
-    for column in ("type", "model", "tools", "description"):
-        table.add_column(column, overflow="fold")
+    rows: list[tuple[Text, str, str, str]] = []
     shared = agent.settings.subagent_models
     for name, definition in agent.tree.types.items():
         model = definition.model if isinstance(definition.model, str) else "(inherited)"
@@ -125,5 +123,32 @@ def agent_types_table(agent: Agent) -> RenderableType:
             if definition.sandbox.detail():
                 tools += f" ({definition.sandbox.detail()})"
         marker = " (main)" if name == agent.subagent_type else ""
-        table.add_row(Text(name + marker, style="bold"), model, tools, " ".join(definition.description.split()))
-    return table
+        rows.append((Text(name + marker, style="bold"), model, tools.strip(), " ".join(definition.description.split())))
+    return _TypesTable(rows)
+
+
+_WIDE = 120
+"""From this width the types are a table of four columns; below it, each type's model and tools go on a line of
+their own above its description (four columns at 80 cut names and tools mid-word and ran to a dozen lines each)."""
+
+
+class _TypesTable:
+    def __init__(self, rows: list[tuple[Text, str, str, str]]) -> None:
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width >= _WIDE:
+            table = Table(box=None, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
+            for column in ("type", "model", "tools", "description"):
+                table.add_column(column, overflow="fold")
+            for row in self.rows:
+                table.add_row(*row)
+            yield table
+            return
+        grid = Table.grid(padding=(0, 2, 1, 0))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for name, model, tools, description in self.rows:
+            grid.add_row(name, Group(Text.assemble(("model ", "dim"), model, ("  tools ", "dim"), tools),
+                                     Text(description, style="dim")))
+        yield grid

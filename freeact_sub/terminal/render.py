@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.markdown import Markdown
 from rich.panel import Panel
@@ -242,18 +243,26 @@ class Renderer:
             Text(origin, style="italic"),
             Text(f"  {note}", style="dim") if note else "",
         )
+        marker = Text("→", style=colour)
+        room = self.console.width - self._gutter(agent, marker, "").first.cell_len - 6  # the frame's corners, spaces
         body: RenderableType
         if request.code is not None:
-            body = Syntax(visible(request.code), "python", theme=self.palette.code_theme, word_wrap=True,
-                          background_color="default")
+            code = visible(request.code)
+            # a line too long for the frame goes on over the next: numbered lines show where each really starts
+            numbered = any(cell_len(line) > room + 2 for line in code.splitlines())
+            body = Syntax(code, "python", theme=self.palette.code_theme, word_wrap=True, background_color="default",
+                          line_numbers=numbered)
         elif request.tool_name == "task":
             notes = task_call_notes(request.tool_args)
             prompt = Text(visible(str(request.tool_args.get("prompt", ""))))
             body = Group(prompt, Text(visible(" · ".join(notes)), style="dim")) if notes else prompt
         else:
             body = Text(visible(json.dumps(request.tool_args, ensure_ascii=False, indent=None) or "{}"))
+        if note and title.cell_len > room:  # a title too long for the frame is cut: the note goes inside, whole
+            title = Text.assemble(Text(visible(request.tool_name), style="bold"), Text(origin, style="italic"))
+            body = Group(Text(note, style="dim"), body)
         panel = Panel(body, title=title, title_align="left", border_style=colour, padding=(0, 1))
-        self._row(agent, Text("→", style=colour), panel, framed=True)
+        self._row(agent, marker, panel, framed=True)
 
     def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool, goes_on: bool = False) -> None:
         """Print how a request was decided; `goes_on` says a rejected agent continues (it was given a reason)."""

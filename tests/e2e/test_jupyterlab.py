@@ -352,15 +352,27 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     header, stop_box = run_header.bounding_box(), stop.bounding_box()
     assert header and stop_box and header["height"] < 2 * stop_box["height"], (header, stop_box)
     assert run_header.locator(".freeact-pending-count").evaluate("e => e.getClientRects().length") == 1
+    # text too: a subagent's result wraps, the prompt is cut with its ellipsis (both ran past the edge, clipped)
     off_the_edge = live.evaluate("""run => {
         const limit = run.closest('.jp-WindowedPanel-outer').getBoundingClientRect().right + 1;
         const parts = '.freeact-run-header, .freeact-run-header > :not(.freeact-prompt), .freeact-panel, .freeact-call';
-        return [...run.querySelectorAll(parts + ', .freeact-state')]
+        const text = '.freeact-markdown, .freeact-markdown p, .freeact-prompt-text, .widget-html-content';
+        return [...run.querySelectorAll(parts + ', .freeact-state, ' + text)]
           .filter(e => e.getBoundingClientRect().right > limit)
           .map(e => `${e.className}: ${Math.round(e.getBoundingClientRect().right)} > ${Math.round(limit)}`); }""")
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-narrow.png"))
     assert not off_the_edge, off_the_edge
     assert live.locator(".freeact-state").evaluate_all("found => found.every(e => e.getClientRects().length === 1)")
+    # each panel's fold control sits at the left of its agent's id, not on a line of its own above it
+    beside = live.locator(".freeact-panel-header").evaluate_all("""headers => headers.map(header => {
+        const fold = header.querySelector('.freeact-fold').getBoundingClientRect();
+        const id = header.querySelector('.freeact-id').getBoundingClientRect();
+        return id.top < fold.bottom && id.left > fold.right; })""")
+    assert beside and all(beside), beside
+    # text of several lines at the notebook's spacing, not a button row's height per line
+    spacing = live.locator(".freeact-markdown p").first.evaluate(
+        "e => parseFloat(getComputedStyle(e).lineHeight) / parseFloat(getComputedStyle(e).fontSize)")
+    assert spacing < 1.8, spacing
     file_browser_tab.click()
     page.set_viewport_size({"width": 1400, "height": 1900})
 

@@ -132,3 +132,84 @@ def test_an_image_line_a_cell_printed_with_other_text_stays_behind_the_gutter(
     render.handle(CodeExecutionOutputChunk(agent_id="agent-main", text=forged, tool_call_id="c1"))
     lines = out.getvalue().splitlines()
     assert len(lines) > 1 and all(line.startswith("agent-main") for line in lines), lines
+
+
+async def test_a_long_reason_typed_at_80_columns_stays_on_its_line_showing_its_end() -> None:
+    from freeact_sub import ApprovalPolicy
+    from freeact_sub.terminal.approvals import ApprovalDesk
+
+    render, _, _ = renderer()
+    desk = ApprovalDesk(render, render.palette, ApprovalPolicy(), stop=lambda agent_id: True)
+    request = ApprovalRequest(agent_id="agent-8ca8", tool_name="execute_ipython_cell", tool_args={"code": "1"},
+                              tool_call_id="c1")
+    desk.submit(request)
+    desk.press("n")
+    reason = "please use a smaller limit, and print the count once at the end rather than in every loop"
+    for key in reason:
+        desk.press(key)
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(desk.view())
+    lines = console.export_text().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 80, lines  # it never wraps to column 0 under the live view
+    assert lines[0].startswith("[agent-8ca8] Reject.") and lines[0].endswith("than in every loop▏")
+    assert "…" in lines[0]
+    desk.press("\r")
+    assert request.decision is False and request.reason == reason  # all of it reaches the model
+
+
+async def test_a_decision_note_too_long_for_the_frames_title_is_shown_whole_inside_it() -> None:
+    render, _, out = renderer()
+    render.palette.set_type("agent-df8f", "reviewer")
+    rule = "'demo_word_count': allow (agent type reviewer)"
+    render.handle(ApprovalRequest(agent_id="agent-df8f", tool_name="demo_word_count", tool_args={"text": "a b"},
+                                  tool_call_id="c1", auto_approved=True, rule=rule))
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    inside = " ".join(line.split("│")[1].strip() for line in lines if line.count("│") == 2)
+    assert f"auto-approved by rule {rule}" in inside, lines  # it was cut in the title: 'demo_wor─╮
+    assert "demo_word_count" in lines[0] and '{"text": "a b"}' in inside
+
+
+async def test_a_decision_note_that_fits_stays_in_the_title() -> None:
+    render, _, out = renderer(width=160)
+    render.handle(ApprovalRequest(agent_id="agent-df8f", tool_name="demo_word_count", tool_args={"text": "a b"},
+                                  tool_call_id="c1", auto_approved=True, rule="'demo_word_count': allow"))
+    assert "demo_word_count  auto-approved by rule 'demo_word_count': allow ─" in out.getvalue().splitlines()[0]
+
+
+def test_the_agent_types_at_80_columns_keep_names_models_and_tools_whole(tmp_path: Path) -> None:
+    from freeact_sub import Agent, AgentConfig
+    from freeact_sub.config.agent_types import load_agent_types
+    from freeact_sub.terminal.banner import agent_types_table
+
+    agent = Agent(AgentConfig(model="test", working_dir=tmp_path))
+    agent.tree.types = load_agent_types(
+        {"reviewer": {"description": "Reviews a short text for a newcomer and counts its words.",
+                      "model": "anthropic:claude-demo", "tools": []}}, tmp_path, trust_project=False, servers=[])
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(agent_types_table(agent))
+    lines = console.export_text().splitlines()
+    text = " ".join(lines)
+    assert all(len(line) <= 80 for line in lines), lines
+    for whole in ("execute_ipython_cell", "anthropic:claude-demo", "general (main)", "sandbox read-only"):
+        assert whole in text, lines  # four columns cut them mid-word: execute_ipython_cel / l
+    assert len(lines) <= 30, len(lines)  # (it took 60 lines)
+
+
+async def test_code_to_approve_that_wraps_at_80_columns_numbers_its_lines_so_a_wrapped_one_reads_as_one() -> None:
+    render, _, out = renderer()
+    code = ("from mcptools.demo import constant  # the demo MCP server's tool, as a Python function\n"
+            "print(sum(range(10)))")
+    render.show_request(ApprovalRequest(agent_id="agent-main", tool_name="execute_ipython_cell",
+                                        tool_args={"code": code}, tool_call_id="c1"))
+    body = [line.split("│")[1] for line in out.getvalue().splitlines() if line.count("│") == 2]
+    assert len(body) == 3 and all(len(line) <= 80 for line in out.getvalue().splitlines()), body
+    assert body[0].strip().startswith("1 from mcptools.demo import constant")
+    assert body[1].strip().startswith("server's tool") and not body[1].strip()[0].isdigit()  # goes on, unnumbered
+    assert body[2].strip() == "2 print(sum(range(10)))"
+
+    render, _, out = renderer()
+    render.show_request(ApprovalRequest(agent_id="agent-main", tool_name="execute_ipython_cell",
+                                        tool_args={"code": "print(1)"}, tool_call_id="c2"))
+    assert "│ print(1)" in out.getvalue()  # code that fits is shown as it is written
