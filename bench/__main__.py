@@ -17,7 +17,9 @@ server from `tests/servers/`; no API key, no network). It measures, on this mach
   the cell starts in the kernel (read from the kernel's own clock);
 - per-cell overhead: a trivial cell's round trip through our kernel client against raw
   `jupyter_client`, and a whole agent round (model response + cell) without a session store;
-- session store: the same round with and without saving the session, and loading a session.
+- session store: the same round with and without saving the session, and loading a session;
+- network by host: a 50 MB download and 200 small requests through the sandbox's proxy against direct, the
+  proxy's CPU, and a forked spawn with a profile's default limits against none (`bench/net_bench.py`).
 
 It prints a table, writes `bench.json` and draws `bench.png` (one summary figure) into
 `--out` (default `./bench-results`). Timings depend on the machine and on what else runs:
@@ -101,7 +103,7 @@ async def fan_out(sizes: Sizes, timelines: Path | None) -> list[dict[str, Any]]:
 
     from pydantic_ai.models.function import FunctionModel
 
-    from bench.subagent_bench import SpawnScript, wait_for_pool
+    from bench.spawning import SpawnScript, wait_for_pool
     from freeact_sub import Agent, AgentConfig, TimelineBuilder
 
     rows = []
@@ -225,144 +227,13 @@ async def session_store(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
     }
 
 
-# -- output --------------------------------------------------------------------------------------
+async def network(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench import net_bench
+    from freeact_sub.sandbox import platform_problem
 
-
-def ms(seconds: float) -> str:
-    value = seconds * 1000
-    return f"{value:.2f} ms" if abs(value) < 1 else f"{value:.1f} ms"
-
-
-_SHORT = {
-    "waiting_for_slot": "slot",
-    "starting": "start",
-    "thinking": "think",
-    "running_code": "cell",
-    "finishing": "finish",
-}
-"""The states of a fan-out child's timeline, as its row names them."""
-
-
-def table(results: dict[str, Any]) -> Any:
-    """The results as a rich `Table`: what, the measurement, and the same-run reference it is compared with."""
-    from rich.table import Table
-
-    rows = Table(title="freeact-sub benchmark", header_style="bold")
-    rows.add_column("measure")
-    rows.add_column("result", justify="right")
-    rows.add_column("compared with", justify="right")
-    names = {
-        "kernel": "kernel, pool warm",
-        "mcp": "kernel + 1 stdio MCP server, pools warm",
-        "kernel_less": "kernel-less type, no pool",
-    }
-    for kind, found in results["spawn"].items():
-        rows.add_row(f"spawn: {names[kind]}", f"p50 {ms(found['p50'])} / p95 {ms(found['p95'])}", "")
-    for row in results["fan_out"]:
-        rows.add_row(
-            f"fan-out: {row['children']} children x {row['cell']:g} s cell, bound {row['bound']}",
-            f"{row['wall']:.2f} s",
-            f"{row['ratio']:.2f} x the {row['floor']:.1f} s floor",
-        )
-        per_child = row["per_child"]
-        where = " · ".join(
-            f"{short} {per_child[state]:.2f}" for state, short in _SHORT.items() if per_child.get(state) is not None
-        )
-        rows.add_row("  per child, mean seconds", where, f"{row['lost']} children lost")
-    faulty = results["retries"]
-    rows.add_row(
-        f"fan-out over HTTP: {faulty['children']} children x {faulty['cell']:g} s cell, bound {faulty['bound']}, "
-        "20 % 429 (Retry-After 0.2 s) + 5 % dropped streams",
-        f"{faulty['wall']:.2f} s, {faulty['done']}/{faulty['children']} done",
-        f"{faulty['ratio']:.2f} x the {faulty['clean_wall']:.2f} s without faults; {faulty['retries']} retries; "
-        f"peak {faulty['peak_in_flight']} requests in flight (max {faulty['max_model_requests']})",
-    )
-    approval = results["approval"]
-    total, seen, started = (
-        approval[key] for key in ("request_to_cell_start", "request_to_consumer", "decision_to_cell_start")
-    )
-    rows.add_row(
-        "approval round trip: request -> decision -> cell starts",
-        f"p50 {ms(total['p50'])} / p95 {ms(total['p95'])}",
-        f"request to consumer {ms(seen['p50'])}, decision to cell start {ms(started['p50'])} (p50)",
-    )
-    cell = results["cell"]
-    rows.add_row(
-        "cell round trip (x = 1), our kernel client",
-        ms(cell["ours"]),
-        f"{cell['ratio']:.2f} x raw jupyter_client ({ms(cell['raw_jupyter_client'])})",
-    )
-    store = results["session"]
-    rows.add_row(
-        "agent round (model + cell), no session store",
-        ms(store["round_without_store"]),
-        f"{store['round_without_store'] / cell['ours']:.1f} x the bare cell",
-    )
-    share = store["in_store_per_round"] / store["round_without_store"]
-    rows.add_row(
-        "session store: its own time per round",
-        ms(store["in_store_per_round"]),
-        f"{share * 100:.1f} % of the round (with / without: {ms(store['round_with_store'])} / "
-        f"{ms(store['round_without_store'])})",
-    )
-    rows.add_row(
-        f"load a saved session of {store['load_messages']} messages",
-        ms(store["load_history"]),
-        f"as events: {ms(store['load_events'])}",
-    )
-    return rows
-
-
-def plot(results: dict[str, Any], path: Path) -> None:
-    """One summary figure: spawn p50/p95, fan-out against its floor, approval round trip, per-cell overhead."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(12, 3.4), layout="constrained")
-    spawn_ax, fan_ax, approval_ax, cell_ax = fig.subplots(1, 4)
-    kinds = list(results["spawn"])
-    spawn_ax.bar(
-        [k.replace("_", "-") for k in kinds],
-        [results["spawn"][k]["p95"] * 1000 for k in kinds],
-        color="#90caf9",
-        label="p95",
-    )
-    spawn_ax.bar(
-        [k.replace("_", "-") for k in kinds],
-        [results["spawn"][k]["p50"] * 1000 for k in kinds],
-        color="#1976d2",
-        label="p50",
-    )
-    spawn_ax.set(title="spawn (ms)")
-    spawn_ax.legend(frameon=False)
-    rows = results["fan_out"]
-    labels = [f"N={r['children']}" for r in rows]
-    fan_ax.bar(labels, [r["wall"] for r in rows], color="#388e3c", label="wall")
-    fan_ax.scatter(labels, [r["floor"] for r in rows], color="black", marker="_", s=400, label="floor", zorder=3)
-    fan_ax.set(title="fan-out (s)")
-    fan_ax.legend(frameon=False)
-    approval = results["approval"]
-    parts = ["request_to_consumer", "decision_to_cell_start", "request_to_cell_start"]
-    approval_ax.bar(
-        ["request\nto consumer", "decision\nto cell start", "request\nto cell start"],
-        [approval[p]["p50"] * 1000 for p in parts],
-        color="#f57c00",
-    )
-    approval_ax.set(title="approval round trip, p50 (ms)")
-    cell, store = results["cell"], results["session"]
-    cell_ax.bar(
-        ["raw\nclient", "our\nclient", "agent\nround", "round\n+ store"],
-        [
-            cell["raw_jupyter_client"] * 1000,
-            cell["ours"] * 1000,
-            store["round_without_store"] * 1000,
-            store["round_with_store"] * 1000,
-        ],
-        color=["#9e9e9e", "#00838f", "#00838f", "#00838f"],
-    )
-    cell_ax.set(title="per cell (ms)")
-    load = results["machine"]["load"]
-    fig.suptitle(f"freeact-sub benchmark — {results['machine']['cpus']} cores, load {load[0]:.1f} at the start")
-    fig.savefig(path, dpi=110)
+    if (problem := platform_problem()) is not None:
+        return {"skipped": problem}
+    return await net_bench.measure(1 if sizes is QUICK else 3, sizes.spawns)
 
 
 async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
@@ -383,6 +254,7 @@ async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
         ("fan_out", fan_out),
         ("retries", retries),
         ("session", session_store),
+        ("network", network),
     )
     for name, step in steps:
         print(f"… {name}", file=sys.stderr, flush=True)
@@ -404,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results = asyncio.run(run(QUICK if args.quick else FULL, None if args.no_plot else out))
     from rich.console import Console
+
+    from bench.report import plot, table
 
     Console(width=None if sys.stdout.isatty() else 120).print(table(results))
     machine = results["machine"]

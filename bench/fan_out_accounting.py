@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.subagent_bench import baseline_cells, fan_out_run
+from bench.fan_out_runs import baseline_cells, fan_out_run
 from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,

@@ -37,7 +37,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.subagent_bench import SpawnScript, timed_spawn
+from bench.spawning import SpawnScript, timed_spawn
 from freeact_sub import Agent, AgentConfig
 from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.kernels._gateway_client import QuickAckConnection
@@ -116,7 +116,7 @@ async def spawn_latencies(server: GatewayServer, spawns: int, pool_size: int) ->
                              kernel_pool_size=pool_size, kernel_gateway=gateway_config(server))
         async with Agent(config) as agent:
             for _ in range(spawns):
-                while agent.tree.pool.ready < pool_size:  # noqa: ASYNC110 - polling the pool's counter
+                while agent.tree.supplies.pool.ready < pool_size:  # noqa: ASYNC110 - polling the pool's counter
                     await asyncio.sleep(0.05)
                 samples.append(await timed_spawn(agent, script))
     return samples

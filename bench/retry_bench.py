@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.subagent_bench import wait_for_pool
+from bench.spawning import wait_for_pool
 from freeact_sub import Agent, AgentConfig, ModelRetry, SubagentFinished
 from freeact_sub.demo import DemoServer
 from freeact_sub.demo.faults import Fault, RandomFaults

@@ -1,25 +1,24 @@
 """freeact-sub: a code-action agent that acts in a managed IPython kernel.
 
-The public API: `Agent` and `AgentConfig`, the events `Agent.stream()` yields, the shared
-`ApprovalPolicy`, `timeline()` (who did what when, from events or a saved session), and the
-errors. The terminal and the notebook front ends use only these.
+The public API, and only it: `Agent` and `AgentConfig` (with the agent types, hooks, models and
+MCP servers a config names), the events `Agent.stream()` yields, the shared `ApprovalPolicy`,
+`timeline()` (who did what when, from events or a saved session), project trust, and the errors.
+The terminal and the notebook front ends build on these; their own helpers live in their packages.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from .agent.agent import Agent
-from .agent.direct import split_type_prompt
 from .config.agent_config import (
     DEFAULT_SYSTEM_PROMPT,
     AgentConfig,
     KernelGatewayConfig,
-    auto_approve_from_env,
     load_mcp_config,
 )
 from .config.builtin_types import BUILTIN_TYPES
-from .config.commands import Command, CommandFiles, load_commands, read_commands
+from .config.commands import Command, CommandFiles
 from .config.definitions import AgentDefinition
-from .config.project_trust import ProjectPowers, forget_folder, trusted_folders, trusted_folders_file
+from .config.project_trust import ProjectPowers, forget_folder, trusted_folders
 from .errors import ConfigError, ConfigWarning, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
@@ -101,13 +100,8 @@ __all__ = [
     "TurnStarted",
     "Usage",
     "__version__",
-    "auto_approve_from_env",
     "forget_folder",
-    "load_commands",
     "load_mcp_config",
-    "read_commands",
-    "split_type_prompt",
     "timeline",
     "trusted_folders",
-    "trusted_folders_file",
 ]

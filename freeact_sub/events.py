@@ -350,6 +350,9 @@ class SubagentStarted(AgentEvent):
     sandbox: str = ""
     """The sandbox profile the child's kernel runs under (`workspace`, `read-only`, `off`, …); empty for a type that
     runs no code (it has no kernel)."""
+    sandbox_limits: str = ""
+    """What that profile lets the kernel reach and take: `hosts: pypi.org; memory 4 GiB, 256 processes, 60 s a
+    cell` (empty with `sandbox`, or under `off`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..events import (
     AgentEvent,
-    ApprovalRequest,
-    CallSource,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
-    HookError,
     ToolOutput,
 )
 from ..kernels.cell_images import with_images
-from ..policy.hooks import HookAnswer, Hooks, pre_tool_verdict
 from ..sandbox.watch import created_notice, watched_names
 from ..tools import parse_arguments
 
@@ -35,7 +30,7 @@ if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
     from ..kernels.backends import KernelBackend
     from ..mcp.servers import McpConnections
-    from ..policy.approvals import ApprovalPolicy, ApprovalRules
+    from ..policy.gate import ApprovalGate
     from ..sandbox import SandboxProfile
     from ..subagents.runner import SubagentRunner
     from ..tools import Toolbox
@@ -54,18 +49,13 @@ class ToolCallRunner:
         agent_id: str,
         config: AgentConfig,
         toolbox: Toolbox,
-        approvals: ApprovalPolicy,
+        gate: ApprovalGate,
         kernel: KernelBackend | None,
         mcp: McpConnections,
         subagents: SubagentRunner | None,
-        rules: ApprovalRules | None = None,
         model_sees_images: bool = False,
         sandbox: SandboxProfile | None = None,
-        hooks: Hooks | None = None,
-        hook_context: Callable[[], dict[str, Any]] | None = None,
         report: Callable[[str, Emit], None] | None = None,
-        record: Callable[[dict[str, Any]], None] | None = None,
-        stopped_by: Callable[[], str | None] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.report = report
@@ -74,22 +64,13 @@ class ToolCallRunner:
         """Whether cells' images go back to the model as images (its profile accepts them)."""
         self.config = config
         self.toolbox = toolbox
-        self.approvals = approvals
+        self.gate = gate
+        """Decides whether each call runs (hooks, rules, standing decisions, the person)."""
         self.kernel = kernel
         self.mcp = mcp
         self.subagents = subagents
-        self.rules = rules
-        """Allow / ask / deny rules by tool pattern, applied before anyone is asked."""
         self.sandbox = sandbox
         """The sandbox profile the kernel runs under (a refusal in a cell's output is explained with it)."""
-        self.hooks = hooks
-        """The agent's hooks: `PreToolUse` before rules and approval, `PostToolUse` on each result."""
-        self._hook_context = hook_context or (lambda: {"agent_id": agent_id})
-        """Who asks (agent id, parent, type, session, folder): the common fields of every hook's payload."""
-        self.record = record
-        """Saves what the live view shows that the transcript does not hold (decisions, calls from code)."""
-        self._stopped_by = stopped_by or (lambda: None)
-        """Who stopped this agent, if someone did (a question left open by a stop is saved as such)."""
         self.code_tools: CodeTools | None = None
         """Set when the kernel's code may call MCP tools; cells then run through it."""
         self._started: set[str] = set()
@@ -102,7 +83,7 @@ class ToolCallRunner:
         while a person decides (see `SubagentRunner.announce`); returns the ids announced, for
         `withdraw_subagents`. Calls approved without asking are not announced: announcing them would only put
         the kernels' boots ahead of their children's start, which asks for the kernels at once anyway."""
-        if self.subagents is None or "task" not in self.toolbox or self.approvals.is_approved(self.agent_id):
+        if self.subagents is None or "task" not in self.toolbox or self.gate.approvals.is_approved(self.agent_id):
             return []  # approved at once (auto-approve, "always"): the children start now and take kernels on demand
         valid = []
         for call in calls:
@@ -163,7 +144,7 @@ class ToolCallRunner:
         arguments = self.toolbox.with_defaults(name, arguments)
         if self.subagents is not None and (problem := self.subagents.check(name, arguments)):
             return refuse(problem)  # a call that cannot work is answered at once: nobody is asked
-        request = await self.ask(name, arguments, call_id, emit)
+        request = await self.gate.ask(name, arguments, call_id, emit)
         times["asked"] = request.at
         if request.decided_at is not None:
             times["decided"] = request.decided_at
@@ -181,148 +162,10 @@ class ToolCallRunner:
         content, reported = await self._execute(name, arguments, call_id, emit)
         if isinstance(reported, CodeExecutionOutput) and reported.kernel_wait:
             times["kernel_wait"] = reported.kernel_wait  # seconds, not a moment: the timeline splits the cell by it
-        if self.hooks is not None and self.hooks.wants("PostToolUse"):
-            content = await self._after(name, arguments, call_id, content, emit)
+        if self.gate.hooks is not None and self.gate.hooks.wants("PostToolUse"):
+            content = await self.gate.after(name, arguments, call_id, content, emit)
         part, _, _ = result(content)
         return part, False, reported
-
-    async def _hook(
-        self, moment: str, fields: dict[str, Any], emit: Emit, *, tool_name: str, call_id: str
-    ) -> list[HookAnswer]:
-        assert self.hooks is not None
-        return await self.hooks.ask(moment, self._hook_context(), fields, emit, tool_name=tool_name, call_id=call_id)
-
-    async def _after(self, name: str, arguments: dict[str, Any], call_id: str, content: Any, emit: Emit) -> Any:
-        """`PostToolUse`: the hooks see the result; their notes are added to what the model gets."""
-        text = content if isinstance(content, str) else str(getattr(content, "text", content))
-        answers = await self._hook("PostToolUse", {"tool_name": name, "tool_input": arguments,
-                                                    "tool_response": text, "tool_use_id": call_id},
-                                   emit, tool_name=name, call_id=call_id)
-        notes = [f"[hook {a.hook}] {a.note}" for a in answers if a.note]
-        if not notes:
-            return content
-        if isinstance(content, str):
-            return content + "\n" + "\n".join(notes)
-        return [*content, *notes] if isinstance(content, list) else content
-
-    async def ask(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        call_id: str,
-        emit: Emit,
-        *,
-        source: CallSource = "model",
-        cell_call_id: str | None = None,
-    ) -> ApprovalRequest:
-        """Emit the `ApprovalRequest` for a call; returns it once decided.
-
-        A `deny` rule rejects it and an `allow` rule approves it at once (nobody is asked); with
-        no rule (or `ask`) a standing decision approves it, else the consumer decides.
-        """
-        verdict = None
-        if self.hooks is not None and self.hooks.wants("PreToolUse"):
-            verdict = await self._before(name, arguments, call_id, emit)
-            if verdict is not None and verdict.tool_input is not None:
-                arguments = verdict.tool_input
-        # A hook's deny wins; a deny rule still wins over a hook's allow; a hook's allow over an allow rule.
-        hook_says = verdict.decision if verdict is not None else None
-        match = self.rules.match(name) if self.rules is not None else None
-        if hook_says == "deny" or (match is not None and match.rule == "deny"):
-            decision: bool | None = False
-        elif hook_says == "allow" or (match is not None and match.rule == "allow"):
-            decision = True
-        else:
-            decision = True if self.approvals.is_approved(self.agent_id) else None
-        by_rule = match is not None and match.rule != "ask" and hook_says != "deny" and not (
-            hook_says == "allow" and match.rule == "allow"
-        )
-        by_hook = verdict is not None and (hook_says in ("allow", "deny") or verdict.tool_input is not None)
-        request = ApprovalRequest(
-            agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id,
-            auto_approved=decision is True, source=source, cell_call_id=cell_call_id,
-            rule=str(match) if by_rule else None, hook=verdict.hook if by_hook and verdict is not None else None,
-        )
-        if decision is False and hook_says == "deny":
-            assert verdict is not None
-            request.approve(False, verdict.reason or "a hook refused it")
-        elif decision is False:
-            request.approve(False, f"an approval rule refuses it ({match})")
-        elif decision is True:
-            request.approve(True)
-        emit(request)
-        at_once = request.decided
-        standing: list[bool] = []
-        """Whether the request was decided already when a standing decision came to cover its agent."""
-
-        def policy_changed() -> None:
-            if not standing and self.approvals.is_approved(self.agent_id):
-                standing.append(request.decided)  # decided already: the person's own answer came with it
-
-        unsubscribe = None if at_once else self.approvals.subscribe(policy_changed)
-        try:
-            if at_once:
-                await request.approved()
-            else:
-                with self.approvals.asking(self.agent_id):
-                    await request.approved()
-        except BaseException:
-            cancelled = not request.decided
-            request.reject()  # the turn ended while the request was pending: nobody should wait on it any more
-            if cancelled:
-                self._save_decision(request, "cancelled",
-                                    arguments_changed=verdict is not None and verdict.tool_input is not None)
-            raise
-        finally:
-            if unsubscribe is not None:
-                unsubscribe()
-        if at_once:
-            by = "hook" if request.hook and hook_says in ("allow", "deny") else "rule" if request.rule else "auto"
-        elif (standing and not standing[0]) or (not standing and request.decision
-                                                and self.approvals.is_approved(self.agent_id)):
-            by = "standing"
-        else:
-            by = "person"
-        self._save_decision(request, by, arguments_changed=verdict is not None and verdict.tool_input is not None,
-                            covered=bool(standing) and not standing[0])
-        return request
-
-    def _save_decision(self, request: ApprovalRequest, by: str, *, arguments_changed: bool = False,
-                       covered: bool = False) -> None:
-        """Save how a request was decided and by whom, for `sessions show` to tell it as the live view did."""
-        if self.record is None:
-            return
-        record: dict[str, Any] = {"kind": "decision", "call": request.tool_call_id, "approved": request.decision,
-                                  "by": by, "reason": request.reason, "rule": request.rule, "hook": request.hook}
-        if by == "cancelled":
-            record["approved"] = None
-            record["stopped_by"] = self._stopped_by()
-        if by == "person" and request.decision:
-            policy = self.approvals
-            record["always"] = "all" if policy.everything else "agent" if policy.is_approved(self.agent_id) else None
-        if by == "standing":
-            record["covered"] = covered
-        if request.source == "code" or arguments_changed:
-            record.update(tool=request.tool_name, args=request.tool_args, source=request.source,
-                          cell=request.cell_call_id)
-        try:
-            self.record(record)
-        except (OSError, ValueError, TypeError):
-            pass  # a record the live view showed; the run goes on without it
-
-    async def _before(self, name: str, arguments: dict[str, Any], call_id: str, emit: Emit) -> HookAnswer | None:
-        """`PreToolUse`: what the hooks decided about a call; a rewrite that does not fit the tool is dropped."""
-        answers = await self._hook("PreToolUse", {"tool_name": name, "tool_input": arguments, "tool_use_id": call_id},
-                                   emit, tool_name=name, call_id=call_id)
-        verdict = pre_tool_verdict(answers)
-        if verdict is not None and verdict.tool_input is not None:
-            rewritten = self.toolbox.with_defaults(name, verdict.tool_input)
-            if problem := self.toolbox.check(name, rewritten):
-                emit(HookError(agent_id=self.agent_id, hook_event_name="PreToolUse", hook=verdict.hook,
-                               message=f"its tool_input does not fit {name!r}: {problem}", tool_call_id=call_id))
-                return replace(verdict, tool_input=None)
-            return replace(verdict, tool_input=rewritten)
-        return verdict
 
     def interrupted(self, call: ToolCallPart) -> ToolReturnPart:
         """The result of a call that the user's interruption (a cancelled turn) left unfinished."""
@@ -365,7 +208,7 @@ class ToolCallRunner:
 
     async def _execute_cell(self, code: str, call_id: str, emit: Emit) -> tuple[Any, AgentEvent]:
         printed = self._printed[call_id] = []
-        record = self.record
+        record = self.gate.record
         if record is not None:
             outer = emit
 
@@ -428,7 +271,8 @@ def sandbox_note(output: str, profile: SandboxProfile | None) -> str | None:
         f"[sandbox] This kernel runs under the sandbox profile {profile.describe()}; it cannot read secrets "
         "(such as ~/.ssh and .env files), write elsewhere, change what is kept read-only (.git, .env files, "
         "virtual environments, .freeact-sub, editor folders), or open Unix sockets"
-        + ("" if profile.network else ", and it has no network")
+        + (f", and it reaches only {', '.join(profile.hosts)} (HTTP and HTTPS through the sandbox's proxy)"
+           if profile.hosts is not None else "" if profile.network else ", and it has no network")
         + ". If the error above is such a refusal, do not work around it: ask the user."
     )
 

@@ -187,10 +187,13 @@ class AgentConfig(BaseModel):
     api_key_env: str | None = None
     """Name of the environment variable that holds the API key for `base_url` (whichever provider)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    """The system prompt. The built-in one teaches the model to act through code and names only the tools the
+    agent has; a prompt of your own is sent as you wrote it. An agent type's `prompt` is added after it."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers by name, in the `mcpServers` shape: `{command, args, env, cwd}` or `{url, headers}`."""
     kernel_env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment variables for the kernel (it never inherits the host's API keys)."""
+    """Extra environment variables for the kernel. A kernel gets only `PATH`, `HOME`, the locale and these: it
+    never inherits the host's environment, so the host's provider API keys stay out of it."""
     working_dir: Path = Field(default_factory=Path.cwd)
     """The kernel's working directory."""
     execution_timeout: float = Field(default=300.0, gt=0)
@@ -208,7 +211,8 @@ class AgentConfig(BaseModel):
     subagent_models: list[ModelOption] = Field(default_factory=list)
     """Models a `task` call may pick for its subagent (`model`), for every agent type without a `models` list of
     its own: model strings, or tables `{model, base_url, api_key_env, model_settings}` with their own connection.
-    Empty: a call cannot pick one (the type's model, else the parent's, is used)."""
+    Empty: a call cannot pick one (the type's model, else the parent's, is used). In the environment, a
+    comma-separated list (`FREEACT_SUB_SUBAGENT_MODELS=anthropic:claude-haiku-4-5,openai:gpt-4.1-mini`) or JSON."""
     max_depth: int = Field(default=1, ge=1)
     """How deep agents may nest: 1 lets only the main agent start subagents, 2 lets its children start
     their own, and so on. `max_subagents` bounds the children of the whole tree at once, at any depth."""
@@ -261,13 +265,15 @@ class AgentConfig(BaseModel):
     sandbox: SandboxSetting = None
     """What the kernels of the tree may read, write and reach, enforced by the operating system.
 
-    A built-in profile by name (`"workspace"`, `"offline"`, `"read-only"`, `"off"`), or a table
-    `{"read_deny": [...], "write": [...], "network": false}`. None: `workspace` where the platform
-    can enforce it, else `off` with a warning. An agent type's own `sandbox` can only narrow it.
+    A built-in profile by name (`"workspace"`, `"offline"`, `"read-only"`, `"packages"`, `"off"`), or a
+    table `{"read_deny": [...], "write": [...], "network": false}`, where `network` may also list hosts
+    (`["packages", "*.github.com"]`) and `memory`, `processes` and `cell_time` set limits. None: `workspace`
+    where the platform can enforce it, else `off` with a warning. An agent type's own `sandbox` can only
+    narrow it.
     """
 
     agent: str | None = None
-    """Run this agent as the named agent type (its prompt, model, tools, rules); None: `general`."""
+    """Run the main agent as the named agent type (its prompt, model, tools, rules; `--agent`); None: `general`."""
     agents: dict[str, Any] = Field(default_factory=dict)
     """Agent types by name: `AgentDefinition`s or plain dicts of their fields (the config file's `agents` table).
 
@@ -277,7 +283,9 @@ class AgentConfig(BaseModel):
     approvals: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
     """Approval rules for every agent by tool pattern (`{"calc_*": "allow", "reset_kernel": "deny"}`).
 
-    An agent type's own rules take precedence over these."""
+    They are one layer beside each agent type's own rules (and its ancestors' types'): within a layer the most
+    specific pattern decides, across layers the strictest rule wins, so a type's `allow` never lifts a `deny` or
+    an `ask` here. No matching rule means `ask`."""
     tools: list[str] | None = None
     """Tools offered to the model: names or glob patterns; None: all of them.
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import os
 import subprocess
 from collections.abc import Callable, Mapping
@@ -28,9 +30,10 @@ from jupyter_client import AsyncKernelManager
 
 from ..errors import KernelError
 from ..sandbox import kernel_folders
+from ..sandbox.guard import KernelGuard
 from .cell_reader import CellHooks, KernelLost, Message, read_cell
 from .cell_run import DEATH_NOTICE, DIED_BEFORE_NOTICE, save_image
-from .cells import Cell, ExecutionResult, RunsCells
+from .cells import Cell, ExecutionResult, ExecutionStatus, RunsCells
 from .launcher import KernelZygote, kernel_environment
 from .local_manager import (
     KERNEL_WRITES,
@@ -83,6 +86,8 @@ class Kernel(RunsCells):
         """Set-up run at the start of every kernel process, before any cell (`run_at_start`)."""
         self._unsent_startup: list[str] = []
         """Set-up to send just before the next cell (`run_at_start(wait=False)`)."""
+        self._guard: KernelGuard | None = None
+        """Its sandbox's hosts and limits (the proxy's way in, a pids cgroup, time per cell), while it runs."""
         self._sandbox = sandbox
         """The sandbox plan (`freeact_sub.sandbox.enforce`) the kernel process is confined to, or a function that
         makes it anew for each start and restart (so a secret made since is covered); None: no sandbox."""
@@ -109,6 +114,8 @@ class Kernel(RunsCells):
         self._env[TOOLS_SOCKET_VARIABLE] = os.path.join(folder, "run", "tools.sock")
         if self._sandbox is not None:
             sandbox_environment(self._env, folder)
+            self._guard = KernelGuard(dict(self._sandbox() if callable(self._sandbox) else self._sandbox), folder)
+            self._env.update(self._guard.environment())
         manager = new_manager(
             folder,
             zygote=self._launcher,
@@ -119,7 +126,7 @@ class Kernel(RunsCells):
         try:
             self.working_dir.mkdir(parents=True, exist_ok=True)
             await self._launch()
-            await self._connect(timeout)
+            await self._connect_confined(timeout)
         except BaseException as exc:
             details = "" if isinstance(exc, KernelError) else self._log_details()
             await self.shutdown(now=True)  # it never ran anything: no state to end gracefully
@@ -139,7 +146,8 @@ class Kernel(RunsCells):
         assert self._sandbox is not None and self._connection_dir is not None
         # a restart looks again: a secret made since the last start is covered from now on
         plan = self._sandbox(fresh=self.restarts > 0) if callable(self._sandbox) else self._sandbox
-        return confined_plan(plan, self._connection_dir)
+        plan = confined_plan(plan, self._connection_dir)
+        return self._guard.confine(plan) if self._guard is not None else plan
 
     @property
     def _log_path(self) -> str:
@@ -156,6 +164,13 @@ class Kernel(RunsCells):
         await self._manager.start_kernel(
             env=dict(self._env), cwd=str(self.working_dir), stdout=subprocess.DEVNULL, stderr=self._log_file
         )
+
+    async def _connect_confined(self, timeout: float) -> None:
+        """Connect to the kernel while the host moves it into its cgroup (a sandbox's `processes`)."""
+        if self._guard is None:
+            await self._connect(timeout)
+            return
+        await asyncio.gather(self._connect(timeout), self._guard.attach(self.pid))
 
     async def _connect(self, timeout: float) -> None:
         assert self._manager is not None
@@ -191,6 +206,10 @@ class Kernel(RunsCells):
             client.execute(startup, silent=True, store_history=False, allow_stdin=False)
         self._unsent_startup.clear()
         request = client.execute(cell.code, store_history=cell.store_history, allow_stdin=False)
+        timed_by_profile = False
+        if self._guard is not None:  # the sandbox profile's `cell_time`, where it is the shorter
+            timeout, timed_by_profile = self._guard.timeout(cell.timeout)
+            cell = dataclasses.replace(cell, timeout=timeout)
         hooks = CellHooks(
             receive=self._receive,
             state=self._state,
@@ -199,6 +218,7 @@ class Kernel(RunsCells):
             restart=self._restart,
             recover=self._recover,
             save_png=self._save_image,
+            closing=functools.partial(self._sandbox_notices, timed_by_profile),
         )
         try:
             return await read_cell(hooks, request, cell, notice)
@@ -215,6 +235,13 @@ class Kernel(RunsCells):
         """After a death: a restarted kernel (its state lost)."""
         await self._restart()
         return DEATH_NOTICE
+
+    def _sandbox_notices(self, timed_by_profile: bool, text: str, status: ExecutionStatus) -> str:
+        """The `[sandbox]` lines after a cell's output: refused connections, limits it met."""
+        lines = self._guard.notices(text, status, timed_by_profile) if self._guard is not None else []
+        if not lines:
+            return ""
+        return ("" if text.endswith("\n") or not text else "\n") + "\n".join(lines) + "\n"
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
@@ -238,7 +265,7 @@ class Kernel(RunsCells):
             await self._manager.restart_kernel(now=True)
         else:
             await self._launch()
-        await self._connect(timeout=60.0)
+        await self._connect_confined(timeout=60.0)
         self._unsent_startup.clear()  # run below, on the new process
         for code in self._startup_code:
             await self._run(Cell(code=code, timeout=_STARTUP_TIMEOUT, store_history=False))
@@ -273,6 +300,9 @@ class Kernel(RunsCells):
                 with contextlib.suppress(Exception):
                     await asyncio.shield(stop_process(manager, now))
         finally:
+            if self._guard is not None:
+                self._guard.close()
+                self._guard = None
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None

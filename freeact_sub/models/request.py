@@ -1,6 +1,6 @@
 """One attempt at a model request: a slot of the tree's bound, the streamed response as events, an idle limit.
 
-`send` is what `TurnEngine._model_round` calls once per attempt; the round decides whether a failed
+`send` is what `agent.model_round` calls once per attempt; the round decides whether a failed
 attempt is retried (`retries.retry_reason`). Nothing here acts on the response: its tool calls run
 only after the round returns it, which is what makes a retry safe.
 """

@@ -8,7 +8,7 @@ context window, exhausted quota), a `request_timeout` the person set, and a prov
 longer than `LONGEST_WAIT`. Those fail at once, with the provider's own message.
 
 A retry is safe because of one invariant of the turn engine: the tool calls of a response run only
-after its stream has completed (`TurnEngine._model_round` returns the whole response), so a request
+after its stream has completed (`agent.model_round` returns the whole response), so a request
 that fails has run nothing, and its partial response is thrown away (a `ModelRetry` event tells the
 consumers to drop what they showed of it); only complete responses reach the history and the session.
 

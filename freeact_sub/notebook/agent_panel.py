@@ -32,6 +32,9 @@ from freeact_sub import (
 
 from . import _html
 from .call_view import CallView
+from .message_box import message_box, message_widgets
+from .panel_header import format_seconds, kind_html, sandbox_html, usage_html
+from .streamed_text import StreamedText
 
 __all__ = ["AgentPanel", "AgentState"]
 
@@ -49,8 +52,7 @@ class AgentPanel(widgets.VBox):
     complete), the main agent's thinking (a subagent's thinking is not shown), and one `CallView`
     per tool call, pending ones with their approval buttons.
 
-    The checkbox follows the agent's `ApprovalPolicy` wherever it changes (another run's panel of
-    the same agent, or code), so every panel of an agent shows the policy as it is.
+    The checkbox follows the agent's `ApprovalPolicy` wherever it changes (another panel, or code).
     `on_change` is called whenever what the panel shows about pending calls may have changed.
     """
 
@@ -87,10 +89,8 @@ class AgentPanel(widgets.VBox):
         self._on_change = on_change
         self._started = time.monotonic()
         self._elapsed: float | None = None
-        self._text: widgets.HTML | None = None
-        self._text_buffer = ""
-        self._thoughts: widgets.HTML | None = None
-        self._thoughts_buffer = ""
+        self.text = StreamedText(self._append)
+        """Its streamed answer and thinking."""
         self._syncing = False
         self.subagent_type = "general"
         """The agent type it runs as."""
@@ -133,29 +133,10 @@ class AgentPanel(widgets.VBox):
         self._body = widgets.VBox()
         self.message_box: widgets.HBox | None = None
         """A subagent's message box: the person's message reaches it at its next step (`Agent.send`)."""
-        self.message_text = widgets.Text(placeholder=f"A message to {agent_id} while it works",
-                                         layout=widgets.Layout(width="60%"))
-        self.send_button = widgets.Button(description="Send", icon="paper-plane", tooltip=f"Send to {agent_id}",
-                                          layout=widgets.Layout(width="auto"))
-        self.send_note = widgets.HTML()
         parts: list[widgets.Widget] = [header, self._body]
+        self.message_text, self.send_button, self.send_note = message_widgets(agent_id)
         if on_send is not None:
-            self.message_text.add_class("freeact-message-text")
-            self.send_button.add_class("freeact-send")
-
-            def send(_: object) -> None:
-                text = self.message_text.value.strip()
-                if not text:
-                    return
-                refused = on_send(agent_id, text)
-                if refused is None:
-                    self.message_text.value = ""
-                self.send_note.value = "" if refused is None else (
-                    f'<span class="freeact-error">Not sent: {_html.escape(refused)}</span>')
-
-            self.send_button.on_click(send)
-            self.message_box = widgets.HBox([self.message_text, self.send_button, self.send_note])
-            self.message_box.add_class("freeact-message-box")
+            self.message_box = message_box(agent_id, on_send, self.message_text, self.send_button, self.send_note)
             parts.append(self.message_box)
         self.children = tuple(parts)
         self.add_class("freeact-panel")
@@ -223,15 +204,6 @@ class AgentPanel(widgets.VBox):
         self.subagent_type, self.description, self.model = subagent_type, description, model
         self.refresh()
 
-    def _usage_text(self) -> str:
-        retries = (f' · <span class="freeact-retries" data-retries="{self.retries}">{self.retries} '
-                   f"retr{'y' if self.retries == 1 else 'ies'}</span>") if self.retries else ""
-        if not self.tokens:
-            return retries
-        cost = f" · ${self.cost:.4f}" if self.cost is not None else ""
-        return (f' · <span class="freeact-usage" data-tokens="{self.tokens}">{self.tokens:,} tokens{cost}</span>'
-                f"{retries}")
-
     def _model_note_html(self) -> str:
         """The header's note on a model request that waits: to be retried (counting down) or for a slot."""
         if not self.model_note or self.finished:
@@ -253,26 +225,16 @@ class AgentPanel(widgets.VBox):
         role = "subagent" if self.subagent else "main agent"
         turns = f"{self.turns}/{self.max_turns}" if self.max_turns else str(self.turns)
         error = f' <span class="freeact-error">{_html.escape(self.error)}</span>' if self.error else ""
-        kind = ""
-        if self.subagent:
-            kind = f'<span class="freeact-type">{_html.escape(self.subagent_type)}</span> '
-            if self.description:
-                kind += f'<span class="freeact-description">{_html.escape(self.description)}</span> '
-            if self.model:
-                kind += f'<span class="freeact-model">{_html.escape(self.model)}</span> '
-        waited = f" (after {_format_seconds(self.waited)} waiting for a slot)" if self.waited >= 0.1 else ""
-        if self.sandbox:
-            off = " freeact-sandbox-off" if self.sandbox == "off" else ""
-            tip = f' title="{_html.escape(self.sandbox_note)}"' if self.sandbox_note else ""
-            note = f" ({_html.escape(self.sandbox_note)})" if self.sandbox_note else ""
-            kind += f'<span class="freeact-sandbox{off}"{tip}>sandbox: {_html.escape(self.sandbox)}{note}</span> '
+        waited = f" (after {format_seconds(self.waited)} waiting for a slot)" if self.waited >= 0.1 else ""
+        kind = kind_html(self.subagent_type, self.description, self.model) if self.subagent else ""
+        kind += sandbox_html(self.sandbox, self.sandbox_note)
         value = (
             f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
             f'<span class="freeact-role">{role}</span> {kind}'
             f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span>'
             f'{self._model_note_html()} '
-            f'<span class="freeact-meta">{_format_seconds(self.elapsed)}{waited} · turns used: {turns}'
-            f'{self._usage_text()}</span>{error}'
+            f'<span class="freeact-meta">{format_seconds(self.elapsed)}{waited} · turns used: {turns}'
+            f'{usage_html(self.tokens, self.cost, self.retries)}</span>{error}'
         )
         if self._header.value != value:
             self._header.value = value
@@ -340,18 +302,18 @@ class AgentPanel(widgets.VBox):
                 of = f"/{retry.attempts}" if retry.attempts else ""
                 self.model_note = f"attempt {retry.attempt}{of} · {retry.reason}"
                 self._note_until = retry.at + retry.wait  # wall clock: a replayed retry is long over
-                self._drop_partial()
+                self.text.drop_partial()
             case ModelSlot(waiting=waiting, limit=limit):
                 self.model_note = f"waiting for a model slot ({limit} in flight)" if waiting else ""
                 self._note_until = None
             case ResponseChunk(content=content):
-                self._stream_text(content)
+                self.text.stream_text(content)
             case Response(content=content):
-                self._complete_text(content)
+                self.text.complete_text(content)
             case ThoughtsChunk(content=content) if not self.subagent:
-                self._stream_thoughts(content)
+                self.text.stream_thoughts(content)
             case Thoughts(content=content) if not self.subagent:
-                self._complete_thoughts(content)
+                self.text.complete_thoughts(content)
             case ApprovalRequest():
                 self._add_call(event)
             case CodeExecutionOutputChunk(tool_call_id=call_id, text=text):
@@ -436,55 +398,3 @@ class AgentPanel(widgets.VBox):
         self.calls[event.tool_call_id] = call
         self._append(call)
         return call
-
-    def _drop_partial(self) -> None:
-        """A failed attempt's streamed text and thinking are thrown away: the retry's take their place."""
-        if self._text is not None:
-            self._text_buffer = ""
-            self._text.value = ""
-        if self._thoughts is not None:
-            self._thoughts_buffer = ""
-            self._thoughts.value = ""
-
-    def _stream_text(self, content: str) -> None:
-        if self._text is None:
-            self._text = widgets.HTML()
-            self._text.add_class("freeact-text")
-            self._text_buffer = ""
-            self._append(self._text)
-        self._text_buffer += content
-        self._text.value = _html.preformatted(self._text_buffer, "freeact-streaming")
-
-    def _complete_text(self, content: str) -> None:
-        if not content:
-            self._text = None
-            return
-        if self._text is None:
-            self._text = widgets.HTML()
-            self._text.add_class("freeact-text")
-            self._append(self._text)
-        self._text.value = _html.markdown(content)
-        self._text = None
-
-    def _stream_thoughts(self, content: str) -> None:
-        if self._thoughts is None:
-            self._thoughts = widgets.HTML()
-            self._thoughts_buffer = ""
-            self._append(self._thoughts)
-        self._thoughts_buffer += content
-        self._thoughts.value = f'<div class="freeact-thoughts">Thinking: {_html.escape(self._thoughts_buffer)}</div>'
-
-    def _complete_thoughts(self, content: str) -> None:
-        if self._thoughts is None:
-            self._thoughts = widgets.HTML()
-            self._append(self._thoughts)
-        self._thoughts.value = f'<div class="freeact-thoughts">Thinking: {_html.escape(content)}</div>'
-        self._thoughts = None
-
-
-def _format_seconds(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    return f"{minutes}m {seconds:02d}s"

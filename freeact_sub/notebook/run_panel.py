@@ -169,7 +169,7 @@ class RunPanel(widgets.VBox):
                     queued.start(max_turns)
                 panel.set_kind(event.subagent_type, event.description, event.model)
                 if event.sandbox:
-                    panel.set_sandbox(event.sandbox)
+                    panel.set_sandbox(event.sandbox, event.sandbox_limits)
                 if queued is None:
                     self.panels[child_id] = panel
                     self._panel(event.agent_id).attach_subagent(call_id, panel)

@@ -17,8 +17,8 @@ from freeact_sub import (
     Response,
     ToolOutput,
     TurnCancelled,
-    auto_approve_from_env,
 )
+from freeact_sub.config.agent_config import auto_approve_from_env
 
 from . import _comm_status, _replaced
 from .run_panel import RunPanel
@@ -228,7 +228,7 @@ class AgentView:
                 await self._settle_trust(panel)
                 panel.set_status("starting the agent")
                 await self.agent.start()
-            panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note)
+            panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note or self.agent.sandbox.detail())
             panel.set_status("running")
             prompt, subagent_type, model = self.agent.read_prompt(prompt)
             stream = self.agent.stream(prompt, max_turns=max_turns, subagent_type=subagent_type, model=model)

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 DEFAULT_PROFILE = "workspace"
-ENFORCE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "enforce.py")
+ENFORCE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_confined.py")
 """Run as `python ENFORCE_SCRIPT PLAN_JSON -- COMMAND ARGS...` to start a command confined to a plan."""
 
 

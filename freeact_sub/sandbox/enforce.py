@@ -3,47 +3,36 @@
 This module uses the standard library alone: it runs inside a freshly forked kernel (before
 ipykernel starts) and as a script in front of a launched kernel or an MCP server:
 
-    python enforce.py '<plan as JSON>' -- command args...
+    python run_confined.py '<plan as JSON>' -- command args...
 
-It applies the plan, then `exec`s the command. A plan is a dict of absolute paths:
+(`run_confined.py` applies the plan with this module, seals, then `exec`s the command.)
+A plan is a dict of absolute paths:
     {"deny": [paths], "read_only": [paths], "private_root": folder, "own": [folders],
-     "write": [folders], "network": bool, "unix_sockets": [paths], "scratch": folder}
+     "write": [folders], "network": bool or [hosts], "unix_sockets": [paths], "scratch": folder,
+     "proxy": {"socket": path, "port": int}, "limits": {"memory": bytes, "processes": n}}
 
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
 
-How each part is enforced, in this order, while the process is still single-threaded:
-1. A user namespace and a mount namespace of its own (plus a network namespace without
-   interfaces when `network` is false: every connection then fails with ENETUNREACH).
-2. A pseudo-terminal instance of its own on /dev/pts: the person's terminals are not there to open.
-3. Each path in `deny` that exists is covered: a folder by an empty tmpfs of mode 000, a file
-   by an empty file of mode 000. Reading one fails with EACCES, also for programs it starts.
-4. Each path in `read_only` that exists is bound read-only onto itself (EROFS on any change; being a
-   mount point, it cannot be renamed or removed either).
-5. `private_root` (the folder holding every kernel's and agent's private folder) is covered by an empty
-   read-only tmpfs, and only the folders in `own` are bound back at their places: no other kernel's
-   connection file, key or socket can be seen.
-6. Landlock: writing, creating, removing and renaming files are allowed only beneath the
-   `write` folders (and on a few devices such as /dev/null). Landlock also stops the process
-   from changing its mounts (so the covers stay), from reaching into processes outside the
-   sandbox through ptrace or /proc/PID/{root,fd,environ,mem}, from abstract Unix sockets outside it
-   and (from ABI 6) from signalling them.
-7. No capabilities are left, none can come back through `exec` (the bounding set is empty and
-   `no_new_privs` is set), so root inside the namespace is an ordinary user.
-Then `seal()` (called once the process has bound its own sockets: at the end of a kernel's start, or just
-before `exec`) installs a seccomp filter on every thread: no new Unix socket (`socket(AF_UNIX)`; unless
-`unix_sockets` names some, and then every other socket bound to a path when it starts is covered as in 3.), no
-VM socket, no io_uring (which would run socket calls past the filter), and no
-system call of another architecture's table (x32, i386), whose numbers the filter would not know.
+How it is enforced, in this order, while the process is still single-threaded (the sandbox page of the
+docs says why each step is there):
+1. user and mount namespaces (with `memory` and `processes` as rlimits), and a network namespace unless
+   `network` is true: no interfaces when it is false; only loopback for a list of hosts, where a socket
+   listening on 127.0.0.1:`proxy.port` is handed to the host's proxy through `proxy.socket`;
+2. a /dev/pts instance of its own; 3. `deny` covered (mode 000); 4. `read_only` bound read-only;
+5. `private_root` covered by an empty tmpfs with only the `own` folders bound back;
+6. Landlock: writes only beneath `write` (and a few devices), no mount changes, no reach into outside
+   processes, abstract sockets or (ABI 6) signals; 7. no capabilities, none regained (`no_new_privs`).
+Then `seal()`, once the process has bound its own sockets, puts a seccomp filter on every thread: no new
+Unix socket (unless `unix_sockets` names some; every other socket bound to a path is then covered), no VM
+socket, no io_uring, and no system call of another architecture's table.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
-import json
 import os
 import sys
-import tempfile
 from typing import Any
 
 __all__ = ["SandboxUnavailable", "apply", "landlock_abi", "platform_gaps", "seal"]
@@ -174,6 +163,43 @@ def _enter_namespaces(network: bool) -> None:
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing done here shows outside
+
+
+def _set_rlimits(limits: dict[str, Any]) -> None:
+    """`RLIMIT_DATA` and `RLIMIT_NPROC`, soft and hard. Set inside the new user namespace: Linux counts a user's
+    processes per namespace, and a namespace made after a low `RLIMIT_NPROC` would cap the user's processes in
+    every namespace above it with that limit too."""
+    import resource
+
+    for name, value in (("RLIMIT_DATA", limits.get("memory")), ("RLIMIT_NPROC", limits.get("processes"))):
+        if value is not None:
+            resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+
+
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 1
+
+
+def _hand_over_proxy_port(proxy: dict[str, Any]) -> None:
+    """Bring loopback up in this new network namespace, listen on 127.0.0.1:`port`, and hand the listening socket
+    to the host's proxy through the Unix socket at `socket`: the host accepts the connections, this process keeps
+    nothing of it."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = struct.pack("16sH", b"lo", 0)
+        flags = struct.unpack("16sH", fcntl.ioctl(probe, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | _IFF_UP))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener, \
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as channel:
+        listener.bind(("127.0.0.1", int(proxy["port"])))
+        listener.listen(128)
+        channel.settimeout(30)  # a host that does not answer ends the start, not hangs it
+        channel.connect(proxy["socket"])
+        socket.send_fds(channel, [b"P"], [listener.fileno()])
+        if channel.recv(1) != b"K":
+            raise SandboxUnavailable(errno.ECONNREFUSED, "the host's proxy did not take the kernel's port")
 
 
 def _cover(paths: list[str], scratch: str, *, tolerant: bool = False) -> None:
@@ -347,8 +373,11 @@ def apply(plan: dict[str, Any]) -> None:
     if abi < 1:
         raise SandboxUnavailable(errno.ENOSYS, "this kernel offers no Landlock")
     deny = [path for path in plan.get("deny", ()) if os.path.lexists(path)]
-    network = bool(plan.get("network", True))
-    _enter_namespaces(network)
+    network = plan.get("network", True)
+    _enter_namespaces(network is True)
+    _set_rlimits(plan.get("limits") or {})
+    if isinstance(network, list) and plan.get("proxy"):
+        _hand_over_proxy_port(plan["proxy"])
     _own_terminals()
     _cover(deny, plan["scratch"])
     if plan.get("unix_sockets"):  # the process may make Unix sockets: hide every bound one it was not handed
@@ -361,23 +390,3 @@ def apply(plan: dict[str, Any]) -> None:
         os.rmdir(plan["scratch"])
     _restrict_writes(list(plan.get("write", ())), abi)
     _drop_capabilities()
-
-
-def main(argv: list[str]) -> None:
-    """`enforce.py PLAN_JSON -- COMMAND ARGS...`: apply the plan, then become the command."""
-    if len(argv) < 3 or argv[1] != "--":
-        sys.exit("usage: enforce.py PLAN_JSON -- COMMAND [ARGS...]")
-    plan = json.loads(argv[0])
-    if not plan.get("scratch"):
-        plan["scratch"] = tempfile.mkdtemp(prefix="freeact-sub-sandbox-")
-        plan["remove_scratch"] = True
-    try:
-        apply(plan)
-        seal(plan)
-    except OSError as exc:
-        sys.exit(f"freeact-sub sandbox: {exc}")
-    os.execvp(argv[2], argv[2:])
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

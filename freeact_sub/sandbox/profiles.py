@@ -16,9 +16,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from .enforce import platform_gaps
+from .hosts import NAMED_HOST_LISTS, expand_hosts, hosts_meet
+from .limits import DEFAULT_LIMITS, Limits, limit_gaps, limits_meet
 
 __all__ = [
     "ALWAYS_DENIED",
@@ -97,6 +99,7 @@ SHELL_FILES: tuple[str, ...] = (
 )
 """In each home: files a shell, git, Python or Jupyter reads and runs at its next start (kept read-only)."""
 
+_LIMIT_FIELDS = ("memory", "processes", "cell_time")
 _SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "dist", "build", ".git", ".hg",
                               ".tox", ".nox", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
 _MAX_FOLDERS_WALKED = 20_000
@@ -113,8 +116,12 @@ class SandboxProfile(BaseModel):
     """Paths that cannot be read (nor written): `~/…`, `**/NAME`, absolute, or relative to the working folder."""
     write: tuple[str, ...] = (".",)
     """Folders that may be written (`.` is the working folder); the kernel's own temp folder always may."""
-    network: bool = True
-    """Whether the kernel may open network connections (TCP, UDP, anything but its own channels)."""
+    network: bool | tuple[str, ...] = True
+    """Whether the kernel may open network connections: `true` (anywhere), `false` (nowhere), or the hosts it may
+    reach over HTTP(S) through the host's filtering proxy (`pypi.org`, `*.github.com` for its subdomains, an IP or
+    network such as `10.0.0.0/8` to allow private addresses, `packages` for the Python package index's hosts)."""
+    limits: Limits = DEFAULT_LIMITS
+    """What the kernel may take: `memory` (per process), `processes`, `cell_time` (wall seconds per cell)."""
     unix_sockets: tuple[str, ...] = ()
     """Unix sockets (paths) the kernel may connect to, such as `/var/run/docker.sock`; none by default. Naming
     any lets the kernel make Unix sockets; every other socket bound to a path when it starts is then covered
@@ -124,13 +131,50 @@ class SandboxProfile(BaseModel):
     note: str = Field(default="", exclude=True)
     """Why this is `off` when no one asked for `off` (the platform cannot enforce a sandbox)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _limits_at_top(cls, value: Any) -> Any:
+        """`memory`, `processes` and `cell_time` may be written in the profile itself, beside `network`."""
+        if isinstance(value, dict) and (top := {key: value[key] for key in _LIMIT_FIELDS if key in value}):
+            rest = {key: item for key, item in value.items() if key not in _LIMIT_FIELDS}
+            limits = rest.get("limits", {})
+            limits = limits.model_dump() if isinstance(limits, Limits) else dict(limits)
+            return {**rest, "limits": {**limits, **top}}
+        return value
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _hosts(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in NAMED_HOST_LISTS:
+            value = [value]
+        if isinstance(value, (list, tuple)):
+            return expand_hosts(value) or False  # no host: no network
+        return value
+
+    @property
+    def hosts(self) -> tuple[str, ...] | None:
+        """The hosts the kernel may reach through the proxy; None when `network` is all or nothing."""
+        return self.network if isinstance(self.network, tuple) else None
+
+    def network_text(self) -> str:
+        """`network`, `no network` or `hosts: pypi.org, *.github.com`."""
+        if self.hosts is not None:
+            return "hosts: " + ", ".join(self.hosts)
+        return "network" if self.network else "no network"
+
+    def detail(self) -> str:
+        """Hosts and limits, for events and panels: `hosts: pypi.org; memory 4 GiB, 256 processes`."""
+        if not self.enforced:
+            return ""
+        return "; ".join(part for part in (self.network_text(), self.limits.describe()) if part)
+
     def describe(self) -> str:
-        """One line for banners and panels: `workspace (writes: working folder; network)`."""
+        """One line for banners and panels: `workspace (writes: working folder; network; memory 4 GiB, …)`."""
         if not self.enforced:
             return "off (no sandbox: the user's full rights)"
         writes = ", ".join("working folder" if path == "." else path for path in self.write) or "its temp folder only"
-        described = f"{self.name} (writes: {writes}; {'network' if self.network else 'no network'})"
-        if gaps := platform_gaps():
+        described = f"{self.name} (writes: {writes}; {self.detail()})"
+        if gaps := [*platform_gaps(), *limit_gaps(self.limits)]:
             described += f"; not enforced on this machine: {', '.join(gaps)}"
         return described
 
@@ -151,8 +195,10 @@ class SandboxProfile(BaseModel):
         denied = set(deny)
         read_only = {os.path.realpath(path) for path in kept if any(_within(os.path.realpath(path), w) for w in write)}
         sockets = [path for pattern in self.unix_sockets for path in _expand(pattern, working_dir, homes)]
+        network: bool | list[str] = list(self.network) if isinstance(self.network, tuple) else self.network
         return {"deny": sorted(set(deny)), "read_only": sorted(read_only - denied), "write": sorted(set(write)),
-                "network": self.network, "unix_sockets": sorted(set(sockets))}
+                "network": network, "unix_sockets": sorted(set(sockets)), "limits": self.limits.plan(),
+                "profile": self.name}
 
 
 BUILT_IN_PROFILES: dict[str, SandboxProfile] = {
@@ -160,9 +206,11 @@ BUILT_IN_PROFILES: dict[str, SandboxProfile] = {
     "offline": SandboxProfile(name="offline", network=False),
     "read-only": SandboxProfile(name="read-only", write=(), network=False),
     "off": SandboxProfile(name="off", read_deny=(), write=(), enforced=False),
+    "packages": SandboxProfile(name="packages", network=("packages",)),
 }
 """`workspace` (the default): read all but secrets, write the working folder, network.
-`offline`: the same without network. `read-only`: no writes but its temp folder, no network.
+`offline`: the same without network. `packages`: the same, reaching only the Python package index (pip works).
+`read-only`: no writes but its temp folder, no network.
 `off`: no sandbox."""
 
 
@@ -191,7 +239,8 @@ SandboxSetting = Annotated[SandboxProfile | None, BeforeValidator(_setting)]
 def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> SandboxProfile:
     """The profile a child runs under: what its type asks for, never more than its parent has.
 
-    Network only if both allow it, writes only where both allow them, Unix sockets only those both name,
+    Network only if both allow it (hosts only those both allow), writes only where both allow them, each limit the
+    smaller of the two, Unix sockets only those both name,
     every path either denies stays denied. A child of an unsandboxed parent gets what it asks for; a child asking for
     `off` under a sandboxed parent gets its parent's profile.
     """
@@ -209,14 +258,16 @@ def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> Sa
         if pattern not in writes and any(_within(path, other) for other in child_writes.values()):
             writes.append(pattern)
     deny = tuple(dict.fromkeys([*parent.read_deny, *child.read_deny]))
-    network = parent.network and child.network
+    network = hosts_meet(parent.network, child.network)
     sockets = tuple(path for path in child.unix_sockets if path in parent.unix_sockets)
+    limits = limits_meet(parent.limits, child.limits)
     for candidate in (child, parent):
         same = set(candidate.read_deny) == set(deny) and set(candidate.write) == set(writes)
-        if same and candidate.network == network and set(candidate.unix_sockets) == set(sockets):
+        if same and candidate.network == network and set(candidate.unix_sockets) == set(sockets) \
+                and candidate.limits == limits:
             return candidate
     return SandboxProfile(name=f"{child.name} within {parent.name}", read_deny=deny, write=tuple(writes),
-                          network=network, unix_sockets=sockets)
+                          network=network, unix_sockets=sockets, limits=limits)
 
 
 def _homes(extra: Iterable[str]) -> list[str]:

@@ -122,6 +122,8 @@ def agent_types_table(agent: Agent) -> RenderableType:
             tools += " (no kernel)"
         if definition.sandbox is not None:
             tools += f", sandbox {definition.sandbox.name}"
+            if definition.sandbox.detail():
+                tools += f" ({definition.sandbox.detail()})"
         marker = " (main)" if name == agent.subagent_type else ""
         table.add_row(Text(name + marker, style="bold"), model, tools, " ".join(definition.description.split()))
     return table

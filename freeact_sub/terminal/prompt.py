@@ -15,7 +15,8 @@ __all__ = ["PromptReader"]
 class PromptReader:
     """Reads one prompt at a time from the terminal."""
 
-    def __init__(self, history_file: Path | None = None) -> None:
+    def __init__(self, history_file: Path | None = None, *, style: str = "bold ansibrightcyan") -> None:
+        """`style`: the `you ›` prompt's (prompt_toolkit's style words; `Theme.prompt_style`)."""
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
         from prompt_toolkit.key_binding import KeyBindings
@@ -42,6 +43,7 @@ class PromptReader:
                 history = FileHistory(str(history_file))
             except OSError:
                 pass  # an unwritable working directory costs only the saved history
+        self._style = style
         self._session: Any = PromptSession(
             history=history,
             key_bindings=bindings,
@@ -52,5 +54,5 @@ class PromptReader:
         """The next prompt the person sends; `EOFError` when they exit."""
         from prompt_toolkit.formatted_text import FormattedText
 
-        text: str = await self._session.prompt_async(FormattedText([("bold ansibrightcyan", "you › ")]))
+        text: str = await self._session.prompt_async(FormattedText([(self._style, "you › ")]))
         return text

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.markdown import Markdown
@@ -47,32 +46,26 @@ from freeact_sub import (
 )
 
 from ..subagents.task_notes import task_call_notes
+from .cell_lines import MARKER_WIDTH, CellLines
 from .gutter import Gutter
 from .palette import Palette
-from .safe_text import ansi_text, clean, visible
+from .safe_text import clean, visible
 from .status import SubagentBoard
+from .wording import (
+    markdown,
+    one_line,
+    retry_note,
+    running_state,
+    seconds,
+    title_line,
+    waiting_for,
+    what_it_runs,
+)
 
-__all__ = ["Renderer", "retry_note", "seconds"]
+__all__ = ["Renderer"]
 
 _TOOL_RESULT_LINES = 20
 _PARTIAL_LINES = 3
-_MARKER_WIDTH = 6
-
-
-def seconds(value: float) -> str:
-    """`0.4 s`, `4 s`, `32 s`: a wait as a person reads it."""
-    return f"{value:.1f} s" if value < 1 else f"{value:.0f} s"
-
-
-def retry_note(retry: ModelRetry) -> str:
-    """`attempt 2/6 · rate limited`."""
-    of = f"/{retry.attempts}" if retry.attempts else ""
-    return f"attempt {retry.attempt}{of} · {retry.reason}"
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class Renderer:
@@ -88,9 +81,8 @@ class Renderer:
         self.show_final = show_final
         """Whether the main agent's final answer is printed (one-shot mode prints it to stdout instead)."""
         self._partials: dict[tuple[str, str], str] = {}
-        self._open_lines: dict[str, tuple[str, str]] = {}
-        """Per cell (tool call id): its agent and the output line not yet ended by a newline."""
-        self._shown_images: set[str] = set()
+        self.cell_lines = CellLines(console, palette, self.refresh)
+        """The output of running cells."""
         self.after_print: Callable[[], None] | None = None
         """Called after each printed item (the session redraws its live view)."""
         self._children: dict[str, str] = {}
@@ -99,11 +91,14 @@ class Renderer:
         """`task` calls that run their child in the background (their result comes when the child ends)."""
         self._answers: dict[str, str] = {}
         """Each subagent's last final answer (a background child's result is shown when it ends)."""
+        self._waits_for: dict[str, list[str]] = {}
+        """Per parent: the children of its foreground `task` calls that have not ended (its state names them)."""
 
     def reset(self) -> None:
         """Forget partial text and unfinished output lines (a new turn starts; the last may have failed)."""
         self._partials.clear()
-        self._open_lines.clear()
+        self.cell_lines.clear()
+        self._waits_for.clear()
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -121,7 +116,7 @@ class Renderer:
                 self._partials.pop((agent, "thinking"), None)
                 self.board.retrying(agent, retry.at + retry.wait, retry_note(retry))
                 body = Text.assemble(Text(f"retrying in {seconds(retry.wait)} · {retry_note(retry)}", style="yellow"),
-                                     Text(f"  {_one_line(retry.message)}" if retry.message else "", style="dim"))
+                                     Text(f"  {one_line(retry.message)}" if retry.message else "", style="dim"))
                 self._row(agent, Text("↻", style="yellow"), body)
             case ModelSlot(waiting=waiting, limit=limit):
                 self.board.set_state(agent, "waiting for a model slot" if waiting else "thinking")
@@ -142,8 +137,10 @@ class Renderer:
                 if final and not is_main:
                     self._answers[agent] = content
                 if content.strip() and (self.show_final or not (is_main and final)):
-                    self._row(agent, Text("›", style=self.palette.colour(agent)), _markdown(content))
+                    self._row(agent, Text("›", style=self.palette.colour(agent)), self._markdown(content))
             case ApprovalRequest() as request:
+                if request.tool_name == "task" and request.tool_args.get("run_in_background"):
+                    self._background.add(request.tool_call_id)
                 by = f" by rule {request.rule}" if request.rule else f" by hook {request.hook}" if request.hook else ""
                 if request.hook and request.decision is None:
                     self.show_rewrite(request)
@@ -153,13 +150,13 @@ class Renderer:
                     self._row(agent, Text("✗", style="red"),
                               Text(clean(f"{request.tool_name} refused{by}: {request.reason or ''}".rstrip(": "))))
                 else:
-                    self.board.set_state(agent, "waiting for approval")
+                    self.board.set_state(agent, f"waiting for approval of {what_it_runs(request)}")
             case HookError() as failure:
                 self._row(agent, Text("⚠", style="yellow"), Text(clean(
                     f"hook {failure.hook} failed at {failure.hook_event_name}: {failure.message} "
                     "(it was left out: the step went on as without it)"), style="yellow"))
             case CodeExecutionOutputChunk(text=text, tool_call_id=call_id):
-                self._output(agent, call_id, text)
+                self.cell_lines.add(agent, call_id, text)
             case CodeExecutionOutput() as output:
                 self._output_done(output)
             case ToolOutput() as output:
@@ -168,7 +165,9 @@ class Renderer:
                 self.palette.set_type(child, event.subagent_type)
                 self.palette.set_parent(child, agent)
                 self.board.queued(child, subagent_type=event.subagent_type, parent_id=agent)
-                first_line = _first_line(event.description or prompt)
+                self._children[event.tool_call_id] = child
+                self._waiting_on(agent, child, event.tool_call_id)
+                first_line = title_line(event.description or prompt)
                 body = Text.assemble("queued ", self.palette.label(child), Text(f"  {first_line}", style="dim"),
                                      Text("  (waiting for a slot)", style="dim"))
                 self._row(agent, Text("…", style="dim"), body)
@@ -178,13 +177,19 @@ class Renderer:
                 self.board.started(child, max_turns, subagent_type=event.subagent_type, model=event.model,
                                    parent_id=agent)
                 self._children[call_id] = child
-                first_line = _first_line(event.description or prompt)
+                self._waiting_on(agent, child, call_id)
+                first_line = title_line(event.description or prompt)
                 body = Text.assemble("started ", self.palette.label(child), Text(f"  {first_line}", style="dim"))
                 if event.sandbox:
-                    body.append(clean(f"  [sandbox: {event.sandbox}]"), style="dim")
+                    limits = f"; {event.sandbox_limits}" if event.sandbox_limits else ""
+                    body.append(clean(f"  [sandbox: {event.sandbox}{limits}]"), style="dim")
                 self._row(agent, Text("+", style="bold"), body)
             case SubagentFinished(subagent_id=child, status=status, turns_used=turns, elapsed=elapsed):
                 self.board.finished(child, status, turns, elapsed)
+                if child in self._waits_for.get(agent, ()):
+                    self._waits_for[agent].remove(child)
+                    if self._waits_for[agent]:
+                        self.board.set_state(agent, waiting_for(self._waits_for[agent]))
                 style = "green" if status == "done" else "yellow" if status != "failed" else "red"
                 body = Text.assemble(
                     self.palette.label(child),
@@ -196,7 +201,8 @@ class Renderer:
                 answer = self._answers.pop(child, None)
                 if event.tool_call_id in self._background and answer is not None:  # what its parent is told
                     heading = Text.assemble("result of ", self.palette.label(child))
-                    self._row(agent, Text("←", style=self.palette.colour(agent)), Group(heading, _markdown(answer)))
+                    marker = Text("←", style=self.palette.colour(agent))
+                    self._row(agent, marker, Group(heading, self._markdown(answer)))
             case SubagentMessage(subagent_id=child, text=text, sender=sender):
                 source = "you" if sender == "user" else agent
                 body = Text.assemble(Text(f"message from {source} to ", style="dim"), self.palette.label(child),
@@ -207,7 +213,7 @@ class Renderer:
                                      Text(": ", style="dim"), Text(clean(text)))
                 self._row(agent, Text("↑", style=self.palette.colour(agent)), body)
             case TurnCancelled():
-                self._flush_lines()
+                self.cell_lines.flush()
                 self._partials.clear()
                 self._row(agent, Text("✗", style="yellow"), Text("turn cancelled", style="yellow"))
 
@@ -228,7 +234,7 @@ class Renderer:
         if request.tool_name == "task" and request.tool_args.get("run_in_background"):
             self._background.add(request.tool_call_id)
         if note:
-            self.board.set_state(agent, _running_state(request))
+            self.board.set_state(agent, running_state(request))
         colour = self.palette.colour(agent)
         origin = "  from code in its cell" if request.source == "code" else ""
         title = Text.assemble(
@@ -254,7 +260,7 @@ class Renderer:
         mark = Text("✓" if approved else "✗", style="green" if approved else "red")
         self._row(request.agent_id, mark, Text(clean(text), style="green" if approved else "red"))  # a saved reason too
         if approved:
-            self.board.set_state(request.agent_id, _running_state(request))
+            self.board.set_state(request.agent_id, running_state(request))
         else:
             self.board.set_state(request.agent_id, "thinking" if goes_on else "rejected")
 
@@ -291,6 +297,9 @@ class Renderer:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def _markdown(self, text: str) -> Markdown:
+        return markdown(text, self.palette.code_theme)
+
     def _grow(self, agent: str, kind: str, content: str) -> None:
         key = (agent, kind)
         self._partials[key] = self._partials.get(key, "") + content
@@ -299,7 +308,7 @@ class Renderer:
         """`body` after the agent's label and `marker`; its further lines behind the agent's bar (or, when the
         body draws its own frame on every line, behind blanks)."""
         label = Text.assemble(self.palette.indent(agent), self.palette.label(agent))
-        pad = " " * max(_MARKER_WIDTH - marker.cell_len, 0)
+        pad = " " * max(MARKER_WIDTH - marker.cell_len, 0)
         first = Text.assemble(label, " ", pad, marker, " ")
         rest = Text(" " * first.cell_len) if framed else Text.assemble(
             " " * (first.cell_len - 2), ("│", f"dim {self.palette.colour(agent)}"), " ")
@@ -310,43 +319,12 @@ class Renderer:
         if self.after_print is not None:
             self.after_print()
 
-    def _output(self, agent: str, call_id: str, text: str) -> None:
-        _, pending = self._open_lines.get(call_id, (agent, ""))
-        *complete, rest = (pending + text).split("\n")
-        self._output_lines(agent, complete)
-        self._open_lines[call_id] = (agent, rest)
-
-    def _output_lines(self, agent: str, lines: list[str]) -> None:
-        """Print output lines, each screen line (a folded one too) after the agent's label and its bar; one
-        Text for all, as a cell may print thousands."""
-        if not lines:
-            return
-        gutter = Text.assemble(
-            self.palette.indent(agent), self.palette.label(agent), " " * _MARKER_WIDTH,
-            ("│", self.palette.colour(agent)), " "
-        )
-        block = Text(overflow="fold")
-        for index, line in enumerate(lines):
-            if line.startswith("[image saved: "):
-                self._shown_images.add(line.removeprefix("[image saved: ").rstrip("]"))
-            if index:
-                block.append("\n")
-            block.append_text(ansi_text(line))
-        self.console.print(Gutter(block, gutter))
-        self.refresh()
-
-    def _flush_lines(self) -> None:
-        for call_id, (agent, rest) in list(self._open_lines.items()):
-            if rest:
-                self._output_lines(agent, [rest])
-            del self._open_lines[call_id]
-
     def _output_done(self, output: CodeExecutionOutput) -> None:
         agent = output.agent_id
-        _, rest = self._open_lines.pop(output.tool_call_id, (agent, ""))
-        self._output_lines(agent, [rest] if rest else [])
-        images = [f"[image saved: {image}]" for image in output.images if str(image) not in self._shown_images]
-        self._output_lines(agent, images)
+        self.cell_lines.end(agent, output.tool_call_id)
+        shown = self.cell_lines.shown_images
+        images = [f"[image saved: {image}]" for image in output.images if str(image) not in shown]
+        self.cell_lines.print_lines(agent, images)
         if output.status != "ok":
             status = {
                 "error": "the cell raised an error",
@@ -354,16 +332,19 @@ class Renderer:
                 "kernel_died": "the kernel died",
             }
             self._row(agent, Text("!", style="red"), Text(status.get(output.status, output.status), style="red"))
-        self.board.set_state(agent, "thinking")
+        self._after_tool(agent, "thinking")
 
     def _tool_output(self, output: ToolOutput) -> None:
         agent = output.agent_id
         style = "red" if output.is_error else ""
+        child = self._children.get(output.tool_call_id) if output.tool_name == "task" else None
+        if child is not None and child in self._waits_for.get(agent, ()):  # its result: whichever event came first
+            self._waits_for[agent].remove(child)
         if output.tool_name == "task" and not output.is_error and output.tool_call_id not in self._background:
-            child = self._children.get(output.tool_call_id)
             heading = Text.assemble("result of ", self.palette.label(child)) if child else Text("task result")
             marker = Text("←", style=self.palette.colour(agent))
-            self._row(agent, marker, Group(heading, _markdown(output.content or "(no answer)")))
+            self._row(agent, marker, Group(heading, self._markdown(output.content or "(no answer)")))
+            self._after_tool(agent, "thinking")
             return
         lines = clean(output.content).splitlines() or [""]
         if len(lines) > _TOOL_RESULT_LINES:
@@ -373,23 +354,20 @@ class Renderer:
             Text("\n".join(lines), style=style)
         )
         self._row(agent, Text("←", style="red" if output.is_error else self.palette.colour(agent)), body)
-        self.board.set_state(agent, "running code" if output.source == "code" else "thinking")
+        self._after_tool(agent, "running code" if output.source == "code" else "thinking")
+
+    def _waiting_on(self, parent: str, child: str, call_id: str) -> None:
+        """A foreground `task` call of `parent` started `child`: the parent's state names whom it waits for."""
+        if call_id in self._background:
+            return
+        children = self._waits_for.setdefault(parent, [])
+        if child not in children:
+            children.append(child)
+        self.board.set_state(parent, waiting_for(children))
+
+    def _after_tool(self, agent: str, state: str) -> None:
+        """A tool call of `agent` returned: it goes on with `state`, unless other children of it are still working."""
+        children = self._waits_for.get(agent)
+        self.board.set_state(agent, waiting_for(children) if children else state)
 
 
-def _markdown(text: str) -> Markdown:
-    """Model text as Markdown, controls removed; a link shows its address (a terminal link would hide it)."""
-    return Markdown(clean(text), hyperlinks=False)
-
-
-def _first_line(text: str) -> str:
-    """The first line that says anything, controls removed (a subagent's title, or its prompt's start)."""
-    return next((line.strip() for line in clean(text).split("\n") if line.strip()), "")
-
-
-def _running_state(request: ApprovalRequest) -> str:
-    names: dict[str, Any] = {
-        "execute_ipython_cell": "running code",
-        "task": "starting subagent",
-        "reset_kernel": "resetting kernel",
-    }
-    return str(names.get(request.tool_name, f"calling {request.tool_name}"))

@@ -75,6 +75,10 @@ class Session:
         """`theme`: the colours for the terminal's background (`theme.py`); default dark."""
         self.agent = agent
         self.console = console
+        if theme is not None and theme.styles:
+            from rich.theme import Theme as RichTheme
+
+            console.push_theme(RichTheme(theme.styles))
         self.palette = Palette({name: definition.color for name, definition in agent.tree.types.items()}, theme)
         self.palette.use_type_colour(agent.agent_id, agent.subagent_type)  # `--agent TYPE`: that type's colour
         self.palette.colour(agent.agent_id)  # else the main agent gets the first colour
@@ -135,9 +139,9 @@ class Session:
                 asker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await asker  # re-raises a crash of the desk
-        if status == "done" and self.agent.last_turn_rejected:
+        if status == "done" and self.agent.turns.last_turn_rejected:
             status = "rejected"
-        elif status == "done" and self.agent.turn_limit_reached:
+        elif status == "done" and self.agent.turns.turn_limit_reached:
             status = "turn_limit"
         return TurnOutcome(status, answer if answer is not None else directed_answer, error)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .safe_text import clean
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, ConsoleOptions, RenderResult
 
     from freeact_sub import ApprovalRequest
     from freeact_sub.sessions import SavedDecision, SavedSession
@@ -108,19 +108,54 @@ def _complain(text: str) -> None:
 
 
 def _table(sessions: list[SavedSession]) -> object:
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("id", "started", "status", "first prompt", "agents", "tokens"):
-        table.add_column(column, no_wrap=column != "first prompt", overflow="ellipsis",
-                         justify="right" if column in ("agents", "tokens") else "left")
+    rows: list[tuple[str, ...]] = []
     for saved in sessions:
         main = saved.agents.get(saved.summary.main_id or "")
         status = "in use" if saved.in_use else (main.status if main else "empty")
         started = (saved.created or "").replace("T", " ").removesuffix("+00:00")
-        first = saved.first_prompt.strip().splitlines()[0] if saved.first_prompt.strip() else ""
-        table.add_row(saved.session_id, started, status, first[:80], str(len(saved.agents)), f"{saved.total_tokens:,}")
-    return table
+        first = clean(" ".join(saved.first_prompt.split()))  # a prompt of many lines, in one
+        rows.append((saved.session_id, started, status, first, str(len(saved.agents)), f"{saved.total_tokens:,}"))
+    return _SessionTable(rows)
+
+
+_PROMPT_ROOM = 24
+"""Fewer cells than this for the first prompt, and the start time is shortened, then left out (the id says it too)."""
+
+
+class _SessionTable:
+    """One line per session at any width: the first prompt takes the room the other columns leave, cut with `…`."""
+
+    columns = ("id", "started", "status", "first prompt", "agents", "tokens")
+
+    def __init__(self, rows: list[tuple[str, ...]]) -> None:
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.cells import cell_len
+        from rich.table import Table
+        from rich.text import Text
+
+        rows = self.rows
+        prompt = self.columns.index("first prompt")
+        for shorten in (str, lambda started: started[:16], None):  # 2026-11-27 07:59:43, 2026-11-27 07:59, left out
+            shown = [i for i, _ in enumerate(self.columns) if shorten is not None or self.columns[i] != "started"]
+            rows = [tuple(shorten(cell) if self.columns[i] == "started" and shorten else cell
+                          for i, cell in enumerate(row)) for row in self.rows]
+            widths = {i: max([len(self.columns[i]), *(cell_len(row[i]) for row in rows)]) for i in shown}
+            room = options.max_width - sum(w for i, w in widths.items() if i != prompt) - 2 * (len(shown) - 1)
+            if room >= min(widths[prompt], _PROMPT_ROOM):
+                break
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for i in shown:
+            name = self.columns[i]
+            if i == prompt:
+                table.add_column(name, no_wrap=True, overflow="ellipsis", max_width=max(min(room, widths[i]), 1))
+            else:
+                table.add_column(name, no_wrap=True, min_width=widths[i],
+                                 justify="right" if name in ("agents", "tokens") else "left")
+        for row in rows:
+            table.add_row(*(Text(row[i]) for i in shown))  # never read as markup
+        yield table
 
 
 def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, last_turns: int | None = None) -> None:

@@ -161,7 +161,7 @@ class SubagentBoard:
                 name = Text.assemble("  " * (level - 1) + "└ ", name)
             elapsed = row.elapsed if row.elapsed is not None else now - row.started
             style = _FINISHED_STYLE.get(row.state, "red") if row.finished else ""
-            state = Text(row.state.replace("_", " "), style=style)
+            state = Text(row.state.replace("_", " ") if row.finished else row.state, style=style)  # a tool keeps its _
             if row.retry_until is not None and not row.finished:
                 left = row.retry_until - time.time()
                 shown = f"retrying in {max(left, 0):.0f} s · {row.state}" if left > 0 else "thinking"
@@ -187,37 +187,62 @@ class SubagentBoard:
 
 _NUMBERS = ("elapsed", "turns", "tokens", "cost")
 _IDS = ("subagent", "parent")
+_WORDS = ("state", "type", "model")
+"""The columns of words, the most needed first: the state gets the room before the type, the type before the model."""
+_SHORTEST = 8
+"""A word column given fewer cells than this (or than its longest word) is left out rather than cut to `gen…`."""
 
 
 class _SubagentTable:
-    """A subagent table fitted to the terminal when it is drawn: ids and numbers are never cut or wrapped;
-    in a narrow terminal the words (type, model, state) are cut with an ellipsis instead."""
+    """A subagent table fitted to the terminal when it is drawn: ids and numbers are never cut or wrapped, and
+    neither is the state while any room is left for it. In a narrow terminal the model, then the type, are cut
+    with an ellipsis, then left out; a state that does not fit even so goes on over a second line."""
 
     def __init__(self, columns: tuple[str, ...], rows: list[list[RenderableType]], last_row_style: str = "") -> None:
         self.columns, self.rows, self.last_row_style = columns, rows, last_row_style
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         widths = [max([len(name), *(_width(row[i]) for row in self.rows)]) for i, name in enumerate(self.columns)]
-        flexible = [i for i, name in enumerate(self.columns) if name not in (*_NUMBERS, *_IDS)]
-        fixed = sum(w for i, w in enumerate(widths) if i not in flexible) + 2 * (len(widths) - 1)
-        room = max(options.max_width - fixed, 3 * len(flexible))
-        limits = dict.fromkeys(flexible, 0)
-        for _ in range(room):  # share the room out one cell at a time, to the columns that still want it
-            wanting = [i for i in flexible if limits[i] < widths[i]]
-            if not wanting:
-                break
-            limits[min(wanting, key=lambda i: limits[i])] += 1
-        table = Table(box=None, show_header=True, header_style="dim", padding=(0, 2, 0, 0), pad_edge=False)
-        for index, name in enumerate(self.columns):
+        shown, limits, gap = _fit(self.columns, widths, options.max_width)
+        table = Table(box=None, show_header=True, header_style="dim", padding=(0, gap, 0, 0), pad_edge=False)
+        for index in shown:
+            name = self.columns[index]
             if name in _NUMBERS:
                 table.add_column(name, justify="right", no_wrap=True, min_width=widths[index])
-            elif name in _IDS:
+            elif index not in limits:  # an id
                 table.add_column(name, no_wrap=True, min_width=widths[index])
+            elif name == "state" and limits[index] < widths[index]:  # on over lines, never cut
+                table.add_column(name, overflow="fold", width=max(limits[index], 1))
             else:
                 table.add_column(name, no_wrap=True, overflow="ellipsis", max_width=max(limits[index], 1))
         for number, row in enumerate(self.rows):
-            table.add_row(*row, style=self.last_row_style if number == len(self.rows) - 1 else "")
+            table.add_row(*(row[i] for i in shown), style=self.last_row_style if number == len(self.rows) - 1 else "")
         yield table
+
+
+def _fit(columns: tuple[str, ...], widths: list[int], max_width: int) -> tuple[list[int], dict[int, int], int]:
+    """Which columns to show in `max_width` cells, how many cells each word column gets, and the gap between
+    columns (two cells; one when that keeps the state on one line)."""
+    words = sorted((i for i, name in enumerate(columns) if name in _WORDS), key=lambda i: _WORDS.index(columns[i]))
+    tried: list[tuple[list[int], dict[int, int], int]] = []
+    for gap in (2, 1):
+        shown = list(range(len(columns)))
+        while True:
+            fixed = sum(widths[i] for i in shown if i not in words) + gap * (len(shown) - 1)
+            room = max(max_width - fixed, 1)
+            limits: dict[int, int] = {}
+            for i in (i for i in words if i in shown):
+                limits[i] = min(widths[i], room)
+                room -= limits[i]
+            starved = [i for i in limits if columns[i] != "state" and limits[i] < min(widths[i], _SHORTEST)]
+            if not starved:
+                break
+            shown.remove(starved[-1])  # the least needed of them: the others may fit in the room it leaves
+        state = next((i for i in limits if columns[i] == "state"), None)
+        if state is None or limits[state] == widths[state]:
+            return shown, limits, gap
+        tried.append((shown, limits, gap))
+    return tried[0]  # the state goes on over lines: with the wider gap, as the rest of the table has it
 
 
 def _width(cell: RenderableType) -> int:
@@ -250,7 +275,8 @@ def usage_report(usage: TreeUsage, main_id: str) -> str:
 
 
 def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType:
-    """`/agents`: every live subagent of the tree with its id, parent, type, state, turns, elapsed, tokens, cost."""
+    """`/agents`: every live subagent of the tree with its id, parent, type, state, turns, elapsed, tokens, cost, and
+    its sandbox (profile, hosts, limits)."""
     if not agents:
         return Text("No subagents are running.", style="dim")
     parents = {info.agent_id: info.parent_id for info in agents}
@@ -264,5 +290,6 @@ def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType
         name = Text.assemble("  " * depth, palette.label(info.agent_id))
         cells.append([name, palette.label(info.parent_id), info.subagent_type, state,
                       str(info.turns), f"{info.elapsed:.0f} s", f"{info.input_tokens + info.output_tokens:,}",
-                      format_cost(info.cost)])
-    return _SubagentTable(("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost"), cells)
+                      format_cost(info.cost), info.sandbox])
+    return _SubagentTable(("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost", "sandbox"),
+                          cells)

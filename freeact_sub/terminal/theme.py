@@ -50,6 +50,19 @@ class Theme:
     agent_colours: tuple[str, ...]
     """Agent label colours, handed out in order."""
 
+    @property
+    def prompt_style(self) -> str:
+        """The input line's `you ›`, in prompt_toolkit's words (bright cyan is faint on white)."""
+        return "bold ansiblue" if self.background == "light" else "bold ansibrightcyan"
+
+    @property
+    def styles(self) -> dict[str, str]:
+        """Rich's own styles that do not read on this background, drawn otherwise: Markdown's inline code is cyan
+        on a black box, a dark patch in every answer on a light terminal."""
+        if self.background == "light":
+            return {"markdown.code": "bold dark_blue on grey93", "markdown.code_block": "dark_blue on grey93"}
+        return {}
+
     def type_colour(self, name: str) -> str:
         """An agent type's own colour (a rich colour name) as drawn on this background."""
         return _LIGHT_NAMES.get(name, name) if self.background == "light" else name

@@ -32,7 +32,8 @@ def trust_main(argv: list[str]) -> int:
     """Run `freeact-sub trust …`; returns the exit code."""
     from pathlib import Path
 
-    from freeact_sub import ConfigError, forget_folder, trusted_folders, trusted_folders_file
+    from freeact_sub import ConfigError, forget_folder, trusted_folders
+    from freeact_sub.config.project_trust import trusted_folders_file
 
     args = build_parser().parse_args(argv)
     try:

@@ -179,3 +179,20 @@ def test_show_and_resume_refuse_unknown_sessions_clearly(workdir: Path) -> None:
 @pytest.fixture(autouse=True)
 def _no_host_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FREEACT_SUB_WORKING_DIR", raising=False)
+
+
+def test_the_session_list_at_80_columns_is_one_line_a_session_its_first_prompt_cut_to_fit(workdir: Path) -> None:
+    prompt = ("count some words, and then tell me in some detail how you counted them, which tools you used and\n"
+              "why, because I would like to learn how this works")
+    for asked in (prompt, "one cell"):
+        process = cli(workdir, "-p", asked)
+        _, err = process.communicate(timeout=RUN_LIMIT)
+        assert process.returncode == 0, err
+    listed = subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "sessions"], cwd=workdir,
+                            env=cli_env(COLUMNS="80"), capture_output=True, text=True, timeout=RUN_LIMIT)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines), lines  # the header, a line a session
+    ids = [saved.session_id for saved in list_sessions(workdir)]
+    assert lines[1].startswith(ids[0]) and "one cell" in lines[1]
+    assert lines[2].startswith(ids[1]) and "count some words, and then" in lines[2] and "…" in lines[2]

@@ -113,7 +113,7 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     assert re.search(rf"{main} +› Let me first check my kernel", screen)
     assert re.search(rf"{main} +→ ╭─ execute_ipython_cell", screen)
     image = re.search(rf"{main} +│ \[image saved: (\S+\.png)\]", screen)
-    assert image and Path(image.group(1)).is_file()
+    assert image and (workdir / image.group(1)).is_file()  # shown relative to the folder the CLI runs in
     # the cell that calls MCP tools as Python functions: each call asked for, named as coming from code
     assert re.search(r"│ from mcptools\.demo import constant", screen)
     assert len(re.findall(rf"{main} +→ ╭─ demo_constant  from code in its cell", screen)) == 2

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 async def test_a_dropped_agent_is_stopped_on_its_loop(workdir: Path) -> None:
     agent = Agent(AgentConfig(model=Script().model, working_dir=workdir, kernel_pool_size=0))
     await agent.start()
-    zygote = agent.tree.zygote
+    zygote = agent.tree.supplies.zygote
     # The kernel zygote starts in the background; until that task ends it refers to the tree and
     # so to the agent, which could not be collected below (seen in a loaded run: DID NOT WARN).
     warming = agent.tree._warming

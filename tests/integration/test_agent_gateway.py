@@ -88,7 +88,7 @@ async def test_a_main_agent_and_three_children_run_every_kernel_on_the_gateway(
     async with Agent(config(model.model, workdir, gateway, kernel_pool_size=1, max_subagents=3)) as agent:
         assert isinstance(agent.kernel, GatewayKernel)
         events = await drive(agent, "PARENT", on_event)
-        assert agent.tree.zygote.pid is None  # no local kernel machinery was started
+        assert agent.tree.supplies.zygote.pid is None  # no local kernel machinery was started
         outputs = [e for e in events if isinstance(e, CodeExecutionOutput)]
         ran_in = {e.agent_id: KERNEL_ID.findall(e.text)[0] for e in outputs}
         assert len(ran_in) == 4 and len(set(ran_in.values())) == 4  # the main agent and three children
@@ -109,7 +109,7 @@ async def test_the_pool_holds_started_kernels_on_the_gateway_for_children(
     child = Script([cell(PRINT_KERNEL_ID)], ["ok"])
     model = Router({"PARENT": parent, "CHILD-p:": child})
     async with Agent(config(model.model, workdir, gateway, kernel_pool_size=2)) as agent:
-        await eventually(lambda: agent.tree.pool.ready == 2)
+        await eventually(lambda: agent.tree.supplies.pool.ready == 2)
         pooled = set(gateway.kernel_ids()) - {agent.kernel.kernel_id}  # type: ignore[union-attr]
         assert len(pooled) == 2
         events = await drive(agent, "PARENT")

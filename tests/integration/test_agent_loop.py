@@ -122,13 +122,13 @@ async def test_a_rejected_call_does_not_run_and_ends_the_turn(shared, tmp_path: 
     final = events[-1]
     assert isinstance(final, Response) and final.final
     assert "rejected" in final.content and "execute_ipython_cell" in final.content
-    assert agent.last_turn_rejected
+    assert agent.turns.last_turn_rejected
     assert script.calls == 1  # the model was not asked again
 
     # the next turn tells the model what happened to its call
     script.reset(["Understood."])
     await drive(agent.stream("Never mind"))
-    assert not agent.last_turn_rejected
+    assert not agent.turns.last_turn_rejected
     history_results = [
         part.content
         for message in script.requests[0]
@@ -329,7 +329,7 @@ async def test_max_turns_stops_the_loop(shared) -> None:
     )
     events = await drive(agent.stream("loop", max_turns=2))
     assert script.calls == 2
-    assert agent.turns_used == 2 and agent.turn_limit_reached
+    assert agent.turns.turns_used == 2 and agent.turns.turn_limit_reached
     assert [e.turn for e in of(TurnStarted, events)] == [1, 2]
     final = events[-1]
     assert isinstance(final, Response) and final.final
@@ -339,7 +339,7 @@ async def test_max_turns_stops_the_loop(shared) -> None:
     # the next turn goes on from there: the new prompt follows the last tool results
     script.reset(["fine"])
     await drive(agent.stream("continue"))
-    assert not agent.turn_limit_reached
+    assert not agent.turns.turn_limit_reached
     last = script.requests[0][-1]
     assert isinstance(last, ModelRequest)
     kinds = [part.part_kind for part in last.parts]

@@ -47,7 +47,7 @@ async def test_a_reason_goes_to_the_model_and_the_turn_goes_on(shared) -> None:
     assert [o.tool_call_id for o in of(CodeExecutionOutput, events)] == ["good"]  # the rejected cell never ran
     assert marker.exists()
     assert [r.content for r in of(Response, events) if r.final] == ["Done with pathlib."]
-    assert not agent.last_turn_rejected
+    assert not agent.turns.last_turn_rejected
     request = next(e for e in of(ApprovalRequest, events) if e.tool_call_id == "bad")
     assert request.reason == reason
 
@@ -57,7 +57,7 @@ async def test_a_bare_rejection_still_ends_the_turn(shared) -> None:
     script.reset([Call("reset_kernel", {}, id="r")])
     events = await drive(agent.stream("Reset"), decide=_reject_with(None))
     assert script.calls == 1
-    assert agent.last_turn_rejected
+    assert agent.turns.last_turn_rejected
     assert events[-1].final and "rejected" in events[-1].content  # type: ignore[attr-defined]
 
 
@@ -72,4 +72,4 @@ async def test_a_reason_on_one_of_two_calls(shared) -> None:
     results = script.tool_results(1)
     assert results["yes"] == "ran\n"
     assert '"keep my variables"' in results["no"]
-    assert not agent.last_turn_rejected
+    assert not agent.turns.last_turn_rejected

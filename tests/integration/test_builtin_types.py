@@ -176,7 +176,7 @@ async def test_a_second_read_only_child_takes_a_kernel_pooled_for_its_profile(wo
     async with Agent(config) as agent, asyncio.timeout(60):
         holder.append(agent)
         await drive(agent.stream("PARENT 1"))
-        pool = agent.tree.profile_pools[BUILT_IN_PROFILES["read-only"]]
+        pool = agent.tree.supplies.profile_pools[BUILT_IN_PROFILES["read-only"]]
         while pool.ready < 1:  # noqa: ASYNC110 - waiting for the background refill
             await asyncio.sleep(0.02)
         ready_before = set(kernel_processes())

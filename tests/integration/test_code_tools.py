@@ -243,10 +243,10 @@ async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path
 async def test_a_connection_without_the_secret_is_refused_by_the_kernel(tmp_path: Path) -> None:
     script = Script()
     async with Agent(config(script, tmp_path, approvals={"*": "allow"})) as agent:
-        assert agent._code_tools is not None
+        assert agent.parts.code_tools is not None
         script.reset([cell("from mcptools.calc import add\nprint('first', add(a=1, b=2))", "c1")], ["ok"])
         await drive(agent.stream("connect"))
-        path = agent._kernel.tools_socket
+        path = agent.parts.kernel.tools_socket
         assert path is not None
         # Something else on this machine reaches the kernel's listener first, with a wrong secret and with none:
         # the kernel refuses both and takes its agent's next connection.
@@ -285,7 +285,7 @@ async def test_calls_mode_offers_no_modules_and_code_mode_no_direct_calls(tmp_pa
         assert cell_output(events).text.strip() == "42"
         assert not any(name.startswith("calc_") for name in agent.tool_names)
         assert "named `<server>_<tool>`" not in agent.system_prompt
-        package = agent._code_tools.package if agent._code_tools else None
+        package = agent.parts.code_tools.package if agent.parts.code_tools else None
     assert package is not None and not package.exists()  # removed with the agent
 
 

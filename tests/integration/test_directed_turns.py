@@ -41,7 +41,7 @@ async def test_a_directed_subagent_is_asked_runs_and_its_answer_is_in_the_main_a
         await drive(agent.stream_command("find", "the lexer"))
         await drive(agent.stream("no model of its own", model=other.model))
         rejected = await drive(agent.stream("CHILD: never", subagent_type="general"), decide=False)
-        assert agent.last_turn_rejected and not of(SubagentStarted, rejected)
+        assert agent.turns.last_turn_rejected and not of(SubagentStarted, rejected)
         assert "The user rejected this call" in str(agent.history[-1].parts[0].content)  # type: ignore[union-attr]
         with pytest.raises(ValueError, match="unknown agent type 'nope'; the known types are explore, general"):
             await anext(agent.stream("x", subagent_type="nope"))

@@ -127,7 +127,8 @@ async def test_a_subagent_gets_a_pre_opened_connection_that_dies_with_it(calc_se
         assert child_pid == pooled, "the child used the connection opened before it was spawned"
         assert await is_gone(child_pid), "and closed it when it ended"
         await eventually(lambda: len(calc_servers() - {main_pid, pooled}) == 1, "the pool should refill")
-        await eventually(lambda: agent.tree.mcp_pool.ready("calc", spec, workdir) == 1, "the new entry should open")
+        mcp_pool = agent.tree.supplies.mcp_pool
+        await eventually(lambda: mcp_pool.ready("calc", spec, workdir) == 1, "the new entry should open")
     assert calc_servers() == set(), "stop() closes the pool's idle connections"
 
 

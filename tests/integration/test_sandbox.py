@@ -315,7 +315,7 @@ async def test_a_sandboxed_stdio_mcp_server_cannot_read_secrets(place: dict[str,
               "env": {"HOME": str(place["home"])}}
     config = _config(script.model, place, enable_subagents=False, mcp_servers={"files": server})
     async with Agent(config) as agent:
-        socket_path = agent._kernel.tools_socket if agent._kernel is not None else None
+        socket_path = agent.kernel.tools_socket if agent.kernel is not None else None
         assert socket_path is not None
         kernel_files.append(os.path.join(os.path.dirname(os.path.dirname(socket_path)), "connection.json"))
         await drive(agent.stream("go"))

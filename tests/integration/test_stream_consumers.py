@@ -69,5 +69,5 @@ async def test_closing_with_aclosing_ends_the_turn_at_once(workdir: Path) -> Non
         async with contextlib.aclosing(agent.stream("go")) as events:
             async for _ in events:
                 break
-        assert agent._turn is None  # nothing of the turn is left running
+        assert not agent.turns.running  # nothing of the turn is left running
         assert script.calls == 1

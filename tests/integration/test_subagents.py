@@ -315,7 +315,7 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
     )
     model = routed(parent, {"look": look})
     async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1)) as agent:
-        pool = agent.tree.pool
+        pool = agent.tree.supplies.pool
         await eventually(lambda: pool.ready == 1, "the kernel pool should fill")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}  # the one ready kernel of the pool
@@ -584,7 +584,7 @@ async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
     children = {name: Script([cell(PRINT_PID)]) for name in names}
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
-        pool = agent.tree.pool
+        pool = agent.tree.supplies.pool
 
         async def cancel_while_kernels_boot() -> None:
             while len(pool._booting) < 2:  # noqa: ASYNC110 - the pool has no event for this

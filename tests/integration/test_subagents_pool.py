@@ -173,7 +173,7 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
     model = Router({"PARENT": parent, "CHILD-one:": one, "CHILD-two:": two})
     cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=1)
     async with Agent(cfg) as agent:
-        pool = agent.tree.pool
+        pool = agent.tree.supplies.pool
         await eventually(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}
@@ -243,7 +243,7 @@ async def test_children_queued_for_a_slot_find_their_kernels_started(workdir: Pa
     model = Router({"PARENT": parent, **{f"CHILD-{name}": script for name, script in children.items()}})
     cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=2)
     async with Agent(cfg) as agent:
-        pool = agent.tree.pool
+        pool = agent.tree.supplies.pool
         await eventually(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
         turn = asyncio.create_task(drain(agent.stream("PARENT")))
         await eventually(lambda: sum(s.state == "waiting" for s in agent.subagents()) == 2, "two children queued")
@@ -290,7 +290,7 @@ async def test_a_responses_task_calls_boot_their_kernels_while_they_wait_for_app
     cfg = AgentConfig(model=model.model, working_dir=workdir, kernel_pool_size=pool_size, max_subagents=2)
     seen: list[int] = []
     async with Agent(cfg) as agent:
-        pool = agent.tree.pool
+        pool = agent.tree.supplies.pool
         await eventually(lambda: pool.ready == pool_size, "the agent's pool should fill when the agent starts")
         async with asyncio.timeout(120):
             async for event in agent.stream("PARENT"):
@@ -344,7 +344,7 @@ async def test_a_closed_tree_boots_no_kernel_for_a_late_refill(workdir: Path) ->
     tree.refill(agent.settings)
     tree.unregister("agent-gone")
     await asyncio.sleep(0.2)
-    assert (tree.pool.ready, tree.pool.booting) == (0, 0)
+    assert (tree.supplies.pool.ready, tree.supplies.pool.booting) == (0, 0)
     assert kernel_processes() == []
 
 

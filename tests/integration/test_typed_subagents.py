@@ -305,7 +305,7 @@ async def test_children_of_one_model_and_connection_share_one_resolved_model(
     first = AgentConfig(model="openai:gpt-4o", base_url="http://127.0.0.1:9/v1", api_key_env="SHARED_TEST_KEY")
     same = first.model_copy()
     elsewhere = first.model_copy(update={"base_url": "http://127.0.0.1:10/v1"})
-    model = tree.resolve_model(first)
-    assert tree.resolve_model(same) is model
-    assert tree.resolve_model(elsewhere) is not model
+    model = tree.supplies.resolve_model(first)
+    assert tree.supplies.resolve_model(same) is model
+    assert tree.supplies.resolve_model(elsewhere) is not model
     assert type(model).__name__ == "OpenAIChatModel" and model.model_name == "gpt-4o"

@@ -321,7 +321,8 @@ def test_the_persons_own_types_and_types_in_code_are_trusted(workdir: Path, home
         ({"mcp_servers": {"web": {"url": "http://x/mcp"}}}, "mcp_servers (web)"),
         ({"approvals": {"calc_*": "allow", "reset_kernel": "deny"}}, "approvals ('calc_*': allow)"),
         ({"sandbox": "off"}, "sandbox (off)"),
-        ({"sandbox": {"write": [".", "~"]}}, "sandbox (custom (writes: working folder, ~; network))"),
+        ({"sandbox": {"write": [".", "~"], "memory": "1GiB", "processes": 64}},
+         "sandbox (custom (writes: working folder, ~; network; memory 1 GiB, 64 processes))"),
     ],
 )
 def test_each_power_is_named_by_its_field(workdir: Path, fields: dict[str, object], power: str) -> None:

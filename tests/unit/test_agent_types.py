@@ -299,16 +299,16 @@ def test_parse_markdown_from_text() -> None:
     assert (name, d.prompt) == ("fallback", "Body.")
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TYPES_PAGE = Path(__file__).resolve().parents[2] / "docs" / "agent-types.md"
 
 
-def test_the_readme_type_examples_load(tmp_path: Path) -> None:
-    """The README's Markdown type file, `agents` table and code form are valid as written."""
+def test_the_docs_type_examples_load(tmp_path: Path) -> None:
+    """The agent types page's Markdown type file, `agents` table and code form are valid as written."""
     import re
 
-    text = README.read_text(encoding="utf-8")
+    text = TYPES_PAGE.read_text(encoding="utf-8")
     (markdown,) = [b for b in re.findall(r"```markdown\n(.*?)```", text, flags=re.S) if "name: reviewer" in b]
-    name, reviewer = parse_agent_markdown(markdown, "README", "x")
+    name, reviewer = parse_agent_markdown(markdown, "agent-types.md", "x")
     assert name == "reviewer" and reviewer.model == "anthropic:claude-sonnet-4-5" and reviewer.prompt
     (table,) = [b for b in re.findall(r"```toml\n(.*?)```", text, flags=re.S) if "[agents.explorer]" in b]
     config = AgentConfig.load(write(tmp_path, "freeact.toml", table), environ={})
@@ -366,11 +366,11 @@ def test_a_model_is_found_by_its_name_with_or_without_the_provider_prefix() -> N
         ModelOption.model_validate("  ")
 
 
-def test_the_readme_built_in_and_model_examples_run() -> None:
-    """The README's override of a built-in and its allowlist example build the configs they describe."""
+def test_the_docs_built_in_and_model_examples_run() -> None:
+    """The agent types page's override of a built-in and its allowlist example build the configs they describe."""
     import re
 
-    text = README.read_text(encoding="utf-8")
+    text = TYPES_PAGE.read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     (copy,) = [b for b in blocks if 'BUILTIN_TYPES["explore"]' in b]
     scope: dict[str, Any] = {}

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from freeact_sub import ConfigError, load_commands, read_commands, split_type_prompt
+from freeact_sub import ConfigError
+from freeact_sub.agent.direct import split_type_prompt
+from freeact_sub.config.commands import load_commands, read_commands
 
 
 def write(folder: Path, name: str, text: str) -> Path:

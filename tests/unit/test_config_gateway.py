@@ -8,7 +8,7 @@ import pytest
 
 from freeact_sub import AgentConfig
 from freeact_sub.config.agent_config import ConfigError, KernelGatewayConfig
-from freeact_sub.terminal.cli import build_parser
+from freeact_sub.terminal.arguments import build_parser
 
 
 def test_a_url_is_enough() -> None:

@@ -21,18 +21,18 @@ def priced(cost: str) -> ModelResponse:
 
 def test_an_agents_cost_budget_is_used_up_once_its_requests_cost_that_much(tmp_path: Path) -> None:
     agent = Agent(AgentConfig(model="test", working_dir=tmp_path))
-    agent.max_cost = 0.05
+    agent.budgets.max_cost = 0.05
     agent.tree.usage.record(agent.agent_id, priced("0.03"))
-    assert agent.used_up_budget() is None
+    assert agent.turns.used_up_budget() is None
     agent.tree.usage.record(agent.agent_id, priced("0.02"))
-    assert agent.used_up_budget() == "its budget of $0.05 was used up ($0.0500)"
+    assert agent.turns.used_up_budget() == "its budget of $0.05 was used up ($0.0500)"
 
 
 def test_the_trees_cost_budget_counts_every_agent(tmp_path: Path) -> None:
     agent = Agent(AgentConfig(model="test", working_dir=tmp_path, max_cost=0.1))
     agent.tree.usage.record(agent.agent_id, priced("0.04"))
     agent.tree.usage.record("agent-child", priced("0.07"))  # a subagent's spending counts too
-    assert agent.used_up_budget() == "the session's budget of $0.1 was used up ($0.1100 for all agents)"
+    assert agent.turns.used_up_budget() == "the session's budget of $0.1 was used up ($0.1100 for all agents)"
 
 
 async def test_a_tree_budget_on_a_model_without_a_known_price_is_refused_at_start(tmp_path: Path) -> None:
@@ -49,9 +49,10 @@ def test_cost_budgets_are_fields_of_types_and_show_in_a_task_call() -> None:
 
 
 def test_the_sessions_budget_comes_from_the_flag_or_the_environment(tmp_path: Path) -> None:
-    from freeact_sub.terminal.cli import _build_config, build_parser
+    from freeact_sub.terminal.arguments import build_parser
+    from freeact_sub.terminal.run_config import build_config
 
     args = build_parser().parse_args(["--model", "openai:gpt-4.1", "--max-cost", "2.5"])
-    assert _build_config(args, tmp_path, None).max_cost == 2.5
+    assert build_config(args, tmp_path, None).max_cost == 2.5
     from_env = AgentConfig.load(environ={"FREEACT_SUB_MAX_COST": "0.75"})
     assert from_env.max_cost == 0.75

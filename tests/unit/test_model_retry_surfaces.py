@@ -29,9 +29,10 @@ from freeact_sub.config.agent_types import configure
 from freeact_sub.config.definitions import AgentDefinition
 from freeact_sub.models.retries import MAX_BACKOFF, StreamIdle, backoff, retry_reason
 from freeact_sub.notebook.agent_panel import AgentPanel
-from freeact_sub.terminal.cli import _build_config, build_parser
+from freeact_sub.terminal.arguments import build_parser
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
+from freeact_sub.terminal.run_config import build_config
 from freeact_sub.terminal.status import SubagentBoard, usage_report
 from freeact_sub.timelines import TimelineBuilder
 from freeact_sub.usage import TreeUsage, Usage
@@ -110,7 +111,7 @@ def test_defaults_and_every_layer_sets_the_retry_fields(tmp_path: Path, clean_en
     assert (loaded.model_retries, loaded.max_model_requests) == (2, None)
     args = build_parser().parse_args(["--model-retries", "0", "--max-model-requests", "4",
                                       "--stream-idle-timeout", "30", "--config", str(config_file)])
-    flagged = _build_config(args, tmp_path, None)
+    flagged = build_config(args, tmp_path, None)
     assert (flagged.model_retries, flagged.max_model_requests, flagged.stream_idle_timeout) == (0, 4, 30.0)
     with pytest.raises(Exception, match="model_retries"):
         AgentConfig(model_retries=-1)
@@ -206,11 +207,11 @@ def test_the_timeline_shows_a_retry_and_a_wait_for_a_model_slot_as_their_own_sta
     assert lane.spans[3].label == "attempt 2/6 · overloaded"
 
 
-def test_the_readmes_retry_example_builds_the_config_it_describes() -> None:
+def test_the_docs_retry_example_builds_the_config_it_describes() -> None:
     import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "model_retries=4" in b]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "model_retries=4" in b]
     scope: dict[str, object] = {}
     exec(block, scope)
     config = scope["config"]

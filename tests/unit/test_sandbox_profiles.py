@@ -69,7 +69,11 @@ def test_the_note_on_a_refusal_names_the_profile_and_only_comes_with_a_sandbox()
 
 
 def test_describe_says_what_a_person_needs_to_know() -> None:
-    assert WORKSPACE.describe() == "workspace (writes: working folder; network)"
-    assert READ_ONLY.describe() == "read-only (writes: its temp folder only; no network)"
+    limits = WORKSPACE.limits.describe()
+    assert limits.startswith("memory ") and limits.endswith(", 256 processes")
+    assert WORKSPACE.describe() == f"workspace (writes: working folder; network; {limits})"
+    assert READ_ONLY.describe() == f"read-only (writes: its temp folder only; no network; {limits})"
+    assert BUILT_IN_PROFILES["packages"].describe().startswith(
+        "packages (writes: working folder; hosts: pypi.org, files.pythonhosted.org; memory ")
     assert OFF.describe().startswith("off")
     assert profile_from(WORKSPACE) is WORKSPACE

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from freeact_sub import ConfigError
-from freeact_sub.terminal.cli import UsageError, _build_config, _load_dotenv, build_parser
+from freeact_sub.terminal.arguments import UsageError, build_parser
+from freeact_sub.terminal.run_config import build_config, load_dotenv
 from tests.scripting import no_freeact_sub_environment
 
 
@@ -24,7 +25,7 @@ def restored_environment() -> Iterator[None]:
 
 def _config(tmp_path: Path, *flags: str):
     args = build_parser().parse_args(list(flags))
-    return _build_config(args, tmp_path, None)
+    return build_config(args, tmp_path, None)
 
 
 def test_flags_beat_environment_beat_config_file(tmp_path: Path) -> None:
@@ -47,7 +48,7 @@ def test_auto_approve_comes_from_the_flag_or_the_environment(tmp_path: Path) -> 
 def test_a_dotenv_file_in_the_working_directory_is_loaded_without_overriding(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("FREEACT_SUB_MAX_TURNS=7\nFREEACT_SUB_MAX_SUBAGENTS=6\nSOME_API_KEY=from-dotenv\n")
     os.environ["FREEACT_SUB_MAX_SUBAGENTS"] = "1"
-    _load_dotenv(tmp_path)
+    load_dotenv(tmp_path)
     config = _config(tmp_path)
     assert (config.max_turns, config.max_subagents) == (7, 1)
     assert os.environ["SOME_API_KEY"] == "from-dotenv"
@@ -66,8 +67,8 @@ def test_demo_refuses_another_model(tmp_path: Path) -> None:
     with start_demo_server() as server:
         args = build_parser().parse_args(["--demo", "--model", "openai:gpt-4.1"])
         with pytest.raises(UsageError, match="--demo"):
-            _build_config(args, tmp_path, server)
-        config = _build_config(build_parser().parse_args(["--demo", "--max-subagents", "2"]), tmp_path, server)
+            build_config(args, tmp_path, server)
+        config = build_config(build_parser().parse_args(["--demo", "--max-subagents", "2"]), tmp_path, server)
     assert config.base_url == server.base_url and "demo" in config.mcp_servers and config.max_subagents == 2
 
 
@@ -117,7 +118,7 @@ def test_demo_config_adds_the_reviewer_type_on_the_demo_servers_anthropic_side(t
     from freeact_sub.demo import start_demo_server
 
     with start_demo_server() as server:
-        config = _build_config(build_parser().parse_args(["--demo"]), tmp_path, server)
+        config = build_config(build_parser().parse_args(["--demo"]), tmp_path, server)
     reviewer = config.agents["reviewer"]
     assert config.base_url == server.base_url_for("openai") and config.model == "freeact-sub-demo"
     assert (reviewer.model, reviewer.base_url) == ("anthropic:claude-demo", server.base_url_for("anthropic"))

@@ -272,3 +272,21 @@ async def test_questions_fit_80_columns_one_line_each() -> None:
         shown = lines()
         assert len(shown) == 3 and all(len(line) <= 80 for line in shown), shown
     assert "Every agent, from now on?" in shown[1]
+
+
+def test_inline_code_and_code_blocks_in_answers_are_no_black_boxes_on_a_light_background(tmp_path: Path) -> None:
+    from freeact_sub import Response
+
+    shown = {}
+    for background in ("light", "dark"):
+        out = io.StringIO()
+        console = Console(file=out, width=80, force_terminal=True, color_system="256")
+        session = Session(Agent(AgentConfig(model="test", working_dir=tmp_path)), console, ask_keys=False,
+                          theme=theme_for(background))
+        session.renderer.handle(Response(agent_id=session.agent.agent_id, final=False,
+                                         content="call `constant` now\n\n```python\nx = 1\n```"))
+        shown[background] = out.getvalue()
+    assert "\x1b[1;36;40mconstant" in shown["dark"]  # rich's own: cyan on black, fine on a dark terminal
+    assert ";40m" not in shown["light"] and "48;5;235" not in shown["light"]  # no black, no monokai box on white
+    assert "48;5;255mconstant" in shown["light"]  # a pale grey box instead
+    assert theme_for("light").prompt_style == "bold ansiblue" and "bright" in theme_for("dark").prompt_style

@@ -70,8 +70,9 @@ def test_the_live_tables_total_counts_the_main_agent_and_narrow_terminals_keep_i
     assert "agent-c5f1" in out.getvalue()  # never cut to agent-c5…
     total = next(line for line in lines if line.startswith("total"))
     assert "1,200" in total and "$0.0120" in total
-    assert len(lines) == 3, lines  # header, one row, total: the state is cut, not wrapped over lines
-    assert "…" in lines[1] and "1,200" in lines[2]
+    assert len(lines) == 3, lines  # header, one row, total: nothing wrapped over lines
+    assert "waiting for approval" in lines[1] and "a-model" not in lines[1]  # the model gives way to the state
+    assert "1,200" in lines[2]
 
 
 async def test_a_background_question_left_open_by_a_turn_is_asked_again_above_the_prompt(tmp_path: Path) -> None:

@@ -1,0 +1,190 @@
+"""What network by host and limits cost: traffic through the sandbox's proxy vs. direct, and spawn with limits.
+
+    python bench/net_bench.py [--rounds 3] [--spawns 20]
+
+A local HTTP server on 127.0.0.1 serves 50 MB and a small page. Two confined kernels run the same cell, in turns:
+one under `workspace` (its own network: it connects to 127.0.0.1 directly), one under a profile listing
+`bench.test` (a name the proxy resolves to 127.0.0.1), whose traffic goes through the host's filtering proxy:
+- a 50 MB download (plain HTTP through the proxy, and through a CONNECT tunnel as HTTPS would go);
+- 200 small requests, each on a new connection (as urllib makes them).
+Times are taken inside the cell. The proxy's CPU (its thread in the host) is reported per run. Target: <= 1.2x.
+Then spawn (forked by the zygote, as pooled and child kernels are) under `workspace` with its default limits
+(memory, processes: a pids cgroup where the host can make one) against the same profile without limits.
+Target: <= +5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from freeact_sub.kernels.launcher import KernelZygote
+from freeact_sub.kernels.local import Kernel
+from freeact_sub.sandbox import BUILT_IN_PROFILES, SandboxProfile, platform_problem
+from freeact_sub.sandbox.limits import Limits
+from freeact_sub.sandbox.proxy import proxy, set_resolver
+
+BIG = 50 * 1000 * 1000
+SMALL_REQUESTS = 200
+
+CELL = r'''
+import http.client, json, time, urllib.request
+host, port, big, small, tunnel = {host!r}, {port}, {big}, {small}, {tunnel}
+def fetch_big():
+    if tunnel:
+        conn = http.client.HTTPConnection("127.0.0.1", 3128, timeout=60)
+        conn.set_tunnel(host, port)
+        conn.request("GET", "/big")
+        response = conn.getresponse()
+    else:
+        response = urllib.request.urlopen(f"http://{{host}}:{{port}}/big", timeout=60)
+    got = 0
+    while chunk := response.read(1 << 20):
+        got += len(chunk)
+    assert got == big, got
+began = time.perf_counter(); fetch_big(); download = time.perf_counter() - began
+began = time.perf_counter()
+for _ in range(small):
+    urllib.request.urlopen(f"http://{{host}}:{{port}}/small", timeout=10).read()
+requests = time.perf_counter() - began
+print("BENCH" + json.dumps({{"download": download, "small": requests}}))
+'''
+
+
+def _server() -> ThreadingHTTPServer:
+    payload = b"x" * BIG
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = payload if self.path == "/big" else b"small page"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    if host != "bench.test":
+        raise OSError(f"unknown host {host}")
+    return ["127.0.0.1"]
+
+
+async def _run(kernel: Kernel, host: str, port: int, tunnel: bool) -> dict[str, float]:
+    code = CELL.format(host=host, port=port, big=BIG, small=SMALL_REQUESTS, tunnel=tunnel)
+    result = await kernel.execute(code, timeout=300)
+    for line in result.text.splitlines():
+        if line.startswith("BENCH"):
+            return dict(json.loads(line.removeprefix("BENCH")))
+    raise RuntimeError(f"the cell failed: {result.text[-2000:]}")
+
+
+async def traffic(folder: str, port: int, rounds: int) -> dict[str, Any]:
+    direct_plan = BUILT_IN_PROFILES["workspace"].plan(Path(folder))
+    proxied_plan = SandboxProfile(name="bench", network=("bench.test", "127.0.0.1")).plan(Path(folder))
+    direct, proxied = Kernel(working_dir=folder, sandbox=direct_plan), Kernel(working_dir=folder, sandbox=proxied_plan)
+    await asyncio.gather(direct.start(), proxied.start())
+    samples: dict[str, list[float]] = {key: [] for key in ("direct_download", "direct_small", "proxy_download",
+                                                           "proxy_small", "tunnel_download")}
+    cpu: list[float] = []
+    try:
+        await _run(direct, "127.0.0.1", port, False)  # warm up both
+        await _run(proxied, "bench.test", port, False)
+        for _ in range(rounds):
+            measured = await _run(direct, "127.0.0.1", port, False)
+            samples["direct_download"].append(measured["download"])
+            samples["direct_small"].append(measured["small"])
+            before = proxy().cpu_seconds()
+            measured = await _run(proxied, "bench.test", port, False)
+            cpu.append(proxy().cpu_seconds() - before)
+            samples["proxy_download"].append(measured["download"])
+            samples["proxy_small"].append(measured["small"])
+            measured = await _run(proxied, "bench.test", port, True)
+            samples["tunnel_download"].append(measured["download"])
+    finally:
+        await asyncio.gather(direct.shutdown(), proxied.shutdown())
+    medians = {key: statistics.median(values) for key, values in samples.items()}
+    medians["proxy_cpu"] = statistics.median(cpu)
+    return medians
+
+
+async def spawns(folder: str, count: int) -> tuple[float, float]:
+    """Median forked spawn of a `workspace` kernel without / with its default limits."""
+    limited = BUILT_IN_PROFILES["workspace"]
+    unlimited = limited.model_copy(update={"limits": Limits(memory=None, processes=None)})
+    plans = {False: unlimited.plan(Path(folder)), True: limited.plan(Path(folder))}
+    zygote = KernelZygote()
+    await zygote.start()
+    samples: dict[bool, list[float]] = {False: [], True: []}
+    try:
+        for index in range(count + 1):
+            for with_limits in (False, True):
+                kernel = Kernel(working_dir=folder, launcher=zygote, sandbox=plans[with_limits])
+                began = time.perf_counter()
+                await kernel.start()
+                elapsed = time.perf_counter() - began
+                await kernel.shutdown(now=True)
+                if index:  # the first pair warms up
+                    samples[with_limits].append(elapsed)
+    finally:
+        await zygote.close()
+    return statistics.median(samples[False]), statistics.median(samples[True])
+
+
+async def measure(rounds: int, count: int) -> dict[str, Any]:
+    """Everything this benchmark measures (`python -m bench` runs it too), in seconds."""
+    set_resolver(_resolve)
+    server = _server()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            measured = await traffic(folder, server.server_address[1], rounds)
+            measured["spawn_without_limits"], measured["spawn_with_limits"] = await spawns(folder, count)
+    finally:
+        server.shutdown()
+        server.server_close()
+        set_resolver(None)
+    return {**measured, "rounds": rounds, "spawns": count}
+
+
+async def main(rounds: int, count: int) -> None:
+    if (problem := platform_problem()) is not None:
+        sys.exit(f"no sandbox on this machine: {problem}")
+    measured = await measure(rounds, count)
+    free, limited = measured["spawn_without_limits"], measured["spawn_with_limits"]
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    direct, through = measured["direct_download"], measured["proxy_download"]
+    print(f"50 MB download (median of {rounds}): {direct * 1000:.0f} ms direct, {through * 1000:.0f} ms through the "
+          f"proxy (plain HTTP): ratio {through / direct:.2f}; {measured['tunnel_download'] * 1000:.0f} ms through a "
+          f"CONNECT tunnel: ratio {measured['tunnel_download'] / direct:.2f} (target <= 1.2)")
+    direct, through = measured["direct_small"], measured["proxy_small"]
+    print(f"{SMALL_REQUESTS} small requests, a connection each: {direct * 1000:.0f} ms direct, {through * 1000:.0f} ms "
+          f"through the proxy: ratio {through / direct:.2f} (target <= 1.2)")
+    print(f"the proxy's CPU in the host for one download and {SMALL_REQUESTS} requests: "
+          f"{measured['proxy_cpu'] * 1000:.0f} ms")
+    print(f"spawn, forked, workspace: {free * 1000:.1f} ms without limits, {limited * 1000:.1f} ms with its default "
+          f"limits: {(limited - free) * 1000:+.1f} ms (target <= +5 ms)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--spawns", type=int, default=20)
+    options = parser.parse_args()
+    asyncio.run(main(options.rounds, options.spawns))

@@ -1,0 +1,161 @@
+"""An agent's conversation: its history (pydantic-ai messages) and its link to the saved session.
+
+A main agent opens its session (new, or the one it resumes) at `start()` and closes it at `stop()`;
+a subagent writes its own transcript inside its parent's session (`child_log`). What the model
+saw is saved as the turn goes, flushed per message and fsync'ed at the end of each round.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ToolReturnPart
+
+    from ..sessions import AgentLog, SessionStore
+    from ..sessions.index import SavedAgent
+    from ..tree.registry import ChildSpec
+
+__all__ = ["INTERRUPTED_NOTE", "Conversation"]
+
+INTERRUPTED_NOTE = "[The user interrupted this turn before it was finished.]"
+
+
+class Conversation:
+    """The history of one agent and where it is saved (nowhere, its own session, or its parent's)."""
+
+    def __init__(self, messages: list[ModelMessage] | None = None) -> None:
+        self.messages: list[ModelMessage] = list(messages or [])
+        """The conversation so far; a resumed agent has its saved one from the start."""
+        self.log: AgentLog | None = None
+        """Where this agent's conversation is saved (None: not saved)."""
+        self.resumed = False
+        """Whether the next prompt tells the model that its kernel is new (a resumed conversation)."""
+        self._store: SessionStore | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._store is not None
+
+    def open(self, working_dir: Path, agent_id: str, *, session_id: str | None, save: bool, model: Any) -> str | None:
+        """Create the main agent's session, or resume `session_id` (locked while it runs); returns the session id."""
+        from ..sessions import SessionStore
+
+        if self._store is not None:
+            return session_id
+        if session_id is not None:
+            store = SessionStore.open(working_dir, session_id)
+            try:
+                log, history = store.resume_agent(agent_id)
+            except BaseException:
+                store.close()
+                raise
+            self.messages = history  # what the file holds (after a stop() and start(), the same conversation)
+            self.resumed = bool(history)
+        elif save:
+            store = SessionStore.create(working_dir)
+            log = store.agent(agent_id, model=model)
+            session_id = store.session_id
+        else:
+            return None
+        self._store, self.log = store, log
+        log.status("running")
+        return session_id
+
+    def close(self, status: str, turns: int) -> None:
+        """Save the rest, record how the agent ended (`stopped`, `failed`, …) and release the session."""
+        if self.log is not None:
+            self.log.sync(self.messages)
+            self.log.status(status, turns=turns, ended=True)
+            self.log.close()
+        if self._store is not None:
+            self._store.close()
+        self._store, self.log = None, None
+
+    def save(self, *, durable: bool = True) -> None:
+        """Append what is new in the history to the transcript: flushed, and fsync'ed if `durable`.
+
+        Flushed lines survive a killed process; the fsync at the end of each round (a model
+        response with no calls, or a batch of tool results) makes them survive the machine.
+        """
+        if self.log is not None:
+            self.log.sync(self.messages, durable=durable)
+
+    def prompt(self, text: str) -> None:
+        """Record the person's prompt of a main agent's turn."""
+        if self.log is not None:
+            self.log.prompt(text)
+
+    def shown(self, record: dict[str, Any]) -> None:
+        """Save what the live view shows that the transcript does not hold."""
+        if self.log is not None:
+            self.log.shown(record)
+
+    def call_finished(self, part: ToolReturnPart) -> None:
+        """Save one call's result as soon as it is in (the others of its batch still running)."""
+        from pydantic_ai.messages import ModelRequest
+
+        if self.log is not None:
+            self.log.call_finished(ModelRequest(parts=[part]))
+
+    def add_user_parts(self, parts: list[Any], system_prompt: str) -> None:
+        """Put the parts of a new prompt into the history: a first request (with the system prompt), the
+        request the last turn ended on (it stopped at its limit after tool results), or a new request."""
+        from pydantic_ai.messages import ModelRequest, SystemPromptPart
+
+        if not self.messages:
+            self.messages.append(ModelRequest(parts=[SystemPromptPart(system_prompt), *parts]))
+        elif isinstance(last := self.messages[-1], ModelRequest):
+            self.messages[-1] = ModelRequest(parts=[*last.parts, *parts])
+        else:
+            self.messages.append(ModelRequest(parts=parts))
+
+    def note_interruption(self, unanswered: list[ToolReturnPart]) -> None:
+        """End the history of a cancelled turn: the results of calls left without one, then a note."""
+        from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
+
+        last = self.messages[-1]
+        if isinstance(last, ModelResponse):
+            self.messages.append(ModelRequest(parts=[*unanswered, UserPromptPart(INTERRUPTED_NOTE)]))
+        else:
+            self.messages[-1] = ModelRequest(parts=[*last.parts, UserPromptPart(INTERRUPTED_NOTE)])
+
+    def final_answer(self) -> str:
+        """The text of the last model response (what a turn's final `Response` carried)."""
+        for message in reversed(self.messages):
+            if message.kind == "response":
+                return "".join(getattr(part, "content", "") for part in message.parts if part.part_kind == "text")
+        return ""
+
+    def saved_child(self, agent_id: str) -> list[ModelMessage] | None:
+        """The saved conversation of a child (from an earlier process too), ready for the model; None if none."""
+        return self.log.saved_child(agent_id) if self.log is not None else None
+
+    def saved_children(self) -> list[SavedAgent]:
+        """The children this agent started that its session holds (this process's and earlier ones')."""
+        return self.log.saved_children() if self.log is not None else []
+
+    def child_log(self, child_id: str, spec: ChildSpec) -> AgentLog | None:
+        """Where a child is saved: its own transcript in this session (None without one); a child resumed by
+        `task(resume=…)` continues the transcript it had."""
+        if self.log is None:
+            return None
+        if spec.agent_id is not None and self.log.has_saved_child(spec.agent_id):
+            return self.log.resume_child(spec.agent_id, model=spec.config.model)
+        return self.log.child(child_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+                              model=spec.config.model, sandbox=spec.sandbox.name)
+
+
+def saved_main_agent(session: str, working_dir: Path, agent_id: str | None) -> tuple[str, str, list[ModelMessage]]:
+    """The session `session` to resume: its id, its main agent's id (kept by the resumed agent) and its history.
+
+    `ValueError` if `agent_id` is given and is not the session's main agent.
+    """
+    from ..sessions import open_session
+
+    saved = open_session(session, working_dir)
+    main = saved.main_id
+    if agent_id is not None and agent_id != main:
+        raise ValueError(f"agent_id: session {saved.session_id} belongs to {main}, not {agent_id}")
+    return saved.session_id, main, saved.messages(repaired=True)

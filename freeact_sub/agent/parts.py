@@ -1,0 +1,211 @@
+"""What a started agent runs with: its kernel, MCP connections, tools, tool-call runner and subagent runner.
+
+`start_parts` starts the kernel and connects the MCP servers concurrently, then assembles the
+tools the model is offered (a server none of whose tools the agent may use is not started; an
+agent that may not run code gets no kernel). `AgentParts.close` stops them all together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..code_tools import CodeTools, mcp_prompt, open_code_tools
+from ..config.agent_config import DEFAULT_SYSTEM_PROMPT, default_system_prompt
+from ..config.agent_types import compose_system_prompt, task_tool
+from ..config.definitions import GENERAL, AgentDefinition
+from ..kernels.backends import KernelBackend
+from ..kernels.cell_images import accepts_images
+from ..kernels.pending import PendingKernel
+from ..mcp.servers import McpConnections
+from ..policy.gate import ApprovalGate
+from ..subagents.runner import SubagentRunner
+from ..tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
+from ..tools.names import server_may_offer, tool_allowed, unmatched_patterns
+from .tool_calls import Emit, ToolCallRunner
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from ..config.agent_config import AgentConfig
+    from ..policy.approvals import ApprovalRules
+    from ..policy.hooks import Hooks
+    from ..sandbox import SandboxProfile
+    from ..tree.registry import AgentTree, TreeMember
+    from .conversation import Conversation
+
+__all__ = ["AgentParts", "Starter", "start_parts", "system_prompt"]
+
+
+@dataclass
+class AgentParts:
+    """The running parts of one started agent."""
+
+    mcp: McpConnections
+    kernel: KernelBackend | None
+    toolbox: Toolbox
+    calls: ToolCallRunner
+    subagents: SubagentRunner | None
+    code_tools: CodeTools | None = None
+
+    async def close(self, *, kernel_now: bool) -> None:
+        """Stop everything together; `kernel_now`: kill the kernel at once (a subagent's: nobody can reach it)."""
+        closers = []
+        if self.code_tools is not None:
+            closers.append(self.code_tools.close())
+        if self.subagents is not None:
+            closers.append(self.subagents.close())
+        if self.kernel is not None:
+            closers.append(self.kernel.shutdown(now=kernel_now))
+        closers.append(self.mcp.close())
+        await asyncio.gather(*closers, return_exceptions=True)
+
+
+class Starter(Protocol):
+    """The agent whose parts `start_parts` starts (what it reads of it)."""
+
+    agent_id: str
+    tree: AgentTree
+    subagent_type: str
+    rules: ApprovalRules
+    conversation: Conversation
+    report_to_parent: Callable[[str, Emit], None] | None
+
+    @property
+    def is_subagent(self) -> bool: ...
+    @property
+    def settings(self) -> AgentConfig: ...
+    @property
+    def sandbox(self) -> SandboxProfile: ...
+    @property
+    def hooks(self) -> Hooks: ...
+    @property
+    def model(self) -> Model: ...
+    def hook_context(self) -> dict[str, Any]: ...
+
+
+async def start_parts(agent: Starter, member: TreeMember) -> AgentParts:
+    """Start `agent`'s kernel and MCP connections and assemble its tools (`member`: the agent as its tree knows it).
+
+    Whatever started is stopped again if the start fails or is cancelled.
+    """
+    settings = agent.settings
+    allowed = _allowed(settings)
+    servers = {name: spec for name, spec in settings.mcp_servers.items()
+               if server_may_offer(name, settings.tools, settings.disallowed_tools)}
+    mcp = McpConnections(servers, cwd=settings.working_dir, pool=agent.tree.supplies.mcp_pool_for(agent.is_subagent),
+                         listings=agent.tree.supplies.mcp_listings)
+    kernel = await _kernel_and_mcp(agent, mcp, runs_code=allowed("execute_ipython_cell"))
+    subagents = None
+    specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")] if kernel else []
+    if settings.enable_subagents and agent.tree.depth(agent.agent_id) < settings.max_depth and allowed("task"):
+        specs.append(task_tool(agent.tree.types, settings))
+        specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list", "task_send")]
+        subagents = SubagentRunner(agent.tree, member)
+        if not agent.is_subagent:
+            agent.tree.start()
+    if agent.is_subagent and allowed("task_report"):
+        specs.append(builtin_tool("task_report"))  # a type's `tools` list names it like any other tool
+    if settings.mcp_tools != "code" or kernel is None:  # without a kernel, MCP tools are calls
+        specs += [ToolSpec(name=t.qualified_name, description=t.description, parameters=t.input_schema)
+                  for t in mcp.tools]
+    toolbox = Toolbox([spec for spec in specs if allowed(spec.name)])
+    gate = ApprovalGate(
+        agent_id=agent.agent_id, approvals=agent.tree.approvals, toolbox=toolbox, rules=agent.rules, hooks=agent.hooks,
+        hook_context=agent.hook_context, record=agent.conversation.shown,
+        stopped_by=lambda: getattr(agent.tree.agents.get(agent.agent_id), "stopped_by", None),
+    )
+    calls = ToolCallRunner(
+        agent_id=agent.agent_id, config=settings, toolbox=toolbox, gate=gate, kernel=kernel, mcp=mcp,
+        subagents=subagents, sandbox=agent.sandbox, model_sees_images=accepts_images(agent.model),
+        report=agent.report_to_parent,
+    )
+    parts = AgentParts(mcp=mcp, kernel=kernel, toolbox=toolbox, calls=calls, subagents=subagents)
+    try:
+        if kernel is not None:
+            parts.code_tools = await open_code_tools(
+                agent_id=agent.agent_id, config=settings, kernel=kernel, mcp=mcp, ask=gate.ask,
+                packages=agent.tree.supplies.code_packages, allowed=allowed,
+            )
+        calls.code_tools = parts.code_tools
+        _warn_unmatched_patterns(agent, [t.qualified_name for t in mcp.tools])
+    except BaseException:  # warnings turned into errors too: nothing it started may outlive it
+        await asyncio.shield(parts.close(kernel_now=agent.is_subagent))
+        raise
+    return parts
+
+
+def _allowed(settings: AgentConfig) -> Callable[[str], bool]:
+    return lambda name: tool_allowed(name, settings.tools, settings.disallowed_tools)
+
+
+async def _kernel_and_mcp(agent: Starter, mcp: McpConnections, *, runs_code: bool) -> KernelBackend | None:
+    """Start the kernel (if the agent runs code) and open the MCP connections at the same time."""
+    kernel_task = asyncio.create_task(_acquire_kernel(agent, runs_code))
+    mcp_task = asyncio.create_task(mcp.open())
+    try:
+        await asyncio.gather(kernel_task, mcp_task)
+    except BaseException:
+        for task in (kernel_task, mcp_task):
+            if not task.cancelling():  # a second cancel would cut its own cleanup short
+                task.cancel()
+        await asyncio.gather(kernel_task, mcp_task, return_exceptions=True)
+        if kernel_task.done() and not kernel_task.cancelled() and kernel_task.exception() is None:
+            if (started := kernel_task.result()) is not None:
+                await started.shutdown()
+        await mcp.close()
+        raise
+    return kernel_task.result()
+
+
+async def _acquire_kernel(agent: Starter, runs_code: bool) -> KernelBackend | None:
+    """The agent's kernel; none for an agent that may not run code (no kernel process is started).
+
+    A subagent's kernel is acquired in the background: its first model request does not wait for a
+    kernel to boot, only its first cell does. The main agent's start waits for its kernel, so a kernel
+    that cannot start is an error of `start()`.
+    """
+    if not runs_code:
+        return None
+    if agent.is_subagent:
+        images = agent.settings.resolved_images_dir
+        return PendingKernel(_child_kernel(agent), label=agent.agent_id, images_dir=images)
+    return await agent.tree.acquire_kernel(agent.agent_id, agent.sandbox)
+
+
+async def _child_kernel(agent: Starter) -> KernelBackend:
+    kernel = await agent.tree.acquire_kernel(agent.agent_id, agent.sandbox)
+    agent.tree.refill(agent.settings)  # the pools top up once this child has its kernel, not ahead of it
+    return kernel
+
+
+def _warn_unmatched_patterns(agent: Starter, mcp_tool_names: list[str]) -> None:
+    """Warn of `tools` / `disallowed_tools` patterns that match no tool (silently they would change nothing)."""
+    settings = agent.settings
+    names = [*BUILTIN_TOOL_NAMES, *mcp_tool_names]
+    allowed, denied = settings.tools, settings.disallowed_tools
+    unstarted = [server for server in settings.mcp_servers if not server_may_offer(server, allowed, denied)]
+    for field, patterns in (("tools", settings.tools or []), ("disallowed_tools", settings.disallowed_tools)):
+        for pattern in unmatched_patterns(patterns, names, unstarted):
+            where = f"agent type {agent.subagent_type!r}" if agent.subagent_type != GENERAL else "config"
+            warnings.warn(
+                f"{where}: {field} pattern {pattern!r} matches no tool of {agent.agent_id} "
+                f"(its tools: {', '.join(names)})",
+                UserWarning,
+                stacklevel=2,
+            )
+
+
+def system_prompt(settings: AgentConfig, definition: AgentDefinition | None, tool_names: list[str],
+                  parts: AgentParts | None) -> str:
+    """An agent's system prompt: the configured one (the built-in one names only the tools the agent has), its
+    type's role, then a section on its MCP tools."""
+    base = settings.system_prompt
+    if base == DEFAULT_SYSTEM_PROMPT:
+        names = set(tool_names) or {name for name in ("execute_ipython_cell", "task") if _allowed(settings)(name)}
+        base = default_system_prompt(runs_code="execute_ipython_cell" in names, starts_subagents="task" in names)
+    tools_section = mcp_prompt(settings, parts.mcp if parts else None, parts.code_tools if parts else None)
+    return compose_system_prompt(base, definition.prompt if definition else "", tools_section)

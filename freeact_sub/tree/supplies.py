@@ -1,0 +1,185 @@
+"""What the agent tree supplies its agents: kernels (launched, or from a pool per sandbox profile, forked by
+the kernel zygote), pre-opened MCP connections, the generated `mcptools` packages, and shared models."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..code_tools import PackageShelf
+from ..kernels.backends import KernelBackend, new_kernel, uses_local_kernels
+from ..kernels.launcher import KernelZygote
+from ..kernels.pool import KernelPool
+from ..mcp.pool import McpPool, ToolListings
+from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+
+if TYPE_CHECKING:
+    from ..config.agent_config import AgentConfig
+
+__all__ = ["PLAN_FRESHNESS", "Supplies"]
+
+PLAN_FRESHNESS = 1.0
+"""Seconds a sandbox plan's paths (the secrets found, the folders kept read-only) are used before a look again."""
+
+
+class Supplies:
+    """The kernels, MCP connections, packages and models of one agent tree (made anew when it closes)."""
+
+    def __init__(self, config: Callable[[], AgentConfig], root_id: str) -> None:
+        self._config = config
+        self.mcp_listings = ToolListings()
+        """The tools each MCP server configuration listed when an agent of the tree first opened it."""
+        self.sandbox: SandboxProfile = BUILT_IN_PROFILES["off"]
+        """The main agent's sandbox profile; the pool's kernels are confined to it (set when the main agent starts)."""
+        self._plans: dict[tuple[SandboxProfile, Path, str], tuple[float, dict[str, Any]]] = {}
+        self._models: dict[tuple[str, str | None, str | None], Any] = {}
+        """Resolved models by name and connection, shared by the children (`resolve_model`)."""
+        self._warming: asyncio.Task[None] | None = None
+        self._root_id = root_id
+        self.renew()
+
+    @property
+    def config(self) -> AgentConfig:
+        """The main agent's config: the kernel settings come from it."""
+        return self._config()
+
+    def renew(self) -> None:
+        """New (unstarted) zygote, pools and packages from the main agent's current config."""
+        self._models = {}  # a key read from the environment may have changed since
+        self.zygote = KernelZygote()
+        self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
+        """Pre-started, never-used kernels for children."""
+        self.profile_pools: dict[SandboxProfile, KernelPool] = {}
+        """Pools for children under another profile than the main agent's (a read-only `explore`), made the
+        first time such a child starts, so the next one finds its kernel ready."""
+        self.mcp_pool = McpPool(self.config.mcp_pool_size)
+        """Pre-opened, never-used MCP connections for children, per server configuration."""
+        self.code_packages = PackageShelf(self._root_id)
+        """The generated `mcptools` packages of the tree's agents, one per tool set."""
+
+    def new_kernel(
+        self, label: str, sandbox: SandboxProfile, *, launcher: KernelZygote | None = None
+    ) -> KernelBackend:
+        """A kernel (not started) with the tree's settings, confined to `sandbox`: local, or on the kernel gateway."""
+        return new_kernel(self.config, label=label, launcher=launcher, sandbox=self.sandbox_plan(sandbox))
+
+    def resolve_model(self, config: AgentConfig) -> Any:
+        """The pydantic-ai `Model` `config` names, one per model name and connection for the whole tree.
+
+        Children of one agent type (or any with the same model, `base_url` and key variable) share
+        it, and so its provider's HTTP client and open connections, instead of each building its
+        own. A `ConfigError` says what is missing or unknown, as `AgentConfig.resolve_model` does.
+        """
+        if not isinstance(config.model, str):
+            return config.resolve_model()
+        key = (config.model, config.base_url, config.api_key_env)
+        if key not in self._models:
+            self._models[key] = config.resolve_model()
+        return self._models[key]
+
+    def sandbox_plan(self, profile: SandboxProfile) -> Callable[..., dict[str, Any]] | None:
+        """What makes `profile`'s plan for the tree's working folder as absolute paths; None for `off`.
+
+        Each kernel start asks it: the paths are looked up again when the last look is more than
+        `PLAN_FRESHNESS` seconds old (a burst of subagents shares one look), and always for a restart
+        (`fresh=True`), so a secret made since a kernel started is covered after its next restart at the latest.
+        """
+        if not profile.enforced or not uses_local_kernels(self.config):
+            return None
+        return functools.partial(self._plan_now, profile)
+
+    def _plan_now(self, profile: SandboxProfile, *, fresh: bool = False) -> dict[str, Any]:
+        home = self.config.kernel_env.get("HOME") or os.environ.get("HOME", "")
+        key = (profile, self.config.working_dir, home)
+        made, plan = self._plans.get(key, (0.0, None))
+        if plan is None or fresh or time.monotonic() - made > PLAN_FRESHNESS:
+            project = self.config.working_dir / ".freeact-sub"
+            for kept in ("agents", "sessions", "commands"):  # a folder that exists can be covered; else a kernel
+                with contextlib.suppress(OSError):  # could make it (where it cannot be made, no kernel can either)
+                    (project / kept).mkdir(parents=True, exist_ok=True)
+            plan = profile.plan(self.config.working_dir, homes=[home])
+            self._plans[key] = (time.monotonic(), plan)
+        return plan
+
+    def _pooled_kernel(self) -> KernelBackend:
+        return self.new_kernel("pooled", self.sandbox, launcher=self.zygote)
+
+    async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile, *, is_child: bool) -> KernelBackend:
+        """A started kernel for `agent_id` confined to `sandbox`.
+
+        Launched for the main agent; for a child, from the pool of its profile (the main agent's,
+        or one made when the first child under another profile starts).
+        """
+        if is_child and sandbox == self.sandbox:
+            kernel = await self.pool.acquire()
+        elif is_child and uses_local_kernels(self.config):
+            pool = self.profile_pools.get(sandbox)
+            if pool is None:
+                pool = self.profile_pools[sandbox] = KernelPool(
+                    lambda: self.new_kernel("pooled", sandbox, launcher=self.zygote), self.config.kernel_pool_size
+                )
+            kernel = await pool.acquire()
+        else:
+            launcher = self.zygote if is_child and self.zygote.running else None
+            kernel = self.new_kernel(agent_id, sandbox, launcher=launcher)
+            await kernel.start()
+        kernel.label = agent_id
+        return kernel
+
+    def mcp_pool_for(self, is_child: bool) -> McpPool | None:
+        """Where an agent takes its MCP connections from: the pool for a child, none for the main agent."""
+        return self.mcp_pool if is_child else None
+
+    def top_up(self, config: AgentConfig) -> None:
+        """Top the pools of other profiles and the MCP pool up (the main pool tops itself up as it is expected)."""
+        for pool in self.profile_pools.values():
+            pool.fill()
+        self.mcp_pool.fill(config.mcp_servers, config.working_dir)
+
+    def expect(self, waiting: dict[SandboxProfile, int], announced: int) -> None:
+        """Tell each kernel pool how many children will take one of its kernels soon (`waiting` per profile, and
+        `announced` ones under the main agent's), up to `max_subagents`: their kernels boot meanwhile."""
+        limit = self.config.max_subagents
+        self.pool.expect(min(waiting.get(self.sandbox, 0) + announced, limit))
+        for profile, pool in self.profile_pools.items():
+            pool.expect(min(waiting.get(profile, 0), limit))
+
+    @property
+    def running(self) -> bool:
+        """Whether the main agent has started them (`start()`) and not closed them since."""
+        return self._warming is not None
+
+    def start(self) -> None:
+        """When the main agent has started, in the background: open the MCP pool's connections; start the
+        kernel zygote, then fill the kernel pool."""
+        if self._warming is None:
+            self.renew()  # nothing has used them yet; the config may have changed since they were made
+            self.mcp_pool.fill(self.config.mcp_servers, self.config.working_dir)
+            self._warming = asyncio.create_task(self._warm_up(), name="agent-tree-warm-up")
+
+    async def _warm_up(self) -> None:
+        if uses_local_kernels(self.config):
+            with contextlib.suppress(Exception):  # without a zygote, kernels are launched the ordinary way
+                await self.zygote.start()
+        self.pool.fill()
+
+    async def close(self) -> None:
+        """Stop the warm-up, shut the pools, packages and zygote down (children are stopped by their parents)."""
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(BaseException):
+                await self._warming
+        self._warming = None
+        pool, zygote, mcp_pool, others = self.pool, self.zygote, self.mcp_pool, list(self.profile_pools.values())
+        packages = self.code_packages
+        self.renew()  # a main agent may be started again after it stopped
+        await asyncio.gather(
+            pool.close(), mcp_pool.close(), packages.close(), *(p.close() for p in others), return_exceptions=True
+        )
+        await zygote.close()
