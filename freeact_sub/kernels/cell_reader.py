@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .cell_run import INTERRUPT_GRACE, STUCK_NOTICE, CellClock, CellOutput, render_output
-from .cells import Cell, ExecutionResult
+from .cells import Cell, ExecutionResult, ExecutionStatus
 
 __all__ = ["BATCH", "POLL", "CellHooks", "KernelLost", "Message", "read_cell"]
 
@@ -48,6 +48,10 @@ def _never(kind: str, content: dict[str, Any]) -> bool:
 
 async def _no_reconnect(lost: KernelLost) -> str | None:
     return None
+
+
+def _no_closing(text: str, status: ExecutionStatus) -> str:
+    return ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,9 +82,8 @@ class CellHooks:
     """What the cell's output ends with when output was dropped."""
     lost_end_notice: str = ""
     """What the cell's output ends with when `state()` said `idle` twice while its end never came."""
-    end_lines: Callable[[str, str], list[str]] | None = None
-    """Lines the cell's output ends with, given its output so far and its status (the sandbox's refusals and
-    limits); None: none."""
+    closing: Callable[[str, ExecutionStatus], str] = _no_closing
+    """A last word after the cell's output, given its text and status (the sandbox's limits it met); "": none."""
 
 
 async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = "") -> ExecutionResult:
@@ -90,6 +93,7 @@ async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = ""
     await output.emit(notice)
     try:
         await _read(hooks, request, CellClock(cell.timeout, cell.paused), output, result)
+        await output.emit(hooks.closing(output.text, result.status))
     except asyncio.CancelledError:
         # The cell must be stopped before the caller goes on (a kernel's lock is released), however often we are
         # cancelled meanwhile: a clean-up left running would swallow the next cell's iopub messages.
@@ -100,8 +104,6 @@ async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = ""
         if not cleanup.cancelled():
             cleanup.exception()  # retrieved; a failed clean-up shows (a restart) on the next use
         raise
-    if hooks.end_lines is not None and (lines := hooks.end_lines(output.text, result.status)):
-        await output.emit(("" if output.text.endswith("\n") or not output.text else "\n") + "\n".join(lines) + "\n")
     result.text = output.text
     return result
 

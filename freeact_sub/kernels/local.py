@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import os
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,7 +33,7 @@ from ..sandbox import kernel_folders
 from ..sandbox.guard import KernelGuard
 from .cell_reader import CellHooks, KernelLost, Message, read_cell
 from .cell_run import DEATH_NOTICE, DIED_BEFORE_NOTICE, save_image
-from .cells import Cell, ExecutionResult, RunsCells
+from .cells import Cell, ExecutionResult, ExecutionStatus, RunsCells
 from .launcher import KernelZygote, kernel_environment
 from .local_manager import (
     KERNEL_WRITES,
@@ -145,8 +146,8 @@ class Kernel(RunsCells):
         assert self._sandbox is not None and self._connection_dir is not None
         # a restart looks again: a secret made since the last start is covered from now on
         plan = self._sandbox(fresh=self.restarts > 0) if callable(self._sandbox) else self._sandbox
-        confined = confined_plan(plan, self._connection_dir)
-        return self._guard.confine(confined) if self._guard is not None else confined
+        plan = confined_plan(plan, self._connection_dir)
+        return self._guard.confine(plan) if self._guard is not None else plan
 
     @property
     def _log_path(self) -> str:
@@ -165,7 +166,7 @@ class Kernel(RunsCells):
         )
 
     async def _connect_confined(self, timeout: float) -> None:
-        """Connect to the kernel while the host moves it into its cgroups (a sandbox's `processes`, `memory`)."""
+        """Connect to the kernel while the host moves it into its cgroup (a sandbox's `processes`)."""
         if self._guard is None:
             await self._connect(timeout)
             return
@@ -205,14 +206,10 @@ class Kernel(RunsCells):
             client.execute(startup, silent=True, store_history=False, allow_stdin=False)
         self._unsent_startup.clear()
         request = client.execute(cell.code, store_history=cell.store_history, allow_stdin=False)
-        end_lines = None
-        if (guard := self._guard) is not None:
-            timeout, timed_by_profile = guard.timeout(cell.timeout)
-            cell = replace(cell, timeout=timeout)
-
-            def end_lines(text: str, status: str) -> list[str]:
-                return guard.notices(text, status, timed_by_profile)
-
+        timed_by_profile = False
+        if self._guard is not None:  # the sandbox profile's `cell_time`, where it is the shorter
+            timeout, timed_by_profile = self._guard.timeout(cell.timeout)
+            cell = dataclasses.replace(cell, timeout=timeout)
         hooks = CellHooks(
             receive=self._receive,
             state=self._state,
@@ -221,7 +218,7 @@ class Kernel(RunsCells):
             restart=self._restart,
             recover=self._recover,
             save_png=self._save_image,
-            end_lines=end_lines,
+            closing=functools.partial(self._sandbox_notices, timed_by_profile),
         )
         try:
             return await read_cell(hooks, request, cell, notice)
@@ -238,6 +235,13 @@ class Kernel(RunsCells):
         """After a death: a restarted kernel (its state lost)."""
         await self._restart()
         return DEATH_NOTICE
+
+    def _sandbox_notices(self, timed_by_profile: bool, text: str, status: ExecutionStatus) -> str:
+        """The `[sandbox]` lines after a cell's output: refused connections, limits it met."""
+        lines = self._guard.notices(text, status, timed_by_profile) if self._guard is not None else []
+        if not lines:
+            return ""
+        return ("" if text.endswith("\n") or not text else "\n") + "\n".join(lines) + "\n"
 
     def _save_image(self, encoded: str) -> Path:
         self._image_count += 1
