@@ -41,6 +41,8 @@ class SavedAgent:
     model: str | None = None
     sandbox: str | None = None
     """The sandbox profile its kernel ran under (None in sessions saved before it was recorded)."""
+    sandbox_limits: str = ""
+    """What that profile let its kernel reach and take (`SubagentStarted.sandbox_limits`), as shown live."""
     prompt: str = ""
     """The task's prompt (a subagent), or the first user prompt (the main agent)."""
     status: str = "running"
@@ -126,6 +128,7 @@ def _apply(summary: SessionSummary, record: dict[str, Any]) -> None:
                 type=record.get("type") or "main",
                 model=record.get("model"),
                 sandbox=record.get("sandbox"),
+                sandbox_limits=record.get("sandbox_limits") or "",
                 prompt=record.get("prompt") or "",
                 started=record.get("started"),
             )

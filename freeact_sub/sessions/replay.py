@@ -165,6 +165,7 @@ def replay(
                             description=" ".join(str(args.get("description") or "").split()),
                             model=(child.model or "").partition(":")[2] or (child.model or ""),  # as sent
                             sandbox=child.sandbox or "",
+                            sandbox_limits=child.sandbox_limits if child.sandbox else "",
                         )
                     )
                     if child_messages is not None:

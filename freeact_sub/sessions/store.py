@@ -171,11 +171,13 @@ class SessionStore:
         model: Any = None,
         prompt: str = "",
         sandbox: str | None = None,
+        sandbox_limits: str = "",
     ) -> AgentLog:
         """The log of a new agent of this session (its index record is written now)."""
         self.record(
             {
                 **({"sandbox": sandbox} if sandbox else {}),
+                **({"sandbox_limits": sandbox_limits} if sandbox_limits else {}),
                 "record": "agent",
                 "agent_id": agent_id,
                 "parent_id": parent_id,
@@ -313,12 +315,12 @@ class AgentLog:
 
     def child(
         self, agent_id: str, *, tool_call_id: str, prompt: str, type: str = "general", model: Any = None,
-        sandbox: str | None = None,
+        sandbox: str | None = None, sandbox_limits: str = "",
     ) -> AgentLog:
         """The log of a subagent this agent starts with its `task` call `tool_call_id`."""
         return self.store.agent(
             agent_id, parent_id=self.agent_id, tool_call_id=tool_call_id, type=type, model=model, prompt=prompt,
-            sandbox=sandbox,
+            sandbox=sandbox, sandbox_limits=sandbox_limits,
         )
 
     def saved_child(self, agent_id: str) -> list[ModelMessage] | None:

@@ -42,7 +42,7 @@ def _ready(term: Terminal) -> str:
     term.expect(r"agent types +built-in general, explore, plan, review")
     term.expect(r"reviewer · anthropic:claude-demo · Reviews a short text")  # the demo's type, on another protocol
     term.expect(r"MCP tools +demo_constant, demo_word_count +│")  # the demo server's tools, no built-in ones
-    term.expect(r"sandbox +workspace \(writes: working folder; network\)")  # the default, enforced
+    term.expect(r"sandbox +workspace \(writes: working folder; network[;)]")  # the default, enforced
     term.expect(r"you ›")
     return main
 

@@ -21,7 +21,7 @@ async def test_a_dropped_agent_is_stopped_on_its_loop(workdir: Path) -> None:
     zygote = agent.tree.supplies.zygote
     # The kernel zygote starts in the background; until that task ends it refers to the tree and
     # so to the agent, which could not be collected below (seen in a loaded run: DID NOT WARN).
-    warming = agent.tree._warming
+    warming = agent.tree.supplies._warming
     assert warming is not None
     await warming
     del warming
