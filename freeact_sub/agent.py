@@ -585,6 +585,8 @@ class Agent(TurnEngine, SubagentMessages):
             closers.append(self._kernel.shutdown(now=self.is_subagent))
         if self._mcp is not None:
             closers.append(self._mcp.close())
+        if not self.is_subagent:  # the tree's never-used MCP connections close beside this agent's own, not after
+            closers.append(self.tree.mcp_pool.close())
         self._subagents, self._kernel, self._mcp, self._calls = None, None, None, None
         self._code_tools = None
         self._started = False
