@@ -455,6 +455,16 @@ class AgentConfig(BaseModel):
                 ) from None
             raise ConfigError(f"model {self.model!r}: {exc}") from None
 
+    def check_model(self) -> None:
+        """Raise the `ConfigError` that `resolve_model` would, without building a model at `base_url`: that needs only
+        its key's variable and a prefix that works there, and building it imports the provider's SDK (`anthropic`
+        alone takes ~2 s), which a check at start need not pay for a type that may never run."""
+        if isinstance(self.model, str) and self.model and self.base_url:
+            self._api_key()
+            _base_url_model(self.model)
+            return
+        self.resolve_model()
+
     def _api_key(self) -> str | None:
         """The key in the variable `api_key_env` names; None when no variable is named."""
         if not self.api_key_env:
@@ -479,9 +489,7 @@ def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
     choosing (a local model, a proxy) must never receive a provider key from the host's
     environment by accident.
     """
-    prefix, _, name = model.partition(":")
-    if not name:
-        prefix, name = "", model
+    prefix, name = _base_url_model(model)
     key = api_key or "not-needed"
     if prefix in ("", "openai", "openai-chat"):
         from pydantic_ai.models.openai import OpenAIChatModel
@@ -503,6 +511,17 @@ def _model_at(model: str, base_url: str, api_key: str | None) -> Model:
         from pydantic_ai.providers.google import GoogleProvider
 
         return GoogleModel(name, provider=GoogleProvider(base_url=base_url, api_key=key))
+    raise AssertionError(prefix)  # pragma: no cover - `_base_url_model` lets no other prefix through
+
+
+def _base_url_model(model: str) -> tuple[str, str]:
+    """The prefix and the name of a model at a `base_url` (prefix "" for a bare name); a `ConfigError` for a prefix
+    that does not work with `base_url`."""
+    prefix, _, name = model.partition(":")
+    if not name:
+        return "", model
+    if prefix in BASE_URL_PREFIXES:
+        return prefix, name
     known = ", ".join(f"'{p}:'" for p in BASE_URL_PREFIXES)
     raise ConfigError(
         f"model {model!r}: the prefix {prefix!r} does not work with base_url. Use one of {known}, or a "
