@@ -47,7 +47,7 @@ import contextlib
 import itertools
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,16 +60,19 @@ __all__ = [
     "Block",
     "Call",
     "Fail",
+    "Handler",
     "Router",
     "Script",
     "ScriptExhausted",
     "Think",
+    "configs",
     "drive",
     "first_prompt",
     "no_freeact_sub_environment",
     "of",
     "single_agent_config",
     "tool_results",
+    "until",
 ]
 
 
@@ -200,21 +203,36 @@ class Router:
         raise ScriptExhausted(f"no script for a conversation that starts with {prompt[:200]!r}")
 
 
+Handler = Callable[[AgentEvent], Awaitable[None] | None]
+"""Sees each event of a turn as it comes (awaited when it returns an awaitable)."""
+
+
 async def drive(
-    events: AsyncIterator[AgentEvent], decide: bool | Callable[[ApprovalRequest], bool | None] = True
+    events: AsyncIterator[AgentEvent],
+    decide: bool | Callable[[ApprovalRequest], bool | None] | None = True,
+    *,
+    on_event: Handler | Sequence[Handler] = (),
+    limit: float | None = None,
 ) -> list[AgentEvent]:
     """Consume one turn's events, answering each undecided `ApprovalRequest`, and return them all.
 
-    `decide` is the answer for every request, or a function of the request; a function that
-    returns None leaves the request open (the test answers it some other way, or cancels).
+    `decide` is the answer for every request, or a function of the request; None (or a function
+    that returns None) leaves the request open (the test answers it some other way, or cancels).
+    Each event goes to the `on_event` handlers first; `limit` (seconds) turns a hang into a failure.
     """
+    handlers = [on_event] if callable(on_event) else list(on_event)
     seen: list[AgentEvent] = []
-    async for event in events:
-        seen.append(event)
-        if isinstance(event, ApprovalRequest) and not event.decided:
-            answer = decide(event) if callable(decide) else decide
-            if answer is not None:
-                event.approve(answer)
+    async with asyncio.timeout(limit):
+        async for event in events:
+            seen.append(event)
+            for handler in handlers:
+                outcome = handler(event)
+                if outcome is not None:
+                    await outcome
+            if isinstance(event, ApprovalRequest) and not event.decided and decide is not None:
+                answer = decide(event) if callable(decide) else decide
+                if answer is not None:
+                    event.approve(answer)
     return seen
 
 
@@ -239,9 +257,23 @@ def tool_results(messages: Sequence[ModelMessage]) -> dict[str, str]:
     }
 
 
+def configs(**defaults: Any) -> Callable[..., AgentConfig]:
+    """A test module's `config(model, workdir, **settings)`: an `AgentConfig` on `model` in `workdir`, with the
+    module's `defaults` (no pools, auto-approve, …) under what each test sets itself::
+
+        config = configs(auto_approve=True, kernel_pool_size=0)
+        config(script.model, workdir, max_turns=3)  # an AgentConfig
+    """
+
+    def config(model: Any, workdir: Any, **settings: Any) -> AgentConfig:
+        return AgentConfig(**{"model": model, "working_dir": workdir, **defaults, **settings})
+
+    return config
+
+
 def single_agent_config(script: Script, workdir: Any, **settings: Any) -> AgentConfig:
     """An `AgentConfig` on `script`'s model in `workdir`, without the `task` tool."""
-    return AgentConfig(model=script.model, working_dir=workdir, enable_subagents=False, **settings)
+    return configs(enable_subagents=False)(script.model, workdir, **settings)
 
 
 def of(kind: type, events: Sequence[Any]) -> list[Any]:
@@ -249,14 +281,20 @@ def of(kind: type, events: Sequence[Any]) -> list[Any]:
     return [event for event in events if isinstance(event, kind)]
 
 
-async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    """Wait for `condition` while the agent works (the limit only turns a hang into a failure)."""
+async def until(
+    condition: Callable[[], Any], what: str, limit: float = 60.0, *, interval: float = 0.02, in_thread: bool = False
+) -> None:
+    """Wait for `condition` while the agent works (the limit only turns a hang into a failure).
+
+    For state with no event to wait on (pools, widgets, a gateway's kernels). `in_thread` asks a
+    blocking `condition` (one that makes a request, say) in a thread, so the event loop goes on.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
-    while not condition():
+    while not (await asyncio.to_thread(condition) if in_thread else condition()):
         if loop.time() > deadline:
             raise AssertionError(f"gave up waiting for: {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(interval)
 
 
 @contextlib.contextmanager

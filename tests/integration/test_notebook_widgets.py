@@ -12,10 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from freeact_sub import Agent, AgentConfig
+from freeact_sub import Agent
 from freeact_sub.notebook import AgentView
 from freeact_sub.notebook.agent_panel import AgentPanel
-from tests.scripting import Block, Call, Router, Script, Think, until
+from tests.scripting import Block, Call, Router, Script, Think, configs, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,8 +60,7 @@ def parallel_script() -> Router:
     return Router({"[main]": main, "[sub-a]": sub_a, "[sub-b]": sub_b})
 
 
-def config(model, workdir: Path, **extra) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=workdir, kernel_pool_size=0, **extra)
+config = configs(kernel_pool_size=0)
 
 
 async def test_parallel_subagents_approved_out_of_order_and_one_rejected(workdir: Path) -> None:

@@ -21,7 +21,7 @@ import pytest
 from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, ConfigError, SubagentStarted
 from freeact_sub.sandbox import platform_problem
 from tests.conftest import CALC_SERVER, ROOT
-from tests.scripting import Call, Router, Script, drive, of
+from tests.scripting import Call, Router, Script, configs, drive, of
 
 pytestmark = pytest.mark.skipif(platform_problem() is not None, reason=f"no sandbox here: {platform_problem()}")
 
@@ -149,8 +149,7 @@ def _probe(place: dict[str, Path], servers: _Servers) -> str:
 
 
 def _config(model: Any, place: dict[str, Path], **settings: Any) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=place["work"], auto_approve=True,
-                       kernel_env={"HOME": str(place["home"])}, **settings)
+    return configs(auto_approve=True, kernel_env={"HOME": str(place["home"])})(model, place["work"], **settings)
 
 
 def _results(events: list[Any], agent_id: str | None = None) -> tuple[dict[str, str], str]:

@@ -13,20 +13,18 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from freeact_sub import (
     Agent,
-    AgentConfig,
     AgentEvent,
     ApprovalRequest,
     SubagentFinished,
     SubagentMessage,
     SubagentReport,
 )
-from tests.scripting import Block, Call, Router, Script, drive, of, tool_results
+from tests.scripting import Block, Call, Router, Script, configs, drive, of, tool_results
 
 LIMIT = 120.0
 
 
-def config(model: Any, workdir: Path) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=workdir, auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+config = configs(auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
 
 
 def new_prompts(messages: list[ModelMessage]) -> list[str]:
