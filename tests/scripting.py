@@ -51,10 +51,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+import pytest_asyncio
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
-from freeact_sub import AgentConfig, AgentEvent, ApprovalRequest
+from freeact_sub import Agent, AgentConfig, AgentEvent, ApprovalRequest
 
 __all__ = [
     "Block",
@@ -65,11 +67,13 @@ __all__ = [
     "Script",
     "ScriptExhausted",
     "Think",
+    "auto_approved_without_pools",
     "configs",
     "drive",
     "first_prompt",
     "no_freeact_sub_environment",
     "of",
+    "shared_single_agent",
     "single_agent_config",
     "tool_results",
     "until",
@@ -271,9 +275,30 @@ def configs(**defaults: Any) -> Callable[..., AgentConfig]:
     return config
 
 
+auto_approved_without_pools = configs(auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+"""An auto-approving agent tree without kernel or MCP pools: each child starts its own kernel and servers."""
+
+
 def single_agent_config(script: Script, workdir: Any, **settings: Any) -> AgentConfig:
     """An `AgentConfig` on `script`'s model in `workdir`, without the `task` tool."""
     return configs(enable_subagents=False)(script.model, workdir, **settings)
+
+
+def shared_single_agent(folder: str) -> Any:
+    """A module's `shared` fixture: `(agent, script)`, one agent (no `task` tool) on a `Script` that its tests
+    `reset()`, started once for the module in a temporary folder named `folder`. For the tests that need no fresh
+    history and do not restart its kernel::
+
+        shared = shared_single_agent("faults")
+    """
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module")
+    async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Agent, Script]]:
+        script = Script()
+        async with Agent(single_agent_config(script, tmp_path_factory.mktemp(folder))) as agent:
+            yield agent, script
+
+    return shared
 
 
 def of(kind: type, events: Sequence[Any]) -> list[Any]:

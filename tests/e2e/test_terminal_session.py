@@ -230,7 +230,9 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     assert processes_in(workdir) == []
 
 
-def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo: Terminal, workdir: Path) -> None:
+def test_s_stops_one_subagent_and_the_turn_goes_on_then_a_background_question_is_answered_between_turns(
+    demo: Terminal, workdir: Path
+) -> None:
     term, main = demo, _ready(demo)
     _start_tour(term, main)
     asked = term.expect(rf"(?:› 1 )?\[({AGENT})\] .*\[A\]ll agents  \[s\]top ({AGENT})")
@@ -248,15 +250,8 @@ def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo
         term.send("y")
         term.expect(rf"{shown.group(2)} +✓ approved")
     term.expect(r"you ›")
-    term.send("\x04")
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
 
-
-def test_a_background_subagents_question_is_answered_at_the_prompt_between_turns(
-    demo: Terminal, workdir: Path
-) -> None:
-    term, main = demo, _ready(demo)
+    # the same session goes on: a background subagent's question is answered at the prompt between turns
     term.send("count some words in the background\r")
     _approve(term, main, "Start this subagent?")
     term.expect(rf"{main} +› It runs in the background")

@@ -11,7 +11,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from pydantic_ai.messages import ModelRequest
 
 from freeact_sub import (
@@ -25,17 +24,12 @@ from freeact_sub import (
     ToolOutput,
     TurnCancelled,
 )
-from tests.scripting import Block, Call, Fail, Script, drive, of, single_agent_config
+from tests.scripting import Block, Call, Fail, Script, drive, of, shared_single_agent, single_agent_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared(tmp_path_factory: pytest.TempPathFactory):
-    """An agent whose kernel is never restarted by the tests that share it."""
-    script = Script()
-    async with Agent(single_agent_config(script, tmp_path_factory.mktemp("faults"))) as agent:
-        yield agent, script
+shared = shared_single_agent("faults")
 
 
 def assert_interrupted(agent: Agent, before: list) -> None:

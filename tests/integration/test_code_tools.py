@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -48,6 +49,13 @@ def code_requests(events: list) -> list[ApprovalRequest]:
 
 def cell_output(events: list, call_id: str = "cell") -> CodeExecutionOutput:
     return next(e for e in of(CodeExecutionOutput, events) if e.tool_call_id == call_id)
+
+
+async def one_cell(shared: tuple[Agent, Script], code: str, prompt: str, **how: Any) -> list[Any]:
+    """The shared agent's model runs `code` in one cell, then says "done"; the turn's events (`how`: `drive()`'s)."""
+    agent, script = shared
+    script.reset([cell(code)], ["done"])
+    return await drive(agent.stream(prompt), **how)
 
 
 def only_cells(request: ApprovalRequest) -> bool | None:
@@ -124,13 +132,11 @@ async def test_calls_from_threads_of_one_cell_run_at_the_same_time(shared) -> No
 
 
 async def test_structured_results_come_back_as_python_values(shared) -> None:
-    agent, script = shared
     code = (
         "from mcptools.time import get_current_time\nfrom mcptools.calc import echo\n"
         "now = get_current_time(timezone='UTC')\nprint(type(now).__name__, now['timezone'], repr(echo(text='hi')))"
     )
-    script.reset([cell(code)], ["done"])
-    events = await drive(agent.stream("time"))
+    events = await one_cell(shared, code, "time")
     assert cell_output(events).text.strip() == "dict UTC 'hi'"
     assert [r.tool_name for r in code_requests(events)] == ["time_get_current_time", "calc_echo"]
 
@@ -150,14 +156,12 @@ async def test_a_rejected_call_raises_in_the_cell_and_the_agent_goes_on(shared) 
 
 
 async def test_arguments_that_do_not_fit_the_schema_are_refused_before_approval(shared) -> None:
-    agent, script = shared
     code = (
         "import mcptools\nfrom mcptools.calc import add\n"
         "try:\n    add(a='two', b=2)\nexcept mcptools.ToolArgumentError as error:\n    print('refused:', error)\n"
         "try:\n    add(a=1)\nexcept TypeError as error:\n    print('python:', error)\n"
     )
-    script.reset([cell(code)], ["done"])
-    events = await drive(agent.stream("bad"))
+    events = await one_cell(shared, code, "bad")
     text = cell_output(events).text
     assert "refused: Invalid arguments for calc.add:\n- a: 'two' is not of type 'integer'" in text
     assert "python: add() missing 1 required keyword-only argument: 'b'" in text
@@ -165,13 +169,11 @@ async def test_arguments_that_do_not_fit_the_schema_are_refused_before_approval(
 
 
 async def test_an_error_of_the_tool_raises_tool_error_with_the_servers_message(shared) -> None:
-    agent, script = shared
     code = (
         "import mcptools\nfrom mcptools.calc import fail\n"
         "try:\n    fail(message='boom')\nexcept mcptools.ToolError as error:\n    print('ToolError:', error)\n"
     )
-    script.reset([cell(code)], ["done"])
-    events = await drive(agent.stream("fail"))
+    events = await one_cell(shared, code, "fail")
     assert "ToolError: Error executing tool fail" in cell_output(events).text
     output = next(e for e in of(ToolOutput, events) if e.source == "code")
     assert output.is_error and output.tool_name == "calc_fail"

@@ -23,12 +23,12 @@ from freeact_sub import (
     ToolOutput,
 )
 from tests.processes import kernel_processes
-from tests.scripting import Block, Call, Router, Script, configs, drive, of, tool_results
+from tests.scripting import Block, Call, Router, Script, auto_approved_without_pools, drive, of, tool_results
 
 LIMIT = 120.0
 
 
-config = configs(auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+config = auto_approved_without_pools
 
 
 def prompts(messages: list[ModelMessage]) -> list[str]:

@@ -19,12 +19,12 @@ from freeact_sub import (
     SubagentMessage,
     SubagentReport,
 )
-from tests.scripting import Block, Call, Router, Script, configs, drive, of, tool_results
+from tests.scripting import Block, Call, Router, Script, auto_approved_without_pools, drive, of, tool_results
 
 LIMIT = 120.0
 
 
-config = configs(auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+config = auto_approved_without_pools
 
 
 def new_prompts(messages: list[ModelMessage]) -> list[str]:

@@ -46,7 +46,18 @@ from freeact_sub import (
     TurnStarted,
 )
 from tests.processes import calc_servers, kernel_processes
-from tests.scripting import Call, Fail, Handler, Router, Script, Think, configs, drive, tool_results, until
+from tests.scripting import (
+    Call,
+    Fail,
+    Handler,
+    Router,
+    Script,
+    Think,
+    auto_approved_without_pools,
+    drive,
+    tool_results,
+    until,
+)
 
 PARENT = "PARENT"
 AGENT_ID = re.compile(r"^agent-[0-9a-f]+$")
@@ -89,7 +100,7 @@ def routed(parent: Script, children: dict[str, Script]) -> Router:
 
 # no pools: these tests count the kernels and servers each child starts (tests/integration/test_mcp_pool.py
 # and test_subagents_pool.py cover the pools)
-config = configs(auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+config = auto_approved_without_pools
 
 
 # -- driving and watching -----------------------------------------------------------------------
