@@ -72,6 +72,7 @@ __all__ = [
     "drive",
     "first_prompt",
     "no_freeact_sub_environment",
+    "note_kernels",
     "of",
     "shared_single_agent",
     "single_agent_config",
@@ -238,6 +239,18 @@ async def drive(
                 if answer is not None:
                     event.approve(answer)
     return seen
+
+
+def note_kernels(agent: Agent, kernels: dict[str, Any]) -> Handler:
+    """An `on_event` handler for `drive()`: notes in `kernels` the kernel of each agent of `agent`'s tree as its
+    first event comes (None for an agent without one), while the agent still runs."""
+
+    def note(event: AgentEvent) -> None:
+        record = agent.tree.agents.get(event.agent_id)
+        if record is not None:
+            kernels.setdefault(event.agent_id, getattr(record.agent, "kernel", None))
+
+    return note
 
 
 def first_prompt(messages: Sequence[ModelMessage]) -> str:
