@@ -22,6 +22,7 @@ from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, ConfigError, Su
 from freeact_sub.sandbox import platform_problem
 from tests.conftest import CALC_SERVER, ROOT
 from tests.scripting import Call, Router, Script, configs, drive, of
+from tests.security.lab import ATTEMPT
 
 pytestmark = pytest.mark.skipif(platform_problem() is not None, reason=f"no sandbox here: {platform_problem()}")
 
@@ -33,14 +34,7 @@ import ctypes, json, os, socket, subprocess, sys, tempfile
 home, outside, tcp_port, udp_port, host_pid = {home!r}, {outside!r}, {tcp}, {udp}, {host}
 key = os.path.join(home, ".ssh", "id_rsa")
 results = {{}}
-
-def attempt(name, action):
-    try:
-        value = action()
-        results[name] = "ok" if value is None else str(value)
-    except OSError as exc:
-        results[name] = f"errno {{exc.errno}}"
-
+''' + ATTEMPT + r'''
 def write(path):
     with open(path, "w") as file:
         file.write("x")
