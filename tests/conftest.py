@@ -68,11 +68,16 @@ def workdir(tmp_path: Path) -> Path:
 
 
 SLOWEST_FIRST = (
-    "tests/e2e/test_terminal_oneshot.py",
     "tests/e2e/test_jupyterlab.py",
     "tests/e2e/test_sessions_cli.py",
+    "tests/e2e/test_terminal_oneshot.py",
     "tests/e2e/test_terminal_session.py",
     "tests/integration/test_readme.py",
+    "tests/e2e/test_terminal_exit.py",
+    "tests/e2e/test_timeline_cli.py",
+    "tests/e2e/test_terminal_first_run.py",
+    "tests/e2e/test_terminal_directed.py",
+    "tests/e2e/test_cross_provider_types.py",
 )
 """The files that take longest (seconds of worker time, measured), longest first. With `-n 2` each file runs
 whole on one worker (`--dist loadfile`), in the order the files are collected (`--no-loadscope-reorder`);
