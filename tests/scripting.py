@@ -71,10 +71,11 @@ __all__ = [
     "configs",
     "drive",
     "first_prompt",
+    "new_kernel_turn",
     "no_freeact_sub_environment",
     "note_kernels",
     "of",
-    "shared_single_agent",
+    "shared_agent",
     "single_agent_config",
     "tool_results",
     "until",
@@ -297,12 +298,22 @@ def single_agent_config(script: Script, workdir: Any, **settings: Any) -> AgentC
     return configs(enable_subagents=False)(script.model, workdir, **settings)
 
 
-def shared_single_agent(folder: str) -> Any:
+async def new_kernel_turn(script: Script, workdir: Any, prompt: str) -> list[AgentEvent]:
+    """One turn of a fresh agent (no `task` tool) on `script`, approved throughout, after which its kernel must be
+    another process than the one it started with (the turn killed or reset it); the turn's events."""
+    async with Agent(single_agent_config(script, workdir)) as agent:
+        pid = agent.kernel.pid
+        events = await drive(agent.stream(prompt))
+        assert agent.kernel.pid != pid, "the kernel was not restarted"
+    return events
+
+
+def shared_agent(folder: str) -> Any:
     """A module's `shared` fixture: `(agent, script)`, one agent (no `task` tool) on a `Script` that its tests
     `reset()`, started once for the module in a temporary folder named `folder`. For the tests that need no fresh
     history and do not restart its kernel::
 
-        shared = shared_single_agent("faults")
+        shared = shared_agent("faults")
     """
 
     @pytest_asyncio.fixture(scope="module", loop_scope="module")

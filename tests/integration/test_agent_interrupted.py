@@ -24,14 +24,14 @@ from freeact_sub import (
     ResponseChunk,
     TurnCancelled,
 )
-from tests.scripting import Block, Call, Router, Script, drive, shared_single_agent
+from tests.scripting import Block, Call, Router, Script, drive, shared_agent
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 COUNT_CELL = "n = globals().get('n', 0) + 1\nprint('cell', n)"
 
 
-shared = shared_single_agent("interrupted")
+shared = shared_agent("interrupted")
 
 
 def endless_cells(count: int = 50) -> list[list[Call]]:

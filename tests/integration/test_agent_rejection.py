@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from freeact_sub import ApprovalRequest, CodeExecutionOutput, Response
-from tests.scripting import Call, drive, of, shared_single_agent
+from tests.scripting import Call, drive, of, shared_agent
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-shared = shared_single_agent("rejection")
+shared = shared_agent("rejection")
 
 
 def _reject_with(reason: str | None, only: str | None = None):

@@ -13,15 +13,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from freeact_sub import (
-    Agent,
-    AgentEvent,
-    ApprovalRequest,
-    Response,
-    SubagentFinished,
-    SubagentStarted,
-    ToolOutput,
-)
+from freeact_sub import Agent, AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, ToolOutput
 from tests.processes import kernel_processes
 from tests.scripting import Block, Call, Router, Script, auto_approved_without_pools, drive, of, tool_results
 

@@ -11,14 +11,7 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from freeact_sub import (
-    Agent,
-    AgentEvent,
-    ApprovalRequest,
-    SubagentFinished,
-    SubagentMessage,
-    SubagentReport,
-)
+from freeact_sub import Agent, AgentEvent, ApprovalRequest, SubagentFinished, SubagentMessage, SubagentReport
 from tests.scripting import Block, Call, Router, Script, auto_approved_without_pools, drive, of, tool_results
 
 LIMIT = 120.0
