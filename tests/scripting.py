@@ -13,23 +13,21 @@ streamed in order (or a callable that gets the messages and returns such a list)
 
 The script records what each request received, so a test can assert on the model's view::
 
-    from tests.scripting import Call, Script
+    from tests.scripting import Call, Script, drive, single_agent_config
 
     script = Script(
         ["Let me compute.", Call("execute_ipython_cell", {"code": "print(6 * 7)"})],
         ["The answer is 42."],
     )
-    config = AgentConfig(model=script.model, working_dir=tmp_path, enable_subagents=False)
-    async with Agent(config) as agent:
-        async for event in agent.stream("What is 6*7?"):
-            if isinstance(event, ApprovalRequest):
-                event.approve(True)
+    async with Agent(single_agent_config(script, tmp_path)) as agent:
+        events = await drive(agent.stream("What is 6*7?"))   # every approval answered yes
     assert "42" in script.tool_results(1)["call-1"]   # what request #1 (0-based) got back
     assert script.calls == 2
 
 `drive(agent.stream(prompt), decide=True)` consumes a turn, answering approvals, and returns
-its events. `script.reset(*steps)` plans new steps and forgets old requests, for an agent that
-several tests share.
+its events; `single_agent_config(script, workdir)` is an agent without the `task` tool.
+`script.reset(*steps)` plans new steps and forgets old requests, for an agent that several
+tests share.
 
 Running out of steps raises `ScriptExhausted` inside the model (the agent reports it as a
 `ModelError`), so a test whose agent asks the model more often than planned fails loudly.

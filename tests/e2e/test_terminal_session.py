@@ -47,6 +47,13 @@ def _ready(term: Terminal) -> str:
     return main
 
 
+def ctrl_d_exits_leaving_nothing(term: Terminal, workdir: Path) -> None:
+    """Ctrl-D at the empty prompt ends the program with 0, and no process of its runs in `workdir` any more."""
+    term.send("\x04")
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
+
+
 def _start_tour(term: Terminal, main: str) -> None:
     """Send the tour's prompt and approve the main agent's actions up to its three subagents."""
     term.send("show me what you can do\r")
@@ -181,9 +188,7 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     term.expect(r"The sum of 1 to 100 is 5050")
     term.expect(r"you ›")
 
-    term.send("\x04")  # Ctrl-D at the empty prompt exits
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
+    ctrl_d_exits_leaving_nothing(term, workdir)
 
 
 def test_the_person_answers_the_second_question_first_and_rejects_the_first_with_a_reason(
@@ -225,9 +230,7 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     term.expect(rf"{main} +› Results")
     term.expect(r"you ›")
 
-    term.send("\x04")
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
+    ctrl_d_exits_leaving_nothing(term, workdir)
 
 
 def test_s_stops_one_subagent_and_the_turn_goes_on_then_a_background_question_is_answered_between_turns(
@@ -266,9 +269,7 @@ def test_s_stops_one_subagent_and_the_turn_goes_on_then_a_background_question_is
     term.send("any news from the background?\r")
     term.expect(rf"{main} +› The background subagent has ended\. It reported: The sentence has 10 words\.")
     term.expect(r"you ›")
-    term.send("\x04")
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
+    ctrl_d_exits_leaving_nothing(term, workdir)
 
 
 def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(demo: Terminal, workdir: Path) -> None:

@@ -11,7 +11,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psutil
@@ -33,6 +33,17 @@ async def kernel(tmp_path_factory: pytest.TempPathFactory):
         yield shared
 
 
+@pytest_asyncio.fixture(loop_scope="module")
+async def zygote() -> AsyncIterator[KernelZygote]:
+    """A started kernel zygote, closed after the test (its forked kernels with it)."""
+    started = KernelZygote()
+    await started.start()
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
 def _same_file(a: str | Path, b: str | Path) -> bool:
     return os.path.samefile(a, b)
 
@@ -44,61 +55,46 @@ async def test_a_subscriber_that_reads_late_still_gets_every_line_in_order(kerne
     await _assert_a_late_subscriber_gets_every_line(kernel)
 
 
-async def test_a_forked_kernel_keeps_every_line_for_a_late_subscriber_too(tmp_path: Path) -> None:
-    zygote = KernelZygote()
-    await zygote.start()
-    try:
-        async with Kernel(working_dir=tmp_path, launcher=zygote) as forked:
-            assert psutil.Process(forked.pid).ppid() == zygote.pid
-            await _assert_a_late_subscriber_gets_every_line(forked)
-    finally:
-        await zygote.close()
+async def test_a_forked_kernel_keeps_every_line_for_a_late_subscriber_too(zygote: KernelZygote, tmp_path: Path) -> None:
+    async with Kernel(working_dir=tmp_path, launcher=zygote) as forked:
+        assert psutil.Process(forked.pid).ppid() == zygote.pid
+        await _assert_a_late_subscriber_gets_every_line(forked)
 
 
-async def test_a_forked_kernel_ends_when_its_zygote_is_killed(tmp_path: Path) -> None:
+async def test_a_forked_kernel_ends_when_its_zygote_is_killed(zygote: KernelZygote, tmp_path: Path) -> None:
     # The zygote kills its kernels when the host goes; if the zygote itself dies abruptly, each
     # forked kernel's parent poller must end it instead of leaving an orphan behind.
-    zygote = KernelZygote()
-    await zygote.start()
-    try:
-        forked = Kernel(working_dir=tmp_path, launcher=zygote)
-        await forked.start()
-        pid = forked.pid
-        assert pid is not None and zygote.pid is not None
-        os.kill(zygote.pid, signal.SIGKILL)
-        outlived = not await is_gone(pid, wait=10.0)
-        if outlived:  # the orphan is no longer our child: end it by its PID so the failure leaks nothing
-            os.kill(pid, signal.SIGKILL)
-        assert not outlived, "a forked kernel outlived its killed zygote"
-        await forked.shutdown(now=True)
-    finally:
-        await zygote.close()
+    forked = Kernel(working_dir=tmp_path, launcher=zygote)
+    await forked.start()
+    pid = forked.pid
+    assert pid is not None and zygote.pid is not None
+    os.kill(zygote.pid, signal.SIGKILL)
+    outlived = not await is_gone(pid, wait=10.0)
+    if outlived:  # the orphan is no longer our child: end it by its PID so the failure leaks nothing
+        os.kill(pid, signal.SIGKILL)
+    assert not outlived, "a forked kernel outlived its killed zygote"
+    await forked.shutdown(now=True)
 
 
-async def test_a_forked_kernel_is_fresh_and_takes_its_own_settings(tmp_path: Path) -> None:
+async def test_a_forked_kernel_is_fresh_and_takes_its_own_settings(zygote: KernelZygote, tmp_path: Path) -> None:
     # What a forked kernel inherits from the zygote is imports (and the zygote's frozen objects), never
     # another kernel's state: its own folder, environment and command line (read without traitlets'
     # parser: the in-memory history and the zygote as its parent must still be set), and nothing run yet.
-    zygote = KernelZygote()
-    await zygote.start()
-    try:
-        for name in ("one", "two"):
-            folder = tmp_path / name
-            async with Kernel(working_dir=folder, launcher=zygote, env={"FORK_TEST": name}) as forked:
-                result = await forked.execute(
-                    "import gc, os\n"
-                    "ip = get_ipython()\n"
-                    "print(os.getcwd(), os.environ['FORK_TEST'], len(In), ip.history_manager.hist_file,"
-                    " ip.kernel.parent.parent_handle, gc.get_freeze_count() > 0,"
-                    " sorted(n for n in globals() if n in ('x', 'leftover')))\n"
-                    "leftover = 1"
-                )
-                assert result.status == "ok", result.text
-                assert result.text.split() == [
-                    str(folder.resolve()), name, "2", ":memory:", str(zygote.pid), "True", "[]"
-                ]
-    finally:
-        await zygote.close()
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        async with Kernel(working_dir=folder, launcher=zygote, env={"FORK_TEST": name}) as forked:
+            result = await forked.execute(
+                "import gc, os\n"
+                "ip = get_ipython()\n"
+                "print(os.getcwd(), os.environ['FORK_TEST'], len(In), ip.history_manager.hist_file,"
+                " ip.kernel.parent.parent_handle, gc.get_freeze_count() > 0,"
+                " sorted(n for n in globals() if n in ('x', 'leftover')))\n"
+                "leftover = 1"
+            )
+            assert result.status == "ok", result.text
+            assert result.text.split() == [
+                str(folder.resolve()), name, "2", ":memory:", str(zygote.pid), "True", "[]"
+            ]
 
 
 async def _assert_a_late_subscriber_gets_every_line(kernel: Kernel) -> None:

@@ -84,13 +84,8 @@ async def test_output_streams_while_the_cell_runs(kernel: Any, tmp_path: Path) -
     # The cell waits for a file that only the output callback creates: it can end only if its
     # first output reached us while it was still running.
     flag = tmp_path / "go"
-    code = (
-        "import os, time\n"
-        "print('waiting', flush=True)\n"
-        f"while not os.path.exists({str(flag)!r}):\n"
-        "    time.sleep(0.01)\n"
-        "print('released')"
-    )
+    wait = f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.01)\n"
+    code = "import os, time\nprint('waiting', flush=True)\n" + wait + "print('released')"
     seen: list[str] = []
 
     def on_output(text: str) -> None:

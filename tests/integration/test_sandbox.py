@@ -7,6 +7,7 @@ nothing is mocked: the kernel, the namespaces and Landlock are the real ones.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -121,9 +122,8 @@ class _Servers:
 
 @pytest.fixture
 def servers() -> Iterator[_Servers]:
-    running = _Servers()
-    yield running
-    running.close()
+    with contextlib.closing(_Servers()) as running:
+        yield running
 
 
 @pytest.fixture
