@@ -16,6 +16,7 @@ import psutil
 import pytest
 from terminal_driver import AGENT, Terminal, processes_in, wait_until_gone
 
+from freeact_sub.demo import DEMO_MCP_SERVER
 from freeact_sub.terminal.approvals import BURST_GAP
 
 pytestmark = pytest.mark.timeout(600)
@@ -313,7 +314,7 @@ def _demo_mcp_servers(term: Terminal) -> list[psutil.Process]:
     found = []
     for process in term.descendants():
         try:
-            if "freeact_sub.demo.mcp_server" in " ".join(process.cmdline()):
+            if DEMO_MCP_SERVER["args"][-1] in process.cmdline():
                 found.append(process)
         except psutil.Error:
             continue
