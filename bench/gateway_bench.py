@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.subagent_bench import SpawnScript, timed_spawn
 from freeact_sub import Agent, AgentConfig
-from freeact_sub._gateway_client import QuickAckConnection
-from freeact_sub.config import KernelGatewayConfig
-from freeact_sub.kernel_gateway import GatewayKernel
+from freeact_sub.config.agent_config import KernelGatewayConfig
+from freeact_sub.kernels._gateway_client import QuickAckConnection
+from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import TOKEN_ENV, GatewayServer, kernel_gateway
 
 LINES = 10_000

@@ -21,7 +21,7 @@ import time
 
 from jupyter_client import AsyncKernelManager
 
-from freeact_sub.kernel import Kernel
+from freeact_sub.kernels.local import Kernel
 
 LINES = 10_000
 

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from freeact_sub.kernel import Kernel
-from freeact_sub.kernel_launcher import KernelZygote
+from freeact_sub.kernels.launcher import KernelZygote
+from freeact_sub.kernels.local import Kernel
 from freeact_sub.sandbox import BUILT_IN_PROFILES, platform_problem
 
 

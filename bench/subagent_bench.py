@@ -42,12 +42,12 @@ from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 from freeact_sub import Agent, AgentConfig, ApprovalRequest, SubagentFinished, ToolOutput
-from freeact_sub.kernel import Kernel
-from freeact_sub.kernel_launcher import KernelZygote
-from freeact_sub.mcp import McpConnections
+from freeact_sub.kernels.launcher import KernelZygote
+from freeact_sub.kernels.local import Kernel
+from freeact_sub.mcp.servers import McpConnections
 
 KERNEL_SOCKET = re.compile(r"freeact-sub-\d+/kernel-[^/]+/run/")
-"""Where a kernel binds its sockets (`freeact_sub._connection_dirs`)."""
+"""Where a kernel binds its sockets (`freeact_sub.sandbox.kernel_folders`)."""
 
 CALC_SERVER = Path(__file__).resolve().parent.parent / "tests" / "servers" / "calc_server.py"
 

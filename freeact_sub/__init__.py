@@ -7,13 +7,19 @@ errors. The terminal and the notebook front ends use only these.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .agent import Agent
-from .approvals import ApprovalPolicy
-from .builtin_types import BUILTIN_TYPES
-from .commands import Command, CommandFiles, load_commands, read_commands
-from .config import DEFAULT_SYSTEM_PROMPT, AgentConfig, KernelGatewayConfig, auto_approve_from_env, load_mcp_config
-from .definitions import AgentDefinition
-from .direct import split_type_prompt
+from .agent.agent import Agent
+from .agent.direct import split_type_prompt
+from .config.agent_config import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentConfig,
+    KernelGatewayConfig,
+    auto_approve_from_env,
+    load_mcp_config,
+)
+from .config.builtin_types import BUILTIN_TYPES
+from .config.commands import Command, CommandFiles, load_commands, read_commands
+from .config.definitions import AgentDefinition
+from .config.project_trust import ProjectPowers, forget_folder, trusted_folders, trusted_folders_file
 from .errors import ConfigError, ConfigWarning, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
     AgentEvent,
@@ -37,11 +43,11 @@ from .events import (
     TurnCancelled,
     TurnStarted,
 )
-from .hooks import HookSpec
-from .model_options import ModelOption
-from .project_trust import ProjectPowers, forget_folder, trusted_folders, trusted_folders_file
+from .models.options import ModelOption
+from .policy.approvals import ApprovalPolicy
+from .policy.hooks import HookSpec
 from .timelines import Timeline, TimelineBuilder, timeline
-from .tree import SubagentInfo
+from .tree.registry import SubagentInfo
 from .usage import TreeUsage, Usage
 
 try:

@@ -172,7 +172,7 @@ def _kernel_spec_without_output_limit(data_dir: Path) -> None:
     anything reached our client. The tests are about our client, so the gateway's kernels here
     keep everything; a gateway deployment chooses its own kernels (README, Kernel Gateway).
     """
-    launcher = Path(freeact_sub.__file__).parent / "_ipykernel_launcher.py"
+    launcher = Path(freeact_sub.__file__).parent / "kernels" / "_ipykernel_launcher.py"
     spec = {
         "argv": [sys.executable, str(launcher), "-f", "{connection_file}"],
         "display_name": "Python 3 (ipykernel)",

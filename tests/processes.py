@@ -9,7 +9,7 @@ import time
 import psutil
 
 KERNEL_SOCKET = re.compile(r"freeact-sub-\d+/kernel-[^/]+/run/")
-"""Where a kernel binds its sockets (`freeact_sub._connection_dirs`)."""
+"""Where a kernel binds its sockets (`freeact_sub.sandbox.kernel_folders`)."""
 
 
 def _is_kernel(process: psutil.Process) -> bool:

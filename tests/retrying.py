@@ -15,10 +15,10 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from rich.console import Console
 
 from freeact_sub import AgentConfig, ModelRetry, ResponseChunk
-from freeact_sub import retries as retries_module
 from freeact_sub.demo import DemoServer
 from freeact_sub.demo.faults import FaultPlan
 from freeact_sub.demo.scenario import Reply, ToolCall
+from freeact_sub.models import retries as retries_module
 from freeact_sub.sessions import open_session
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer

@@ -19,9 +19,9 @@ from .generate import PACKAGE
 from .packages import PackageShelf
 
 if TYPE_CHECKING:
-    from ..config import AgentConfig
-    from ..kernels import KernelBackend
-    from ..mcp import McpConnections
+    from ..config.agent_config import AgentConfig
+    from ..kernels.backends import KernelBackend
+    from ..mcp.servers import McpConnections
 
 __all__ = ["PACKAGE", "Ask", "CodeTools", "McpToolsMode", "PackageShelf", "mcp_prompt", "open_code_tools"]
 

@@ -30,11 +30,11 @@ from .generate import PACKAGE, GeneratedModule
 from .packages import SharedPackage
 
 if TYPE_CHECKING:
-    from ..cell_run import OutputCallback
-    from ..kernel import ExecutionResult
-    from ..kernels import KernelBackend
-    from ..mcp import McpConnections
-    from ..mcp_connection import McpTool
+    from ..kernels.backends import KernelBackend
+    from ..kernels.cell_run import OutputCallback
+    from ..kernels.local import ExecutionResult
+    from ..mcp.connection import McpTool
+    from ..mcp.servers import McpConnections
 
 __all__ = ["Ask", "CodeTools", "McpToolsMode"]
 

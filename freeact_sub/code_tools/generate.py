@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..mcp_connection import McpTool
+    from ..mcp.connection import McpTool
 
 __all__ = [
     "PACKAGE", "GeneratedModule", "identifier", "module_source", "package_sources", "wrapped_result", "write_package",

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import _connection_dirs
-from .._safe_files import make_folder
+from ..sandbox import kernel_folders
+from ..sandbox.safe_files import make_folder
 from .generate import PACKAGE, GeneratedModule, package_sources
 
 if TYPE_CHECKING:
-    from ..mcp_connection import McpTool
+    from ..mcp.connection import McpTool
 
 __all__ = ["PackageShelf", "SharedPackage"]
 
@@ -92,8 +92,8 @@ class PackageShelf:
         # `base` is `<working folder>/.freeact-sub/mcptools`: a link planted there (a cloned repository's) is refused
         make_folder(base.parent.parent, base)
         if folder not in self._folders:
-            _connection_dirs.sweep_owned(base)
-            _connection_dirs.claim(folder)
+            kernel_folders.sweep_owned(base)
+            kernel_folders.claim(folder)
             self._folders.add(folder)
         root = folder / digest
         package = root / PACKAGE

@@ -26,8 +26,8 @@ from .scenario import DEMO_ANTHROPIC_MODEL, DEMO_MODEL, PI_TASK, PRIMES_TASK, RE
 from .server import DemoServer, start_demo_server
 
 if TYPE_CHECKING:
-    from freeact_sub.config import AgentConfig
-    from freeact_sub.definitions import AgentDefinition
+    from freeact_sub.config.agent_config import AgentConfig
+    from freeact_sub.config.definitions import AgentDefinition
 
 __all__ = [
     "DEMO_ANTHROPIC_MODEL",
@@ -60,7 +60,7 @@ def demo_agent_types(server: DemoServer) -> dict[str, AgentDefinition]:
     child on another provider's protocol than its parent. It may only use the demo MCP server's
     `word_count` tool (so it gets no kernel), and its approval rule runs that tool without asking.
     """
-    from freeact_sub.definitions import AgentDefinition
+    from freeact_sub.config.definitions import AgentDefinition
 
     return {
         "reviewer": AgentDefinition(
@@ -81,7 +81,7 @@ def demo_config(server: DemoServer, **overrides: Any) -> AgentConfig:
     Keyword arguments override any field, e.g. `demo_config(server, working_dir=tmp, auto_approve=True)`;
     `agents=` adds types to the demo's (replacing one of the same name).
     """
-    from freeact_sub.config import AgentConfig
+    from freeact_sub.config.agent_config import AgentConfig
 
     values: dict[str, Any] = {
         "model": DEMO_MODEL,

@@ -9,7 +9,7 @@ from typing import Literal
 import ipywidgets as widgets
 
 from freeact_sub import ApprovalRequest, CodeExecutionOutput, ToolOutput
-from freeact_sub.task_notes import task_call_notes
+from freeact_sub.subagents.task_notes import task_call_notes
 
 from . import _html
 from .approval_panel import ApprovalPanel

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .. import _connection_dirs
 from ..errors import ConfigError
+from . import kernel_folders
 from .enforce import landlock_abi
 from .profiles import BUILT_IN_PROFILES, DEFAULT_SECRETS, SandboxProfile, meet, profile_from
 
@@ -100,7 +100,7 @@ def confined_command(
     Like a kernel, it sees none of the kernels' private folders.
     """
     check_enforceable(profile)
-    plan = {**profile.plan(working_dir, homes), "private_root": _connection_dirs.private_root(), "own": []}
+    plan = {**profile.plan(working_dir, homes), "private_root": kernel_folders.private_root(), "own": []}
     return wrapped_command(plan, command)
 
 

@@ -46,7 +46,7 @@ from freeact_sub import (
     TurnStarted,
 )
 
-from ..task_notes import task_call_notes
+from ..subagents.task_notes import task_call_notes
 from .gutter import Gutter
 from .palette import Palette
 from .safe_text import ansi_text, clean, visible

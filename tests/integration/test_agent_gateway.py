@@ -17,7 +17,7 @@ import pytest
 
 from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinished, TurnCancelled
 from freeact_sub.errors import KernelError
-from freeact_sub.kernel_gateway import GatewayKernel
+from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, token_gateway
 from tests.scripting import Block, Call, Router, Script, configs, drive, until
 

@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from freeact_sub import Agent, AgentConfig, ApprovalRequest, CodeExecutionOutput, SubagentStarted
-from freeact_sub.agent_types import BUILTIN_TYPES, confine
+from freeact_sub.config.agent_types import BUILTIN_TYPES, confine
 from freeact_sub.demo import DemoServer
 from freeact_sub.demo.scenario import Reply, ToolCall
 from freeact_sub.sandbox import BUILT_IN_PROFILES, platform_problem

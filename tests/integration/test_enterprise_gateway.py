@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinished
-from freeact_sub.config import KernelGatewayConfig
+from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.errors import KernelError
-from freeact_sub.kernel_gateway import GatewayKernel
+from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import EG_PYTHON_ENV, GatewayServer, enterprise_gateway, enterprise_gateway_python
 from tests.scripting import Call, Router, Script, configs, drive, until
 

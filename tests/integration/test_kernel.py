@@ -19,8 +19,8 @@ import pytest
 import pytest_asyncio
 from jupyter_client import AsyncKernelClient
 
-from freeact_sub.kernel import Kernel, KernelError
-from freeact_sub.kernel_launcher import KernelZygote
+from freeact_sub.kernels.launcher import KernelZygote
+from freeact_sub.kernels.local import Kernel, KernelError
 from tests.processes import is_gone
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -186,7 +186,7 @@ async def test_each_kernel_has_a_private_connection_folder_removed_at_shutdown(t
 
 _HOST = """
 import asyncio, os, signal, sys
-from freeact_sub.kernel import Kernel
+from freeact_sub.kernels.local import Kernel
 
 async def main():
     kernel = Kernel(working_dir=sys.argv[2])
@@ -230,27 +230,27 @@ async def test_connection_folders_of_a_host_that_exits_are_removed_at_exit(short
 
 async def test_connection_folders_of_a_dead_host_are_swept_and_no_others(short_tmp_path: Path) -> None:
     tmp_path = short_tmp_path
-    from freeact_sub import _connection_dirs
+    from freeact_sub.sandbox import kernel_folders
 
     folder, kernel_pid = await _host("die", tmp_path)
     assert (folder / "connection.json").is_file()  # left behind, HMAC key and all
     assert await is_gone(kernel_pid, wait=10)
-    live = _connection_dirs.create()  # this process's own: its owner is alive
+    live = kernel_folders.create()  # this process's own: its owner is alive
     root = folder.parent  # the dead host's private root, `$TMPDIR/freeact-sub-<uid>`
     assert root.name == f"freeact-sub-{os.getuid()}" and (root.stat().st_mode & 0o777) == 0o700
     unowned = root / "kernel-unowned"  # no owner recorded: not ours to judge
     unowned.mkdir()
     try:
-        assert _connection_dirs.sweep(str(root)) == [str(folder)]
+        assert kernel_folders.sweep(str(root)) == [str(folder)]
         assert [p.exists() for p in (folder, unowned, Path(live))] == [False, True, True]
         assert (Path(live) / "owner").read_text() == str(os.getpid())
     finally:
-        _connection_dirs.remove(live)
+        kernel_folders.remove(live)
 
 
 async def test_an_empty_unowned_folder_is_swept_only_after_a_minute(tmp_path: Path) -> None:
     """What a removal leaves when a dying kernel's socket file comes and goes during it."""
-    from freeact_sub import _connection_dirs
+    from freeact_sub.sandbox import kernel_folders
 
     root = tmp_path / "tmp"
     root.mkdir()
@@ -260,7 +260,7 @@ async def test_an_empty_unowned_folder_is_swept_only_after_a_minute(tmp_path: Pa
     (kept / "connection.json").write_text("{}")  # has content but no owner: not ours to judge
     for folder in (old, kept):
         os.utime(folder, (time.time() - 120, time.time() - 120))
-    assert _connection_dirs.sweep(str(root)) == [str(old)]
+    assert kernel_folders.sweep(str(root)) == [str(old)]
     assert [p.exists() for p in (old, new, kept)] == [False, True, True]
 
 
@@ -268,7 +268,7 @@ async def test_what_a_kernel_made_after_its_folder_was_removed_is_swept_when_nob
     """A kernel forked while its start was cancelled can bind its sockets and make `ipython/` in a removed folder."""
     import socket
 
-    from freeact_sub import _connection_dirs
+    from freeact_sub.sandbox import kernel_folders
 
     root = tmp_path / "t"
     root.mkdir()
@@ -282,7 +282,7 @@ async def test_what_a_kernel_made_after_its_folder_was_removed_is_swept_when_nob
         listening.listen()
         for folder in (dead, live):
             os.utime(folder, (time.time() - 120, time.time() - 120))
-        assert _connection_dirs.sweep(str(root)) == [str(dead)]
+        assert kernel_folders.sweep(str(root)) == [str(dead)]
         assert live.exists()
 
 
@@ -373,7 +373,7 @@ async def test_a_kernel_that_cannot_start_raises_kernel_error(tmp_path: Path) ->
 
 
 async def test_a_dead_hosts_code_tools_socket_folder_is_swept_too(tmp_path: Path) -> None:
-    from freeact_sub import _connection_dirs
+    from freeact_sub.sandbox import kernel_folders
 
     root = tmp_path / "tmp"
     root.mkdir()
@@ -384,7 +384,7 @@ async def test_a_dead_hosts_code_tools_socket_folder_is_swept_too(tmp_path: Path
         folder.mkdir()
         (folder / "owner").write_text(str(owner))
         (folder / "tools.sock").write_text("")
-    assert _connection_dirs.sweep(str(root)) == [str(root / "freeact-sub-tools-dead")]
+    assert kernel_folders.sweep(str(root)) == [str(root / "freeact-sub-tools-dead")]
     assert (root / "freeact-sub-tools-live").exists()
 
 
@@ -393,7 +393,7 @@ async def test_an_older_versions_code_tools_folder_is_swept_once_nobody_listens_
 ) -> None:
     import socket
 
-    from freeact_sub import _connection_dirs
+    from freeact_sub.sandbox import kernel_folders
 
     root = short_tmp_path / "t"  # a socket's path must fit in 107 bytes
     root.mkdir()
@@ -409,7 +409,7 @@ async def test_an_older_versions_code_tools_folder_is_swept_once_nobody_listens_
         listening.listen(1)
         for folder in (dead, live):
             os.utime(folder, (time.time() - 120, time.time() - 120))
-        assert _connection_dirs.sweep(str(root)) == [str(dead)]
+        assert kernel_folders.sweep(str(root)) == [str(dead)]
         assert live.exists()
     finally:
         listening.close()

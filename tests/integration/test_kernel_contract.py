@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from freeact_sub.config import KernelGatewayConfig
-from freeact_sub.kernel import Kernel
-from freeact_sub.kernel_gateway import GatewayKernel
+from freeact_sub.config.agent_config import KernelGatewayConfig
+from freeact_sub.kernels.gateway import GatewayKernel
+from freeact_sub.kernels.local import Kernel
 from tests.gateway_server import TOKEN_ENV, token_gateway
 from tests.processes import is_gone
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from freeact_sub.config import KernelGatewayConfig
+from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.errors import KernelError
-from freeact_sub.kernel_gateway import GatewayKernel
+from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, kernel_gateway, token_gateway
 from tests.processes import is_gone
 
@@ -144,8 +144,8 @@ async def test_gateway_kernels_are_deleted_at_host_exit(gateway: GatewayServer, 
     script = tmp_path / "host.py"
     script.write_text(
         "import asyncio, sys\n"
-        "from freeact_sub.config import KernelGatewayConfig\n"
-        "from freeact_sub.kernel_gateway import GatewayKernel\n"
+        "from freeact_sub.config.agent_config import KernelGatewayConfig\n"
+        "from freeact_sub.kernels.gateway import GatewayKernel\n"
         "async def main():\n"
         f"    kernel = GatewayKernel(KernelGatewayConfig(url={gateway.url!r}, token_env={TOKEN_ENV!r}))\n"
         "    await kernel.start()\n"

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from freeact_sub import AgentConfig, McpServerError
-from freeact_sub.mcp import McpConnections
+from freeact_sub.mcp.servers import McpConnections
 from tests.processes import is_gone
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

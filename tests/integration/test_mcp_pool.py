@@ -13,9 +13,9 @@ from typing import Any
 import psutil
 
 from freeact_sub import Agent, AgentConfig, SubagentFinished, ToolOutput
-from freeact_sub.mcp import McpConnections
-from freeact_sub.mcp_config import McpServerConfig
-from freeact_sub.mcp_pool import McpPool
+from freeact_sub.config.mcp_servers import McpServerConfig
+from freeact_sub.mcp.pool import McpPool
+from freeact_sub.mcp.servers import McpConnections
 from tests.processes import calc_servers, is_gone
 from tests.scripting import Call, Router, Script, drive, of, until
 

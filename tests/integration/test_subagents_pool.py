@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from freeact_sub import Agent, AgentConfig, KernelError
-from freeact_sub.kernel import Kernel
-from freeact_sub.kernel_pool import KernelPool
+from freeact_sub.kernels.local import Kernel
+from freeact_sub.kernels.pool import KernelPool
 from tests.processes import kernel_processes
 from tests.scripting import Call, Router, Script, until
 

@@ -19,8 +19,8 @@ import pytest
 import pytest_asyncio
 
 from freeact_sub import Agent, AgentConfig, CodeExecutionOutput
-from freeact_sub._connection_dirs import private_root
 from freeact_sub.sandbox import platform_problem
+from freeact_sub.sandbox.kernel_folders import private_root
 from tests.scripting import Call, Router, Script, drive, of
 from tests.security.lab import ATTACKS, BASHRC, HOST_KEY, PNG, SECRET, Lab, build, working_folder
 
@@ -215,7 +215,7 @@ async def test_the_host_process_is_out_of_reach_and_ordinary_work_goes_on(attack
 
 async def test_a_profile_that_names_a_socket_reaches_that_one_only(attacked, tmp_path: Path) -> None:
     lab, _ = attacked
-    from freeact_sub.kernel import Kernel
+    from freeact_sub.kernels.local import Kernel
     from freeact_sub.sandbox import SandboxProfile
 
     profile = SandboxProfile(name="docker", unix_sockets=(str(lab.docker_socket),))

@@ -30,8 +30,8 @@ from freeact_sub import (
     forget_folder,
     trusted_folders,
 )
-from freeact_sub.agent_types import load_agent_types, project_agent_types
-from freeact_sub.project_trust import powers_of, wider_than_default
+from freeact_sub.config.agent_types import load_agent_types, project_agent_types
+from freeact_sub.config.project_trust import powers_of, wider_than_default
 from freeact_sub.sandbox import profile_from
 from tests.scripting import Call, Router, Script, configs, drive
 

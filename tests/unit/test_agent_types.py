@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from freeact_sub import AgentConfig, AgentDefinition, ConfigError, ConfigWarning
-from freeact_sub.agent_types import (
+from freeact_sub.config.agent_types import (
     BUILTIN_TYPES,
     compose_system_prompt,
     configure,
@@ -18,7 +18,7 @@ from freeact_sub.agent_types import (
     parse_agent_markdown,
     task_tool,
 )
-from freeact_sub.tool_names import server_may_offer, tool_allowed
+from freeact_sub.tools.names import server_may_offer, tool_allowed
 
 REVIEWER = """\
 ---
@@ -354,7 +354,7 @@ def test_the_task_tool_lists_the_models_and_offers_model_only_when_there_is_a_ch
 
 
 def test_a_model_is_found_by_its_name_with_or_without_the_provider_prefix() -> None:
-    from freeact_sub.model_options import ModelOption, find_option
+    from freeact_sub.models.options import ModelOption, find_option
 
     names = ("anthropic:claude-haiku-4-5", "llama3.2", "openai:x", "google:x")
     options = [ModelOption.model_validate(name) for name in names]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from freeact_sub.approvals import ApprovalRules, RuleMatch, specificity
+from freeact_sub.policy.approvals import ApprovalRules, RuleMatch, specificity
 
 
 def test_an_exact_name_beats_a_glob_and_more_literal_characters_win() -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from freeact_sub.code_tools.generate import identifier, write_package
-from freeact_sub.mcp_connection import McpTool
+from freeact_sub.mcp.connection import McpTool
 
 
 def tool(name: str, schema: dict, description: str = "", output: dict | None = None) -> McpTool:

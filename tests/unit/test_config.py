@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai.models.function import FunctionModel
 
 from freeact_sub import AgentConfig, ConfigError, load_mcp_config
-from freeact_sub.config import HttpServerConfig, StdioServerConfig
+from freeact_sub.config.agent_config import HttpServerConfig, StdioServerConfig
 
 
 def _write(path: Path, data: object) -> Path:
@@ -215,7 +215,7 @@ def test_an_unknown_model_is_a_config_error() -> None:
 
 
 def test_every_field_can_be_set_from_the_environment() -> None:
-    from freeact_sub.config import ENV_PREFIX, values_from_environment
+    from freeact_sub.config.agent_config import ENV_PREFIX, values_from_environment
 
     names = list(AgentConfig.model_fields)
     assert len(names) > 30

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from freeact_sub import AgentConfig
-from freeact_sub.config import ConfigError, KernelGatewayConfig
+from freeact_sub.config.agent_config import ConfigError, KernelGatewayConfig
 from freeact_sub.terminal.cli import build_parser
 
 

@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.usage import RequestUsage
 
 from freeact_sub import Agent, AgentConfig, AgentDefinition, ConfigError
-from freeact_sub.task_notes import task_call_notes
+from freeact_sub.subagents.task_notes import task_call_notes
 from tests.scripting import Script
 
 

@@ -244,7 +244,7 @@ async def test_the_tour_calls_mcp_tools_from_code_then_starts_a_typed_reviewer_b
 
 
 async def test_one_server_answers_the_reviewer_over_the_anthropic_protocol(server: DemoServer) -> None:
-    from freeact_sub.agent_types import AgentDefinition, configure
+    from freeact_sub.config.agent_types import AgentDefinition, configure
 
     types = demo_config(server).agents
     parent = AgentConfig(model=DEMO_MODEL, base_url=server.base_url)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from freeact_sub._ipykernel_launcher import KernelApp, _plain_options
+from freeact_sub.kernels._ipykernel_launcher import KernelApp, _plain_options
 
 ARGV = ["-f", "/tmp/k/connection.json", "--HistoryManager.hist_file=:memory:", "--IPKernelApp.parent_handle=123"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from freeact_sub.tool_names import qualified_tool_name
+from freeact_sub.tools.names import qualified_tool_name
 
 
 def test_tools_are_named_server_underscore_tool() -> None:

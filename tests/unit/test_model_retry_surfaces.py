@@ -25,10 +25,10 @@ from pydantic_ai.exceptions import (
 from rich.console import Console
 
 from freeact_sub import AgentConfig, ApprovalPolicy, ModelRetry, ModelSlot, Response, ResponseChunk, TurnStarted
-from freeact_sub.agent_types import configure
-from freeact_sub.definitions import AgentDefinition
+from freeact_sub.config.agent_types import configure
+from freeact_sub.config.definitions import AgentDefinition
+from freeact_sub.models.retries import MAX_BACKOFF, StreamIdle, backoff, retry_reason
 from freeact_sub.notebook.agent_panel import AgentPanel
-from freeact_sub.retries import MAX_BACKOFF, StreamIdle, backoff, retry_reason
 from freeact_sub.terminal.cli import _build_config, build_parser
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from freeact_sub import AgentConfig, AgentDefinition
+from freeact_sub.agent.tool_calls import sandbox_note
 from freeact_sub.sandbox import BUILT_IN_PROFILES, SandboxProfile, meet, profile_from
-from freeact_sub.tool_calls import sandbox_note
 
 WORKSPACE, OFFLINE, READ_ONLY, OFF = (BUILT_IN_PROFILES[name] for name in ("workspace", "offline", "read-only", "off"))
 

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from freeact_sub import ApprovalRequest
 from freeact_sub.notebook.call_view import _describe
-from freeact_sub.task_notes import task_call_notes
+from freeact_sub.subagents.task_notes import task_call_notes
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
 from freeact_sub.terminal.status import SubagentBoard

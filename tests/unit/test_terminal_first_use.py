@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from freeact_sub import Agent, AgentConfig, ApprovalRequest, ConfigError, ConfigWarning
-from freeact_sub.agent_types import load_agent_types
+from freeact_sub.config.agent_types import load_agent_types
 from freeact_sub.sessions import SavedDecision, SessionStore, UserPrompt
 from freeact_sub.terminal.input_text import first_undecodable, replace_undecodable
 from freeact_sub.terminal.palette import Palette, type_colour

@@ -1,0 +1,1 @@
+"""One agent: its turns, its tool calls, its direct commands and its messages to children."""

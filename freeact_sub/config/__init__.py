@@ -1,0 +1,1 @@
+"""What a person configures: the agent config, agent types, commands, MCP server entries and project trust."""

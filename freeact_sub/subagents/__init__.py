@@ -1,0 +1,1 @@
+"""Subagents: the `task` tool that starts children, drives them and keeps background jobs."""
