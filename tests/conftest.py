@@ -67,6 +67,28 @@ def workdir(tmp_path: Path) -> Path:
     return path
 
 
+SLOWEST_FIRST = (
+    "tests/e2e/test_jupyterlab.py",
+    "tests/integration/test_docs_examples.py",
+    "tests/e2e/test_sessions_cli.py",
+    "tests/e2e/test_terminal_oneshot.py",
+    "tests/e2e/test_terminal_session.py",
+    "tests/e2e/test_terminal_exit.py",
+    "tests/e2e/test_timeline_cli.py",
+    "tests/e2e/test_terminal_first_run.py",
+    "tests/e2e/test_terminal_directed.py",
+    "tests/e2e/test_cross_provider_types.py",
+)
+"""The files that take longest (seconds of worker time, measured), longest first. With `-n 2` each file runs
+whole on one worker (`--dist loadfile`), in the order the files are collected (`--no-loadscope-reorder`);
+the longest ones start first, so the short ones fill up the end and both workers finish together."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))  # stable: the rest as collected
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Tests must not reach a real provider by accident.
     os.environ.pop("OPENAI_API_KEY", None)

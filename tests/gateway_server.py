@@ -94,34 +94,17 @@ def kernel_gateway(
 
     Its IOPub rate limit is off unless `rate_limit` (then `extra_args` may set its values).
     """
-    port = free_port()
-    runtime = workdir / "runtime"
-    runtime.mkdir(parents=True, exist_ok=True)
-    log = workdir / "gateway.log"
-    _kernel_spec_without_output_limit(workdir / "data")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-        "JUPYTER_DATA_DIR": str(workdir / "data"),
-        "JUPYTER_PATH": str(workdir / "data"),  # before the environment's own kernel specs
-        "KG_AUTH_TOKEN": token,
-    }
-    args = [
+    environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    command = [
         sys.executable, "-m", "kernel_gateway",
-        "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}", "--KernelGatewayApp.port_retries=0",
+        "--KernelGatewayApp.ip=127.0.0.1", "--KernelGatewayApp.port={port}", "--KernelGatewayApp.port_retries=0",
         "--JupyterWebsocketPersonality.list_kernels=True",
         "--JupyterWebsocketPersonality.env_whitelist=GRANTED",
         f"--ZMQChannelsWebsocketConnection.limit_rate={rate_limit}",
         *extra_args,
-    ]
-    with open(log, "wb") as log_file:
-        process = subprocess.Popen(args, cwd=workdir, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-    server = GatewayServer(url=f"http://127.0.0.1:{port}", token=token, process=process, log=log)
-    try:
-        _wait_until_listening(server)
+    ]  # fmt: skip
+    with _gateway(workdir, "gateway.log", command, {**environment, "KG_AUTH_TOKEN": token}, token) as server:
         yield server
-    finally:
-        _stop(process)
 
 
 def enterprise_gateway_python() -> str | None:
@@ -140,26 +123,40 @@ def enterprise_gateway(workdir: Path, python: str, *extra_args: str) -> Iterator
 
     Its kernels are local processes (its default process proxy) of our own kernel spec, as with Kernel Gateway.
     """
+    environment = {
+        k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith(("EG_", "KG_"))
+    }
+    command = [
+        python, "-m", "enterprise_gateway",
+        "--EnterpriseGatewayApp.ip=127.0.0.1", "--EnterpriseGatewayApp.port={port}",
+        "--EnterpriseGatewayApp.port_retries=0", "--EnterpriseGatewayApp.list_kernels=True",
+        *extra_args,
+    ]  # fmt: skip
+    with _gateway(workdir, "enterprise-gateway.log", command, environment, token="") as server:
+        yield server
+
+
+@contextlib.contextmanager
+def _gateway(
+    workdir: Path, log_name: str, command: list[str], env: dict[str, str], token: str
+) -> Iterator[GatewayServer]:
+    """Run a gateway's `command` (`{port}` in it becomes a free port) with runtime files and our kernel spec in
+    `workdir`, its output in `workdir / log_name`, until the block ends."""
     port = free_port()
     runtime = workdir / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
-    log = workdir / "enterprise-gateway.log"
+    log = workdir / log_name
     _kernel_spec_without_output_limit(workdir / "data")
     env = {
-        **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith(("EG_", "KG_"))},
+        **env,
         "JUPYTER_RUNTIME_DIR": str(runtime),
         "JUPYTER_DATA_DIR": str(workdir / "data"),
-        "JUPYTER_PATH": str(workdir / "data"),
+        "JUPYTER_PATH": str(workdir / "data"),  # before the environment's own kernel specs
     }
-    args = [
-        python, "-m", "enterprise_gateway",
-        "--EnterpriseGatewayApp.ip=127.0.0.1", f"--EnterpriseGatewayApp.port={port}",
-        "--EnterpriseGatewayApp.port_retries=0", "--EnterpriseGatewayApp.list_kernels=True",
-        *extra_args,
-    ]
+    args = [arg.replace("{port}", str(port)) for arg in command]
     with open(log, "wb") as log_file:
         process = subprocess.Popen(args, cwd=workdir, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-    server = GatewayServer(url=f"http://127.0.0.1:{port}", token="", process=process, log=log)
+    server = GatewayServer(url=f"http://127.0.0.1:{port}", token=token, process=process, log=log)
     try:
         _wait_until_listening(server)
         yield server

@@ -20,6 +20,18 @@ def _is_kernel(process: psutil.Process) -> bool:
     return any(KERNEL_SOCKET.search(c.laddr or "") is not None for c in process.net_connections(kind="unix"))
 
 
+def calc_servers() -> set[int]:
+    """The calc MCP servers running under this test process."""
+    found = set()
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and "calc_server.py" in " ".join(process.cmdline()):
+                found.add(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 def kernel_processes() -> list[int]:
     """The IPython kernels running under this test process.
 

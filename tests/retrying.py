@@ -23,6 +23,7 @@ from freeact_sub.sessions import open_session
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
 from freeact_sub.terminal.status import SubagentBoard
+from tests.scripting import configs
 
 COUNT = "ran = globals().get('ran', 0) + 1\nprint(f'cell ran {ran} time(s)')"
 """A cell that says how often it ran in its kernel: a retry that ran it again would print 2."""
@@ -70,14 +71,14 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return seen
 
 
+_scripted = configs(
+    auto_approve=True, kernel_pool_size=0, mcp_pool_size=0, model_retry_backoff=0.5, stream_idle_timeout=5.0
+)
+
+
 def config(server: DemoServer, workdir: Path, wire: str = "openai", **overrides: Any) -> AgentConfig:
     model = "openai:scripted" if wire == "openai" else "anthropic:claude-demo"
-    values: dict[str, Any] = {
-        "model": model, "base_url": server.base_url_for(wire), "working_dir": workdir, "auto_approve": True,
-        "kernel_pool_size": 0, "mcp_pool_size": 0, "model_retry_backoff": 0.5, "stream_idle_timeout": 5.0,
-    }
-    values.update(overrides)
-    return AgentConfig(**values)
+    return _scripted(model, workdir, base_url=server.base_url_for(wire), **overrides)
 
 
 def saved_responses(workdir: Path, agent_id: str | None = None) -> list[ModelResponse]:

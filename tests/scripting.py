@@ -13,23 +13,21 @@ streamed in order (or a callable that gets the messages and returns such a list)
 
 The script records what each request received, so a test can assert on the model's view::
 
-    from tests.scripting import Call, Script
+    from tests.scripting import Call, Script, drive, single_agent_config
 
     script = Script(
         ["Let me compute.", Call("execute_ipython_cell", {"code": "print(6 * 7)"})],
         ["The answer is 42."],
     )
-    config = AgentConfig(model=script.model, working_dir=tmp_path, enable_subagents=False)
-    async with Agent(config) as agent:
-        async for event in agent.stream("What is 6*7?"):
-            if isinstance(event, ApprovalRequest):
-                event.approve(True)
+    async with Agent(single_agent_config(script, tmp_path)) as agent:
+        events = await drive(agent.stream("What is 6*7?"))   # every approval answered yes
     assert "42" in script.tool_results(1)["call-1"]   # what request #1 (0-based) got back
     assert script.calls == 2
 
 `drive(agent.stream(prompt), decide=True)` consumes a turn, answering approvals, and returns
-its events. `script.reset(*steps)` plans new steps and forgets old requests, for an agent that
-several tests share.
+its events; `single_agent_config(script, workdir)` is an agent without the `task` tool.
+`script.reset(*steps)` plans new steps and forgets old requests, for an agent that several
+tests share.
 
 Running out of steps raises `ScriptExhausted` inside the model (the agent reports it as a
 `ModelError`), so a test whose agent asks the model more often than planned fails loudly.
@@ -47,29 +45,38 @@ import contextlib
 import itertools
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+import pytest_asyncio
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
-from freeact_sub import AgentConfig, AgentEvent, ApprovalRequest
+from freeact_sub import Agent, AgentConfig, AgentEvent, ApprovalRequest
 
 __all__ = [
     "Block",
     "Call",
     "Fail",
+    "Handler",
     "Router",
     "Script",
     "ScriptExhausted",
     "Think",
+    "auto_approved_without_pools",
+    "configs",
     "drive",
     "first_prompt",
+    "new_kernel_turn",
     "no_freeact_sub_environment",
+    "note_kernels",
     "of",
+    "shared_agent",
     "single_agent_config",
     "tool_results",
+    "until",
 ]
 
 
@@ -200,22 +207,49 @@ class Router:
         raise ScriptExhausted(f"no script for a conversation that starts with {prompt[:200]!r}")
 
 
+Handler = Callable[[AgentEvent], Awaitable[None] | None]
+"""Sees each event of a turn as it comes (awaited when it returns an awaitable)."""
+
+
 async def drive(
-    events: AsyncIterator[AgentEvent], decide: bool | Callable[[ApprovalRequest], bool | None] = True
+    events: AsyncIterator[AgentEvent],
+    decide: bool | Callable[[ApprovalRequest], bool | None] | None = True,
+    *,
+    on_event: Handler | Sequence[Handler] = (),
+    limit: float | None = None,
 ) -> list[AgentEvent]:
     """Consume one turn's events, answering each undecided `ApprovalRequest`, and return them all.
 
-    `decide` is the answer for every request, or a function of the request; a function that
-    returns None leaves the request open (the test answers it some other way, or cancels).
+    `decide` is the answer for every request, or a function of the request; None (or a function
+    that returns None) leaves the request open (the test answers it some other way, or cancels).
+    Each event goes to the `on_event` handlers first; `limit` (seconds) turns a hang into a failure.
     """
+    handlers = [on_event] if callable(on_event) else list(on_event)
     seen: list[AgentEvent] = []
-    async for event in events:
-        seen.append(event)
-        if isinstance(event, ApprovalRequest) and not event.decided:
-            answer = decide(event) if callable(decide) else decide
-            if answer is not None:
-                event.approve(answer)
+    async with asyncio.timeout(limit):
+        async for event in events:
+            seen.append(event)
+            for handler in handlers:
+                outcome = handler(event)
+                if outcome is not None:
+                    await outcome
+            if isinstance(event, ApprovalRequest) and not event.decided and decide is not None:
+                answer = decide(event) if callable(decide) else decide
+                if answer is not None:
+                    event.approve(answer)
     return seen
+
+
+def note_kernels(agent: Agent, kernels: dict[str, Any]) -> Handler:
+    """An `on_event` handler for `drive()`: notes in `kernels` the kernel of each agent of `agent`'s tree as its
+    first event comes (None for an agent without one), while the agent still runs."""
+
+    def note(event: AgentEvent) -> None:
+        record = agent.tree.agents.get(event.agent_id)
+        if record is not None:
+            kernels.setdefault(event.agent_id, getattr(record.agent, "kernel", None))
+
+    return note
 
 
 def first_prompt(messages: Sequence[ModelMessage]) -> str:
@@ -239,9 +273,54 @@ def tool_results(messages: Sequence[ModelMessage]) -> dict[str, str]:
     }
 
 
+def configs(**defaults: Any) -> Callable[..., AgentConfig]:
+    """A test module's `config(model, workdir, **settings)`: an `AgentConfig` on `model` in `workdir`, with the
+    module's `defaults` (no pools, auto-approve, …) under what each test sets itself::
+
+        config = configs(auto_approve=True, kernel_pool_size=0)
+        config(script.model, workdir, max_turns=3)  # an AgentConfig
+    """
+
+    def config(model: Any, workdir: Any, **settings: Any) -> AgentConfig:
+        return AgentConfig(**{"model": model, "working_dir": workdir, **defaults, **settings})
+
+    return config
+
+
+auto_approved_without_pools = configs(auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+"""An auto-approving agent tree without kernel or MCP pools: each child starts its own kernel and servers."""
+
+
 def single_agent_config(script: Script, workdir: Any, **settings: Any) -> AgentConfig:
     """An `AgentConfig` on `script`'s model in `workdir`, without the `task` tool."""
-    return AgentConfig(model=script.model, working_dir=workdir, enable_subagents=False, **settings)
+    return configs(enable_subagents=False)(script.model, workdir, **settings)
+
+
+async def new_kernel_turn(script: Script, workdir: Any, prompt: str) -> list[AgentEvent]:
+    """One turn of a fresh agent (no `task` tool) on `script`, approved throughout, after which its kernel must be
+    another process than the one it started with (the turn killed or reset it); the turn's events."""
+    async with Agent(single_agent_config(script, workdir)) as agent:
+        pid = agent.kernel.pid
+        events = await drive(agent.stream(prompt))
+        assert agent.kernel.pid != pid, "the kernel was not restarted"
+    return events
+
+
+def shared_agent(folder: str) -> Any:
+    """A module's `shared` fixture: `(agent, script)`, one agent (no `task` tool) on a `Script` that its tests
+    `reset()`, started once for the module in a temporary folder named `folder`. For the tests that need no fresh
+    history and do not restart its kernel::
+
+        shared = shared_agent("faults")
+    """
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module")
+    async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Agent, Script]]:
+        script = Script()
+        async with Agent(single_agent_config(script, tmp_path_factory.mktemp(folder))) as agent:
+            yield agent, script
+
+    return shared
 
 
 def of(kind: type, events: Sequence[Any]) -> list[Any]:
@@ -249,14 +328,20 @@ def of(kind: type, events: Sequence[Any]) -> list[Any]:
     return [event for event in events if isinstance(event, kind)]
 
 
-async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    """Wait for `condition` while the agent works (the limit only turns a hang into a failure)."""
+async def until(
+    condition: Callable[[], Any], what: str, limit: float = 60.0, *, interval: float = 0.02, in_thread: bool = False
+) -> None:
+    """Wait for `condition` while the agent works (the limit only turns a hang into a failure).
+
+    For state with no event to wait on (pools, widgets, a gateway's kernels). `in_thread` asks a
+    blocking `condition` (one that makes a request, say) in a thread, so the event loop goes on.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
-    while not condition():
+    while not (await asyncio.to_thread(condition) if in_thread else condition()):
         if loop.time() > deadline:
             raise AssertionError(f"gave up waiting for: {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(interval)
 
 
 @contextlib.contextmanager

@@ -285,9 +285,11 @@ class Agent:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
         await self.turns.end()
         parts, self._parts, self._started = self._parts, None, False
-        if parts is not None:
-            # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
-            await asyncio.shield(parts.close(kernel_now=self.is_subagent))
+        # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
+        closing = [parts.close(kernel_now=self.is_subagent)] if parts is not None else []
+        if not self.is_subagent:  # the tree's never-used MCP connections close beside this agent's own, not after
+            closing.append(self.tree.supplies.mcp_pool.close())
+        await asyncio.shield(asyncio.gather(*closing, return_exceptions=True))
         if not self.is_subagent:
             await asyncio.shield(self.tree.close())
             self.conversation.close("stopped", turns=self.turns.turns_used)

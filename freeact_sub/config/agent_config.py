@@ -307,6 +307,11 @@ class AgentConfig(BaseModel):
         """The pydantic-ai `Model` this config names; a `ConfigError` says what is missing or unknown."""
         return providers.resolve_model(self.model, base_url=self.base_url, api_key_env=self.api_key_env)
 
+    def check_model(self) -> None:
+        """Raise the `ConfigError` `resolve_model` would, without importing a provider's SDK for a model at
+        `base_url` (see `models.providers.check_model`)."""
+        providers.check_model(self.model, base_url=self.base_url, api_key_env=self.api_key_env)
+
 
 def values_from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     """`FREEACT_SUB_<FIELD>` for every field of `AgentConfig`. For a field that is not plain text, a value starting

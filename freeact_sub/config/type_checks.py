@@ -38,7 +38,7 @@ def check_types(
         settings = configure(main, definition, name)
         if definition.model is not None or definition.base_url is not None or definition.api_key_env is not None:
             try:
-                settings.resolve_model()
+                settings.check_model()
             except ConfigError as exc:
                 raise ConfigError(f"agent type {name!r}: {exc}") from None
         if definition.models is not None:
@@ -60,7 +60,7 @@ def check_model_options(main: AgentConfig, options: list[ModelOption], field: st
     """A `ConfigError` naming `field` and the entry for a listed model that does not resolve."""
     for index, option in enumerate(options):
         try:
-            configure(main, BUILTIN_TYPES[GENERAL], GENERAL, choice=option).resolve_model()
+            configure(main, BUILTIN_TYPES[GENERAL], GENERAL, choice=option).check_model()
         except ConfigError as exc:
             raise ConfigError(f"{field}[{index}]: {exc}") from None
 

@@ -19,6 +19,7 @@ What the scripted model does is described in `freeact_sub.demo.scenario`.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .server import DemoServer, start_demo_server
@@ -41,8 +42,14 @@ __all__ = [
     "start_demo_server",
 ]
 
-DEMO_MCP_SERVER: dict[str, Any] = {"command": sys.executable, "args": ["-m", "freeact_sub.demo.mcp_server"]}
-"""The `mcpServers` entry of the demo MCP server (tools `constant` and `word_count`)."""
+DEMO_MCP_SERVER: dict[str, Any] = {
+    "command": sys.executable, "args": ["-P", str(Path(__file__).with_name("mcp_server.py"))]
+}
+"""The `mcpServers` entry of the demo MCP server (tools `constant` and `word_count`).
+
+Run as a file, not as `-m freeact_sub.demo.mcp_server`: that imports this package first (~0.25 s of CPU, for a server
+that needs only `mcp`), at every start, and a `--demo` run starts several. `-P`: the file's folder is not put on
+`sys.path` (its `openai.py` and `anthropic.py` would hide the real packages)."""
 
 
 def demo_agent_types(server: DemoServer) -> dict[str, AgentDefinition]:

@@ -1,6 +1,7 @@
 """The demo MCP server (stdio), written with the official `mcp` SDK.
 
-Run it as ``python -m freeact_sub.demo.mcp_server``. Its tools are small and offline: the
+Run it as ``python -P <this file>`` (`DEMO_MCP_SERVER`) or
+``python -m freeact_sub.demo.mcp_server``. Its tools are small and offline: the
 reference value of a mathematical constant, and a word count.
 """
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import tempfile
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import psutil
 
 from ..config.mcp_servers import HttpServerConfig, McpServerConfig, StdioServerConfig
 from ..sandbox import confined_command
@@ -49,6 +53,7 @@ async def close_connections(connections: list[Connection], *, abandon_opening: b
     for connection in connections:
         connection.closing.set()
         if abandon_opening and connection.session is None and connection.task is not None:
+            connection.terminate()
             connection.task.cancel()
     tasks = [c.task for c in connections if c.task is not None]
     if not tasks:
@@ -131,6 +136,26 @@ class Connection:
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         return _http_transport(spec.url, create_mcp_http_client(headers=dict(spec.headers)))
+
+    def terminate(self) -> None:
+        """SIGTERM a stdio server's process group at once (the SDK starts it in a session of its own).
+
+        The server is found among this process's children by its stderr, the file this connection
+        made for it (Linux's `/proc`; elsewhere nothing is done and the SDK's own stop applies).
+        """
+        if self.stderr is None or self.stderr.closed:
+            return
+        with contextlib.suppress(OSError):
+            mine = os.fstat(self.stderr.fileno())
+            for child in psutil.Process().children():
+                with contextlib.suppress(OSError):
+                    theirs = os.stat(f"/proc/{child.pid}/fd/2")
+                    if (theirs.st_dev, theirs.st_ino) == (mine.st_dev, mine.st_ino):
+                        if os.getpgid(child.pid) == child.pid:
+                            os.killpg(child.pid, signal.SIGTERM)
+                        else:
+                            os.kill(child.pid, signal.SIGTERM)
+                        return
 
     def stderr_tail(self, lines: int = 8) -> str:
         if self.stderr is not None and self.stderr.closed:

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-__all__ = ["BASE_URL_PREFIXES", "api_key_from", "model_at", "resolve_model"]
+__all__ = ["BASE_URL_PREFIXES", "api_key_from", "check_model", "model_at", "resolve_model"]
 
 _PREFIX_ALIASES = {"google-gla": "google:"}
 """Older pydantic-ai prefixes, still accepted."""
@@ -63,6 +63,17 @@ def resolve_model(model: Any, *, base_url: str | None = None, api_key_env: str |
         raise ConfigError(f"model {model!r}: {exc}") from None
 
 
+def check_model(model: Any, *, base_url: str | None = None, api_key_env: str | None = None) -> None:
+    """Raise the `ConfigError` `resolve_model` would, without building a model at `base_url`: that needs only its
+    key's variable and a prefix that works there, and building one imports the provider's SDK (`anthropic` alone
+    takes ~2 s), which a check at start need not pay for an agent type that may never run."""
+    if isinstance(model, str) and model and base_url:
+        api_key_from(api_key_env)
+        _prefix_at_base_url(model)
+        return
+    resolve_model(model, base_url=base_url, api_key_env=api_key_env)
+
+
 def api_key_from(api_key_env: str | None) -> str | None:
     """The key in the variable `api_key_env` names; None when no variable is named."""
     if not api_key_env:
@@ -80,9 +91,20 @@ def model_at(model: str, base_url: str, api_key: str | None) -> Model:
     choosing (a local model, a proxy) must never receive a provider key from the host's
     environment by accident.
     """
+    prefix, name = _prefix_at_base_url(model)
+    model_module, model_class, provider_module, provider_class = _AT_BASE_URL[prefix]
+    model_type = getattr(importlib.import_module(f"pydantic_ai.models.{model_module}"), model_class)
+    provider_type = getattr(importlib.import_module(f"pydantic_ai.providers.{provider_module}"), provider_class)
+    provider = provider_type(base_url=base_url, api_key=api_key or "not-needed")
+    return model_type(name, provider=provider)
+
+
+def _prefix_at_base_url(model: str) -> tuple[str, str]:
+    """The prefix and the name of a model at a `base_url` ("" for a bare name); a `ConfigError` for a prefix that
+    does not work with `base_url`."""
     prefix, _, name = model.partition(":")
     if not name:
-        prefix, name = "", model
+        return "", model
     if prefix not in _AT_BASE_URL:
         known = ", ".join(f"'{p}:'" for p in BASE_URL_PREFIXES)
         raise ConfigError(
@@ -90,8 +112,4 @@ def model_at(model: str, base_url: str, api_key: str | None) -> Model:
             f"model name without a prefix for an OpenAI-compatible server (a name with a colon, such as "
             f"Ollama's 'qwen2.5:7b', goes as 'openai:qwen2.5:7b')"
         )
-    model_module, model_class, provider_module, provider_class = _AT_BASE_URL[prefix]
-    model_type = getattr(importlib.import_module(f"pydantic_ai.models.{model_module}"), model_class)
-    provider_type = getattr(importlib.import_module(f"pydantic_ai.providers.{provider_module}"), provider_class)
-    provider = provider_type(base_url=base_url, api_key=api_key or "not-needed")
-    return model_type(name, provider=provider)
+    return prefix, name

@@ -9,7 +9,6 @@ own request logs.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from freeact_sub import Agent, AgentConfig, AgentDefinition, ApprovalRequest, SubagentStarted
 from freeact_sub.demo import start_demo_server
 from freeact_sub.demo.scenario import Reply, ToolCall
+from tests.scripting import drive, note_kernels
 
 
 def first_user(messages: list[Mapping[str, Any]]) -> str:
@@ -97,17 +97,9 @@ async def test_a_parent_on_openai_starts_three_typed_children(workdir: Path, cal
         )
         asked: list[ApprovalRequest] = []
         kernels: dict[str, Any] = {}
-        events = []
         async with Agent(config) as agent:
-            async with asyncio.timeout(120):
-                async for event in agent.stream("PARENT"):
-                    events.append(event)
-                    record = agent.tree.agents.get(event.agent_id)
-                    if record is not None:
-                        kernels.setdefault(event.agent_id, getattr(record.agent, "kernel", None))
-                    if isinstance(event, ApprovalRequest) and not event.decided:
-                        asked.append(event)
-                        event.approve(True)
+            events = await drive(agent.stream("PARENT"), lambda request: asked.append(request) or True,
+                                 on_event=note_kernels(agent, kernels), limit=120)
             answer = agent.history[-1]
     finally:
         openai.close()

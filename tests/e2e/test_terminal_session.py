@@ -16,6 +16,7 @@ import psutil
 import pytest
 from terminal_driver import AGENT, Terminal, processes_in, wait_until_gone
 
+from freeact_sub.demo import DEMO_MCP_SERVER
 from freeact_sub.terminal.approvals import BURST_GAP
 
 pytestmark = pytest.mark.timeout(600)
@@ -45,6 +46,13 @@ def _ready(term: Terminal) -> str:
     term.expect(r"sandbox +workspace \(writes: working folder; network[;)]")  # the default, enforced
     term.expect(r"you ›")
     return main
+
+
+def ctrl_d_exits_leaving_nothing(term: Terminal, workdir: Path) -> None:
+    """Ctrl-D at the empty prompt ends the program with 0, and no process of its runs in `workdir` any more."""
+    term.send("\x04")
+    assert term.wait_exit() == 0
+    assert processes_in(workdir) == []
 
 
 def _start_tour(term: Terminal, main: str) -> None:
@@ -181,9 +189,7 @@ def test_tour_shows_every_agent_with_its_id_and_colour_and_takes_answers_per_age
     term.expect(r"The sum of 1 to 100 is 5050")
     term.expect(r"you ›")
 
-    term.send("\x04")  # Ctrl-D at the empty prompt exits
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
+    ctrl_d_exits_leaving_nothing(term, workdir)
 
 
 def test_the_person_answers_the_second_question_first_and_rejects_the_first_with_a_reason(
@@ -225,12 +231,12 @@ def test_the_person_answers_the_second_question_first_and_rejects_the_first_with
     term.expect(rf"{main} +› Results")
     term.expect(r"you ›")
 
-    term.send("\x04")
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
+    ctrl_d_exits_leaving_nothing(term, workdir)
 
 
-def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo: Terminal, workdir: Path) -> None:
+def test_s_stops_one_subagent_and_the_turn_goes_on_then_a_background_question_is_answered_between_turns(
+    demo: Terminal, workdir: Path
+) -> None:
     term, main = demo, _ready(demo)
     _start_tour(term, main)
     asked = term.expect(rf"(?:› 1 )?\[({AGENT})\] .*\[A\]ll agents  \[s\]top ({AGENT})")
@@ -248,15 +254,8 @@ def test_s_on_a_subagents_question_stops_that_subagent_and_the_turn_goes_on(demo
         term.send("y")
         term.expect(rf"{shown.group(2)} +✓ approved")
     term.expect(r"you ›")
-    term.send("\x04")
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
 
-
-def test_a_background_subagents_question_is_answered_at_the_prompt_between_turns(
-    demo: Terminal, workdir: Path
-) -> None:
-    term, main = demo, _ready(demo)
+    # the same session goes on: a background subagent's question is answered at the prompt between turns
     term.send("count some words in the background\r")
     _approve(term, main, "Start this subagent?")
     term.expect(rf"{main} +› It runs in the background")
@@ -271,9 +270,7 @@ def test_a_background_subagents_question_is_answered_at_the_prompt_between_turns
     term.send("any news from the background?\r")
     term.expect(rf"{main} +› The background subagent has ended\. It reported: The sentence has 10 words\.")
     term.expect(r"you ›")
-    term.send("\x04")
-    assert term.wait_exit() == 0
-    assert processes_in(workdir) == []
+    ctrl_d_exits_leaving_nothing(term, workdir)
 
 
 def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(demo: Terminal, workdir: Path) -> None:
@@ -317,7 +314,7 @@ def _demo_mcp_servers(term: Terminal) -> list[psutil.Process]:
     found = []
     for process in term.descendants():
         try:
-            if "freeact_sub.demo.mcp_server" in " ".join(process.cmdline()):
+            if DEMO_MCP_SERVER["args"][-1] in process.cmdline():
                 found.append(process)
         except psutil.Error:
             continue

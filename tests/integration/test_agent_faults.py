@@ -11,7 +11,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from pydantic_ai.messages import ModelRequest
 
 from freeact_sub import (
@@ -25,17 +24,12 @@ from freeact_sub import (
     ToolOutput,
     TurnCancelled,
 )
-from tests.scripting import Block, Call, Fail, Script, drive, of, single_agent_config
+from tests.scripting import Block, Call, Fail, Script, drive, new_kernel_turn, of, shared_agent, single_agent_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared(tmp_path_factory: pytest.TempPathFactory):
-    """An agent whose kernel is never restarted by the tests that share it."""
-    script = Script()
-    async with Agent(single_agent_config(script, tmp_path_factory.mktemp("faults"))) as agent:
-        yield agent, script
+shared = shared_agent("faults")
 
 
 def assert_interrupted(agent: Agent, before: list) -> None:
@@ -142,10 +136,7 @@ async def test_a_kernel_that_dies_is_restarted_and_the_model_is_told(tmp_path: P
         [Call("execute_ipython_cell", {"code": "print('state' in globals())"}, id="after")],
         ["ok"],
     )
-    async with Agent(single_agent_config(script, tmp_path)) as agent:
-        pid = agent.kernel.pid
-        events = await drive(agent.stream("crash"))
-        assert agent.kernel.pid != pid
+    events = await new_kernel_turn(script, tmp_path, "crash")
     assert of(CodeExecutionOutput, events)[0].status == "kernel_died"
     told = script.tool_results(1)["die"]
     assert "died" in told and "lost" in told

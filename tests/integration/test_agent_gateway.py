@@ -19,7 +19,7 @@ from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinishe
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, token_gateway
-from tests.scripting import Block, Call, Router, Script
+from tests.scripting import Block, Call, Router, Script, configs, drive, until
 
 KERNEL_ID = re.compile(r"KERNEL=([0-9a-f-]{36})")
 # The gateway names each kernel's connection file after the kernel's id.
@@ -36,15 +36,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]
 
 
 def config(model: Any, workdir: Path, gateway: GatewayServer, **overrides: Any) -> AgentConfig:
-    values: dict[str, Any] = {
-        "model": model,
-        "working_dir": workdir,
-        "auto_approve": True,
-        "save_sessions": False,
-        "kernel_gateway": {"url": gateway.url, "token_env": TOKEN_ENV},
-    }
-    values.update(overrides)
-    return AgentConfig(**values)
+    gateway_kernels = {"url": gateway.url, "token_env": TOKEN_ENV}
+    return configs(auto_approve=True, save_sessions=False, kernel_gateway=gateway_kernels)(model, workdir, **overrides)
 
 
 def task(name: str) -> Call:
@@ -53,23 +46,6 @@ def task(name: str) -> Call:
 
 def cell(code: str, call_id: str | None = None) -> Call:
     return Call("execute_ipython_cell", {"code": code}, id=call_id)
-
-
-async def drive(agent: Agent, prompt: str, on_event: Any = None) -> list[Any]:
-    """One turn to its end (every call is auto-approved), each event passed to `on_event` as it comes."""
-    events = []
-    async with asyncio.timeout(180):
-        async for event in agent.stream(prompt):
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
-    return events
-
-
-async def eventually(condition: Any, limit: float = 60.0) -> None:
-    async with asyncio.timeout(limit):
-        while not await asyncio.to_thread(condition):  # noqa: ASYNC110 - state on the gateway, no event to wait on
-            await asyncio.sleep(0.1)
 
 
 async def test_a_main_agent_and_three_children_run_every_kernel_on_the_gateway(
@@ -87,7 +63,7 @@ async def test_a_main_agent_and_three_children_run_every_kernel_on_the_gateway(
 
     async with Agent(config(model.model, workdir, gateway, kernel_pool_size=1, max_subagents=3)) as agent:
         assert isinstance(agent.kernel, GatewayKernel)
-        events = await drive(agent, "PARENT", on_event)
+        events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
         assert agent.tree.supplies.zygote.pid is None  # no local kernel machinery was started
         outputs = [e for e in events if isinstance(e, CodeExecutionOutput)]
         ran_in = {e.agent_id: KERNEL_ID.findall(e.text)[0] for e in outputs}
@@ -97,7 +73,7 @@ async def test_a_main_agent_and_three_children_run_every_kernel_on_the_gateway(
             assert kernel_id in seen_on_gateway[agent_id]
         assert {e.status for e in events if isinstance(e, SubagentFinished)} == {"done"}
         # the children's kernels are deleted as each child ends; the main one and the pool's remain
-        await eventually(lambda: len(gateway.kernel_ids()) == 1 + 1)
+        await until(lambda: len(gateway.kernel_ids()) == 1 + 1, "the main and a pooled kernel", in_thread=True)
         assert agent.kernel.kernel_id in gateway.kernel_ids()
     assert gateway.kernel_ids() == []
 
@@ -109,10 +85,10 @@ async def test_the_pool_holds_started_kernels_on_the_gateway_for_children(
     child = Script([cell(PRINT_KERNEL_ID)], ["ok"])
     model = Router({"PARENT": parent, "CHILD-p:": child})
     async with Agent(config(model.model, workdir, gateway, kernel_pool_size=2)) as agent:
-        await eventually(lambda: agent.tree.supplies.pool.ready == 2)
+        await until(lambda: agent.tree.supplies.pool.ready == 2, "two pooled gateway kernels")
         pooled = set(gateway.kernel_ids()) - {agent.kernel.kernel_id}  # type: ignore[union-attr]
         assert len(pooled) == 2
-        events = await drive(agent, "PARENT")
+        events = await drive(agent.stream("PARENT"), limit=180)
         child_output = [e for e in events if isinstance(e, CodeExecutionOutput)]
         assert KERNEL_ID.findall(child_output[0].text)[0] in pooled  # the child did not wait for a start
     assert gateway.kernel_ids() == []
@@ -138,7 +114,7 @@ async def test_cancelling_a_turn_and_stopping_leave_no_kernel_on_the_gateway(
                     running.set()
                     agent.cancel()
 
-        events = await drive(agent, "PARENT", on_event)
+        events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
         assert running.is_set()
         assert isinstance(events[-1], TurnCancelled)
         assert {e.status for e in events if isinstance(e, SubagentFinished)} == {"cancelled"}
@@ -156,7 +132,7 @@ async def test_stop_during_a_running_cell_deletes_the_kernel(gateway: GatewaySer
         if "KERNEL=" in getattr(event, "text", ""):
             started.set()
 
-    turn = asyncio.create_task(drive(agent, "go", on_event))
+    turn = asyncio.create_task(drive(agent.stream("go"), on_event=on_event, limit=180))
     await asyncio.wait_for(started.wait(), 60)
     assert len(gateway.kernel_ids()) == 1
     await agent.stop()

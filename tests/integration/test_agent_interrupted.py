@@ -13,7 +13,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart, UserPromptPart
 
 from freeact_sub import (
@@ -25,18 +24,14 @@ from freeact_sub import (
     ResponseChunk,
     TurnCancelled,
 )
-from tests.scripting import Block, Call, Router, Script, drive, single_agent_config
+from tests.scripting import Block, Call, Router, Script, drive, shared_agent
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 COUNT_CELL = "n = globals().get('n', 0) + 1\nprint('cell', n)"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared(tmp_path_factory: pytest.TempPathFactory):
-    script = Script()
-    async with Agent(single_agent_config(script, tmp_path_factory.mktemp("interrupted"))) as agent:
-        yield agent, script
+shared = shared_agent("interrupted")
 
 
 def endless_cells(count: int = 50) -> list[list[Call]]:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import pytest_asyncio
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from freeact_sub import (
@@ -25,7 +24,7 @@ from freeact_sub import (
     TurnCancelled,
     TurnStarted,
 )
-from tests.scripting import Block, Call, Script, Think, drive, of, single_agent_config
+from tests.scripting import Block, Call, Script, Think, drive, new_kernel_turn, of, shared_agent, single_agent_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -35,12 +34,7 @@ PNG = base64.b64decode(
 )
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared(tmp_path_factory: pytest.TempPathFactory):
-    """An agent for the tests that need no fresh history and do not restart its kernel."""
-    script = Script()
-    async with Agent(single_agent_config(script, tmp_path_factory.mktemp("shared"))) as agent:
-        yield agent, script
+shared = shared_agent("shared")
 
 
 # -- streaming ---------------------------------------------------------------------------------
@@ -469,10 +463,7 @@ async def test_tool_output_of_reset_kernel_is_emitted(tmp_path: Path) -> None:
         [Call("execute_ipython_cell", {"code": "print('gone' in globals())"}, id="check")],
         ["clean"],
     )
-    async with Agent(single_agent_config(script, tmp_path)) as agent:
-        pid = agent.kernel.pid
-        events = await drive(agent.stream("reset it"))
-        assert agent.kernel.pid != pid
+    events = await new_kernel_turn(script, tmp_path, "reset it")
     outputs = of(ToolOutput, events)
     assert [(o.tool_name, o.tool_call_id, o.is_error) for o in outputs] == [("reset_kernel", "reset", False)]
     assert "restarted" in outputs[0].content

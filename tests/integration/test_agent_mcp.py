@@ -14,7 +14,6 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart, Us
 
 from freeact_sub import (
     Agent,
-    AgentConfig,
     ApprovalRequest,
     CodeExecutionOutput,
     ConfigError,
@@ -24,24 +23,21 @@ from freeact_sub import (
     TurnCancelled,
 )
 from tests.processes import is_gone, kernel_processes
-from tests.scripting import Call, Script, drive, of
+from tests.scripting import Call, Script, configs, drive, of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 CALC = {"command": sys.executable, "args": [str(Path(__file__).parents[1] / "servers" / "calc_server.py")]}
 
 
-def config(script: Script, workdir: Path, servers: dict, **settings: object) -> AgentConfig:
-    return AgentConfig(
-        model=script.model, working_dir=workdir, enable_subagents=False, mcp_servers=servers, **settings
-    )
+config = configs(enable_subagents=False)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared(tmp_path_factory: pytest.TempPathFactory):
     """An agent with the calc server, for tests that do not crash the server or restart the kernel."""
     script = Script()
-    async with Agent(config(script, tmp_path_factory.mktemp("mcp-agent"), {"calc": CALC})) as agent:
+    async with Agent(config(script.model, tmp_path_factory.mktemp("mcp-agent"), mcp_servers={"calc": CALC})) as agent:
         yield agent, script
 
 
@@ -160,7 +156,7 @@ async def test_a_server_that_crashes_mid_session_becomes_an_error_result(tmp_pat
         ],
         ["The calc server is gone, but I can still run code."],
     )
-    async with Agent(config(script, tmp_path, {"calc": CALC})) as agent:
+    async with Agent(config(script.model, tmp_path, mcp_servers={"calc": CALC})) as agent:
         events = await drive(agent.stream("crash it"))
     pid = int(script.tool_results(1)["pid"])
     assert await is_gone(pid)
@@ -177,7 +173,7 @@ async def test_a_server_that_does_not_start_names_the_server_and_leaves_nothing_
     script = Script()
     # its command exists (a missing one is a ConfigError before anything starts), but it is no MCP server
     ghost = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no-such-binary: cannot serve')"]}
-    agent = Agent(config(script, tmp_path, {"calc": CALC, "ghost": ghost}))
+    agent = Agent(config(script.model, tmp_path, mcp_servers={"calc": CALC, "ghost": ghost}))
     with pytest.raises(McpServerError) as info:
         await agent.start()
     assert info.value.server == "ghost"
@@ -190,7 +186,7 @@ async def test_a_server_that_does_not_start_names_the_server_and_leaves_nothing_
 async def test_a_kernel_that_cannot_start_closes_the_mcp_sessions(tmp_path: Path) -> None:
     # a Python that cannot find its standard library: the kernel's interpreter dies at once
     broken = {"PYTHONHOME": str(tmp_path / "no-python-here")}
-    agent = Agent(config(Script(), tmp_path / "work", {"calc": CALC}, kernel_env=broken))
+    agent = Agent(config(Script().model, tmp_path / "work", mcp_servers={"calc": CALC}, kernel_env=broken))
     with pytest.raises(KernelError, match="did not start"):
         await agent.start()
     assert not agent.started
@@ -200,7 +196,7 @@ async def test_a_kernel_that_cannot_start_closes_the_mcp_sessions(tmp_path: Path
 async def test_a_working_dir_that_cannot_be_a_folder_names_the_field_before_anything_starts(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    agent = Agent(config(Script(), blocker / "work", {"calc": CALC}))
+    agent = Agent(config(Script().model, blocker / "work", mcp_servers={"calc": CALC}))
     kernels = kernel_processes()
     with pytest.raises(ConfigError, match=r"^working_dir: .*a-file/work cannot be the working folder: Not a directory"):
         await agent.start()
@@ -209,7 +205,7 @@ async def test_a_working_dir_that_cannot_be_a_folder_names_the_field_before_anyt
 
 async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) -> None:
     scripts = [Script([Call("calc_server_pid", {}, id="pid")], ["ok"]) for _ in range(2)]
-    agents = [Agent(config(s, tmp_path / str(i), {"calc": CALC})) for i, s in enumerate(scripts)]
+    agents = [Agent(config(s.model, tmp_path / str(i), mcp_servers={"calc": CALC})) for i, s in enumerate(scripts)]
     await asyncio.gather(*(agent.start() for agent in agents))
     try:
         for agent in agents:
@@ -228,7 +224,7 @@ async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) ->
 async def test_the_third_party_time_server(tmp_path: Path) -> None:
     servers = {"time": {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}}
     script = Script([Call("time_get_current_time", {"timezone": "Europe/Berlin"}, id="now")], ["It is late."])
-    async with Agent(config(script, tmp_path, servers)) as agent:
+    async with Agent(config(script.model, tmp_path, mcp_servers=servers)) as agent:
         assert "time_convert_time" in agent.tool_names
         events = await drive(agent.stream("What time is it in Berlin?"))
     answer = json.loads(script.tool_results(1)["now"])

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from freeact_sub import Agent, AgentConfig, ConfigError, SubagentStarted
-from tests.scripting import Call, Router, Script, drive, of
+from tests.scripting import Call, Router, Script, configs, drive, of
 
-
-def config(model: Any, workdir: Path, **settings: Any) -> AgentConfig:
-    # no kernels: these agents only talk and start subagents
-    return AgentConfig(model=model, working_dir=workdir, auto_approve=True, kernel_pool_size=0,
-                       disallowed_tools=["execute_ipython_cell"], **settings)
+# no kernels: these agents only talk and start subagents
+config = configs(auto_approve=True, kernel_pool_size=0, disallowed_tools=["execute_ipython_cell"])
 
 
 async def test_max_children_refuses_a_new_child_past_the_limit_but_a_resume_is_not_new(workdir: Path) -> None:

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import pytest_asyncio
 
-from freeact_sub import Agent, ApprovalRequest, CodeExecutionOutput, Response
-from tests.scripting import Call, Script, drive, of, single_agent_config
+from freeact_sub import ApprovalRequest, CodeExecutionOutput, Response
+from tests.scripting import Call, drive, of, shared_agent
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared(tmp_path_factory: pytest.TempPathFactory):
-    script = Script()
-    async with Agent(single_agent_config(script, tmp_path_factory.mktemp("rejection"))) as agent:
-        yield agent, script
+shared = shared_agent("rejection")
 
 
 def _reject_with(reason: str | None, only: str | None = None):

@@ -27,7 +27,7 @@ from freeact_sub import (
     TurnCancelled,
 )
 from tests.npm_servers import filesystem_server
-from tests.scripting import Call, Router, Script, drive, of
+from tests.scripting import Call, Router, Script, configs, drive, of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -40,14 +40,7 @@ def cell(code: str, call_id: str = "cell") -> Call:
     return Call("execute_ipython_cell", {"code": code}, id=call_id)
 
 
-def config(script: Script | Router, workdir: Path, servers: dict | None = None, **settings: Any) -> AgentConfig:
-    return AgentConfig(
-        model=script.model,
-        working_dir=workdir,
-        enable_subagents=False,
-        mcp_servers={"calc": CALC} if servers is None else servers,
-        **settings,
-    )
+config = configs(enable_subagents=False, mcp_servers={"calc": CALC})
 
 
 def code_requests(events: list) -> list[ApprovalRequest]:
@@ -56,6 +49,13 @@ def code_requests(events: list) -> list[ApprovalRequest]:
 
 def cell_output(events: list, call_id: str = "cell") -> CodeExecutionOutput:
     return next(e for e in of(CodeExecutionOutput, events) if e.tool_call_id == call_id)
+
+
+async def one_cell(shared: tuple[Agent, Script], code: str, prompt: str, **how: Any) -> list[Any]:
+    """The shared agent's model runs `code` in one cell, then says "done"; the turn's events (`how`: `drive()`'s)."""
+    agent, script = shared
+    script.reset([cell(code)], ["done"])
+    return await drive(agent.stream(prompt), **how)
 
 
 def only_cells(request: ApprovalRequest) -> bool | None:
@@ -68,7 +68,7 @@ async def shared(tmp_path_factory: pytest.TempPathFactory):
     """An agent with the calc server and the time server, for tests that do not crash or restart anything."""
     script = Script()
     workdir = tmp_path_factory.mktemp("code-tools")
-    async with Agent(config(script, workdir, {"calc": CALC, "time": TIME})) as agent:
+    async with Agent(config(script.model, workdir, mcp_servers={"calc": CALC, "time": TIME})) as agent:
         yield agent, script
 
 
@@ -132,13 +132,11 @@ async def test_calls_from_threads_of_one_cell_run_at_the_same_time(shared) -> No
 
 
 async def test_structured_results_come_back_as_python_values(shared) -> None:
-    agent, script = shared
     code = (
         "from mcptools.time import get_current_time\nfrom mcptools.calc import echo\n"
         "now = get_current_time(timezone='UTC')\nprint(type(now).__name__, now['timezone'], repr(echo(text='hi')))"
     )
-    script.reset([cell(code)], ["done"])
-    events = await drive(agent.stream("time"))
+    events = await one_cell(shared, code, "time")
     assert cell_output(events).text.strip() == "dict UTC 'hi'"
     assert [r.tool_name for r in code_requests(events)] == ["time_get_current_time", "calc_echo"]
 
@@ -158,14 +156,12 @@ async def test_a_rejected_call_raises_in_the_cell_and_the_agent_goes_on(shared) 
 
 
 async def test_arguments_that_do_not_fit_the_schema_are_refused_before_approval(shared) -> None:
-    agent, script = shared
     code = (
         "import mcptools\nfrom mcptools.calc import add\n"
         "try:\n    add(a='two', b=2)\nexcept mcptools.ToolArgumentError as error:\n    print('refused:', error)\n"
         "try:\n    add(a=1)\nexcept TypeError as error:\n    print('python:', error)\n"
     )
-    script.reset([cell(code)], ["done"])
-    events = await drive(agent.stream("bad"))
+    events = await one_cell(shared, code, "bad")
     text = cell_output(events).text
     assert "refused: Invalid arguments for calc.add:\n- a: 'two' is not of type 'integer'" in text
     assert "python: add() missing 1 required keyword-only argument: 'b'" in text
@@ -173,13 +169,11 @@ async def test_arguments_that_do_not_fit_the_schema_are_refused_before_approval(
 
 
 async def test_an_error_of_the_tool_raises_tool_error_with_the_servers_message(shared) -> None:
-    agent, script = shared
     code = (
         "import mcptools\nfrom mcptools.calc import fail\n"
         "try:\n    fail(message='boom')\nexcept mcptools.ToolError as error:\n    print('ToolError:', error)\n"
     )
-    script.reset([cell(code)], ["done"])
-    events = await drive(agent.stream("fail"))
+    events = await one_cell(shared, code, "fail")
     assert "ToolError: Error executing tool fail" in cell_output(events).text
     output = next(e for e in of(ToolOutput, events) if e.source == "code")
     assert output.is_error and output.tool_name == "calc_fail"
@@ -187,7 +181,7 @@ async def test_an_error_of_the_tool_raises_tool_error_with_the_servers_message(s
 
 async def test_waiting_for_approval_does_not_count_against_the_cell_timeout(tmp_path: Path) -> None:
     script = Script([cell("from mcptools.calc import add\nprint(add(a=1, b=2))")], ["done"])
-    async with Agent(config(script, tmp_path, execution_timeout=1.0)) as agent:
+    async with Agent(config(script.model, tmp_path, execution_timeout=1.0)) as agent:
 
         async def slow(request: ApprovalRequest) -> None:
             await asyncio.sleep(2.5)  # the person takes longer than the cell may run
@@ -213,7 +207,7 @@ async def test_a_server_that_crashes_mid_call_raises_tool_error(tmp_path: Path) 
         "    try:\n        call()\n    except mcptools.ToolError as error:\n        print('ToolError:', error)\n"
     )
     script = Script([cell(code)], ["done"], [cell("print('alive')", "after")], ["ok"])
-    async with Agent(config(script, tmp_path, auto_approve=True)) as agent:
+    async with Agent(config(script.model, tmp_path, auto_approve=True)) as agent:
         text = cell_output(await drive(agent.stream("crash"))).text
         assert "ToolError: MCP server 'calc' failed while running 'crash'" in text
         second = text.splitlines()[1]  # the server is gone: the next call fails too, and says why
@@ -225,7 +219,7 @@ async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path
     code = "from mcptools.calc import echo\necho(text='never')"
     check = "import sys\nprint(type(sys.last_value).__name__, sys.last_value)"
     script = Script([cell(code)], [cell(check, "check")], ["ok"])
-    async with Agent(config(script, tmp_path)) as agent:
+    async with Agent(config(script.model, tmp_path)) as agent:
         events = []
         async for event in agent.stream("echo"):
             events.append(event)
@@ -242,7 +236,7 @@ async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path
 
 async def test_a_connection_without_the_secret_is_refused_by_the_kernel(tmp_path: Path) -> None:
     script = Script()
-    async with Agent(config(script, tmp_path, approvals={"*": "allow"})) as agent:
+    async with Agent(config(script.model, tmp_path, approvals={"*": "allow"})) as agent:
         assert agent.parts.code_tools is not None
         script.reset([cell("from mcptools.calc import add\nprint('first', add(a=1, b=2))", "c1")], ["ok"])
         await drive(agent.stream("connect"))
@@ -274,13 +268,13 @@ async def test_a_connection_without_the_secret_is_refused_by_the_kernel(tmp_path
 
 async def test_calls_mode_offers_no_modules_and_code_mode_no_direct_calls(tmp_path: Path) -> None:
     script = Script(["hi"])
-    async with Agent(config(script, tmp_path / "calls", mcp_tools="calls")) as agent:
+    async with Agent(config(script.model, tmp_path / "calls", mcp_tools="calls")) as agent:
         await drive(agent.stream("hello"))
         assert "calc_add" in agent.tool_names
         assert "mcptools" not in agent.system_prompt and "named `<server>_<tool>`" in agent.system_prompt
         assert not (tmp_path / "calls" / ".freeact-sub" / "mcptools").exists()
     script = Script([cell("from mcptools.calc import add\nprint(add(a=20, b=22))")], ["42"])
-    async with Agent(config(script, tmp_path / "code", mcp_tools="code", auto_approve=True)) as agent:
+    async with Agent(config(script.model, tmp_path / "code", mcp_tools="code", auto_approve=True)) as agent:
         events = await drive(agent.stream("add"))
         assert cell_output(events).text.strip() == "42"
         assert not any(name.startswith("calc_") for name in agent.tool_names)
@@ -302,7 +296,7 @@ async def test_an_npm_server_from_code(tmp_path: Path) -> None:
     )
     script = Script([cell(code)], ["done"])
     servers = {"files": filesystem_server(shared_dir)}
-    async with Agent(config(script, tmp_path, servers, auto_approve=True)) as agent:
+    async with Agent(config(script.model, tmp_path, mcp_servers=servers, auto_approve=True)) as agent:
         events = await drive(agent.stream("read the text files"))
     assert cell_output(events).text.strip() == "['contents of a.txt', 'contents of b.txt']"
     assert [r.tool_name for r in code_requests(events)] == [
@@ -373,7 +367,7 @@ async def test_a_cell_that_times_out_during_a_call_drops_the_call_and_the_sessio
     slow = "from mcptools.calc import sleep\nsleep(seconds=30)"
     script = Script([cell(slow)], ["timed out"], [cell("from mcptools.calc import add\nprint(add(a=2, b=2))", "next")],
                     ["4"])
-    async with Agent(config(script, tmp_path, auto_approve=True, execution_timeout=1.5)) as agent:
+    async with Agent(config(script.model, tmp_path, auto_approve=True, execution_timeout=1.5)) as agent:
         started = asyncio.get_running_loop().time()
         output = cell_output(await drive(agent.stream("sleep")))
         assert output.status == "timeout" and "KeyboardInterrupt" in output.text
@@ -384,7 +378,7 @@ async def test_a_cell_that_times_out_during_a_call_drops_the_call_and_the_sessio
 async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
     add = "from mcptools.calc import add\nprint(add(a=1, b=1))"
     script = Script([cell(add, "first"), Call("reset_kernel", {}, id="reset")], [cell(add, "second")], ["2"])
-    async with Agent(config(script, tmp_path, auto_approve=True)) as agent:
+    async with Agent(config(script.model, tmp_path, auto_approve=True)) as agent:
         events = await drive(agent.stream("add, reset, add"))
     assert [cell_output(events, i).text.strip() for i in ("first", "second")] == ["2", "2"]
     assert agent.kernel is None  # stopped
@@ -398,7 +392,7 @@ async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Pa
     )
     script = Script([cell(code)], ["done"])
     rules = {"calc_*": "allow", "calc_echo": "deny"}
-    async with Agent(config(script, tmp_path, approvals=rules)) as agent:
+    async with Agent(config(script.model, tmp_path, approvals=rules)) as agent:
         async with asyncio.timeout(120):  # a code call left to a person would hang here: only the cell is answered
             events = await drive(agent.stream("echo"), decide=only_cells)
     echo, add = code_requests(events)

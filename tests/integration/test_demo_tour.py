@@ -15,24 +15,18 @@ from freeact_sub import (
     ToolOutput,
 )
 from freeact_sub.demo import DEMO_ANTHROPIC_MODEL, DEMO_MODEL, REVIEW_TASK, demo_config, start_demo_server
+from tests.scripting import drive, note_kernels
 
 
 async def test_tour_calls_mcp_from_code_runs_three_parallel_subagents_one_on_anthropic_and_reports_a_rejection(
     workdir: Path,
 ) -> None:
-    events = []
     kernels: dict[str, object] = {}
     with start_demo_server(chunk_delay=0) as server:
         async with Agent(demo_config(server, working_dir=workdir, kernel_pool_size=0)) as agent:
             main_id = agent.agent_id
-            async for event in agent.stream("Show me the tour"):
-                events.append(event)
-                record = agent.tree.agents.get(event.agent_id)
-                if record is not None:
-                    kernels.setdefault(event.agent_id, getattr(record.agent, "kernel", None))
-                if isinstance(event, ApprovalRequest) and not event.decided:
-                    code = event.code or ""
-                    event.approve("sieve" not in code)  # reject the primes subagent's cell only
+            events = await drive(agent.stream("Show me the tour"), lambda request: "sieve" not in (request.code or ""),
+                                 on_event=note_kernels(agent, kernels))  # reject the primes subagent's cell only
         anthropic = list(server.requests_by_protocol["anthropic"])
         openai = list(server.requests_by_protocol["openai"])
 

@@ -29,7 +29,7 @@ from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import EG_PYTHON_ENV, GatewayServer, enterprise_gateway, enterprise_gateway_python
-from tests.scripting import Call, Router, Script
+from tests.scripting import Call, Router, Script, configs, drive, until
 
 pytestmark = pytest.mark.skipif(
     enterprise_gateway_python() is None,
@@ -50,31 +50,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]
 
 
 def config(model: Any, workdir: Path, gateway: GatewayServer, username: str | None, **overrides: Any) -> AgentConfig:
-    values: dict[str, Any] = {
-        "model": model,
-        "working_dir": workdir,
-        "auto_approve": True,
-        "save_sessions": False,
-        "kernel_gateway": {"url": gateway.url, "username": username},
-    }
-    values.update(overrides)
-    return AgentConfig(**values)
-
-
-async def drive(agent: Agent, prompt: str, on_event: Any = None) -> list[Any]:
-    events = []
-    async with asyncio.timeout(180):
-        async for event in agent.stream(prompt):
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
-    return events
-
-
-async def eventually(condition: Any, limit: float = 30.0) -> None:
-    async with asyncio.timeout(limit):
-        while not await asyncio.to_thread(condition):  # noqa: ASYNC110 - state on the gateway, no event to wait on
-            await asyncio.sleep(0.1)
+    gateway_kernels = {"url": gateway.url, "username": username}
+    return configs(auto_approve=True, save_sessions=False, kernel_gateway=gateway_kernels)(model, workdir, **overrides)
 
 
 def _fields(text: str) -> dict[str, str]:
@@ -102,14 +79,14 @@ async def test_a_main_agent_and_a_child_run_as_the_configured_user_and_leave_not
 
     async with Agent(config(model.model, workdir, gateway, "alice", kernel_pool_size=1)) as agent:
         assert isinstance(agent.kernel, GatewayKernel)
-        events = await drive(agent, "PARENT", on_event)
+        events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
         outputs = [e for e in events if isinstance(e, CodeExecutionOutput)]
         assert {e.agent_id for e in outputs} == set(kernel_pids) and len(kernel_pids) == 2  # main agent and child
         assert {_fields(e.text)["USER"] for e in outputs} == {"alice"}
         assert {e.status for e in events if isinstance(e, SubagentFinished)} == {"done"}
         assert agent.kernel.kernel_id in gateway.kernel_ids()
     assert gateway.kernel_ids() == []
-    await eventually(lambda: gateway.kernel_processes() == [])
+    await until(lambda: gateway.kernel_processes() == [], "no kernel left on the gateway", 30, in_thread=True)
 
 
 async def test_a_user_the_gateway_does_not_authorize_gets_its_reason(gateway: GatewayServer, workdir: Path) -> None:
@@ -155,5 +132,5 @@ async def test_the_cli_starts_kernels_for_the_user_given_by_the_flag(gateway: Ga
     assert "User 'mallory' is not in the set of users authorized" in refused.stderr
     assert "Traceback" not in refused.stderr and "token" not in refused.stderr.lower()
     assert gateway.kernel_ids() == []
-    await eventually(lambda: gateway.kernel_processes() == [])
+    await until(lambda: gateway.kernel_processes() == [], "no kernel left on the gateway", 30, in_thread=True)
 

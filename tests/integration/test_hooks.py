@@ -24,7 +24,7 @@ from freeact_sub import (
     HookSpec,
 )
 from tests.conftest import CALC_SERVER
-from tests.scripting import Call, Router, Script, drive, of
+from tests.scripting import Call, Router, Script, configs, drive, of
 
 
 def cell(code: str, call_id: str = "cell") -> Call:
@@ -36,8 +36,7 @@ def command(program: str) -> str:
     return f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}"
 
 
-def config(model: Any, workdir: Path, **settings: Any) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=workdir, enable_subagents=False, kernel_pool_size=0, **settings)
+config = configs(enable_subagents=False, kernel_pool_size=0)
 
 
 async def test_a_pre_tool_use_hook_denies_with_a_reason_the_model_reads_and_the_turn_goes_on(workdir: Path) -> None:

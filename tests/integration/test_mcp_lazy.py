@@ -10,15 +10,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from freeact_sub import Agent, AgentConfig, SubagentFinished, SubagentStarted, ToolOutput
-from tests.integration.test_mcp_pool import calc_servers, eventually
-from tests.processes import is_gone
-from tests.scripting import Block, Call, Router, Script, drive, of
+from freeact_sub import Agent, SubagentFinished, SubagentStarted, ToolOutput
+from tests.processes import calc_servers, is_gone
+from tests.scripting import Block, Call, Router, Script, configs, drive, of, until
 
-
-def _config(model: object, workdir: Path, calc: dict, **settings: object) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=workdir, auto_approve=True, kernel_pool_size=0,
-                       mcp_servers={"calc": calc}, **settings)
+config = configs(auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
 
 
 async def test_children_that_call_no_mcp_tool_start_no_server_yet_are_offered_its_tools(
@@ -32,9 +28,9 @@ async def test_children_that_call_no_mcp_tool_start_no_server_yet_are_offered_it
     children = {f"CHILD-{n}:": Script(["nothing to call"]) for n in range(4)}
     parent = Script([Call("task", {"prompt": f"CHILD-{n}: job"}, id=f"t{n}") for n in range(4)], ["done"])
     model = Router({"PARENT": parent, **children}).model
-    config = _config(model, workdir, calc_server_config, mcp_pool_size=0, max_subagents=4,
-                     disallowed_tools=["execute_ipython_cell"])
-    async with Agent(config) as agent:
+    settings = config(model, workdir, mcp_servers={"calc": calc_server_config}, max_subagents=4,
+                      disallowed_tools=["execute_ipython_cell"])
+    async with Agent(settings) as agent:
         count()
         events = []
         async for event in agent.stream("PARENT go"):
@@ -59,7 +55,7 @@ async def test_a_child_opens_its_own_connection_at_its_first_call_and_closes_it_
     parent = Script([Call("calc_server_pid", {}, id="main-pid")],
                     [Call("task", {"prompt": f"CHILD-{n}: job"}, id=f"t{n}") for n in range(2)], ["done"])
     model = Router({"PARENT": parent, **children}).model
-    async with Agent(_config(model, workdir, calc_server_config, mcp_pool_size=0)) as agent:
+    async with Agent(config(model, workdir, mcp_servers={"calc": calc_server_config})) as agent:
         pids: dict[str, int] = {}
         events = []
         async for event in agent.stream("PARENT go"):
@@ -87,7 +83,7 @@ async def test_a_child_cancelled_while_its_connection_opens_leaves_no_server(
                     [Call("task", {"prompt": "CHILD: job", "run_in_background": True}, id="t")], ["started"])
     child = Script([Call("calc_add", {"a": 2, "b": 3})], ["never"])
     model = Router({"PARENT": parent, "CHILD:": child}).model
-    async with Agent(_config(model, workdir, slow, mcp_pool_size=0)) as agent:
+    async with Agent(config(model, workdir, mcp_servers={"calc": slow})) as agent:
         events = await drive(agent.stream("PARENT go"))
         (started,) = of(SubagentStarted, events)
         main_servers = calc_servers()
@@ -96,7 +92,7 @@ async def test_a_child_cancelled_while_its_connection_opens_leaves_no_server(
                 await asyncio.sleep(0.05)
         assert agent.cancel_subagent(started.subagent_id)
         # the connection finishes opening for nobody, and is closed: its server is stopped
-        await eventually(lambda: calc_servers() == main_servers, "the cancelled child's server should stop", 20)
+        await until(lambda: calc_servers() == main_servers, "the cancelled child's server should stop", 20)
     assert calc_servers() == set()
 
 
@@ -113,7 +109,7 @@ async def test_a_server_that_cannot_start_at_first_use_is_a_readable_tool_result
     parent = Script([Call("task", {"prompt": "CHILD: job"}, id="t")], ["done"])
     child = Script([Call("calc_add", {"a": 2, "b": 3}, id="add")], ["noted"])
     model = Router({"PARENT": parent, "CHILD:": child}).model
-    async with Agent(_config(model, workdir, gate, mcp_pool_size=0)) as agent:
+    async with Agent(config(model, workdir, mcp_servers={"calc": gate})) as agent:
         flag.touch()
         events = await drive(agent.stream("PARENT go"))
     (finished,) = of(SubagentFinished, events)

@@ -7,7 +7,6 @@ Real calc servers throughout; each connection is told apart by the server's proc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,31 +16,12 @@ from freeact_sub import Agent, AgentConfig, SubagentFinished, ToolOutput
 from freeact_sub.config.mcp_servers import McpServerConfig
 from freeact_sub.mcp.pool import McpPool
 from freeact_sub.mcp.servers import McpConnections
-from tests.processes import is_gone
-from tests.scripting import Call, Router, Script, drive, of
+from tests.processes import calc_servers, is_gone
+from tests.scripting import Call, Router, Script, drive, of, until
 
 
 def servers_of(entry: dict[str, Any]) -> dict[str, McpServerConfig]:
     return AgentConfig(mcp_servers={"calc": entry}).mcp_servers
-
-
-def calc_servers() -> set[int]:
-    """The calc MCP servers running under this test process."""
-    found = set()
-    for process in psutil.Process().children(recursive=True):
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE and "calc_server.py" in " ".join(process.cmdline()):
-                found.add(process.pid)
-        except psutil.Error:
-            continue
-    return found
-
-
-async def eventually(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110 - pool state has no event to wait on
-            await asyncio.sleep(0.05)
-    assert condition(), what
 
 
 async def server_pid(mcp: McpConnections) -> int:
@@ -58,7 +38,7 @@ async def test_pool_hands_each_opened_connection_to_one_owner_and_refills(calc_s
     owners: list[McpConnections] = []
     try:
         pool.fill(servers, workdir)
-        await eventually(lambda: pool.ready("calc", spec, workdir) == 2, "the pool should open 2 connections")
+        await until(lambda: pool.ready("calc", spec, workdir) == 2, "the pool should open 2 connections")
         pooled = calc_servers()
         assert len(pooled) == 2
 
@@ -76,7 +56,7 @@ async def test_pool_hands_each_opened_connection_to_one_owner_and_refills(calc_s
         await owners.pop(0).close()
         assert await is_gone(pids[0]), "a pooled connection is closed with its owner"
         pool.fill(servers, workdir)
-        await eventually(lambda: pool.ready("calc", spec, workdir) == 2, "the pool should refill")
+        await until(lambda: pool.ready("calc", spec, workdir) == 2, "the pool should refill")
         refilled = calc_servers() - set(pids)
         assert len(refilled) == 2, "refilled with new servers, never with one that was handed out"
     finally:
@@ -92,7 +72,7 @@ async def test_a_pooled_server_that_died_while_idle_is_not_handed_out(calc_serve
     owner = McpConnections(servers, cwd=workdir, pool=pool)
     try:
         pool.fill(servers, workdir)
-        await eventually(lambda: pool.ready("calc", servers["calc"], workdir) == 1, "the pool should fill")
+        await until(lambda: pool.ready("calc", servers["calc"], workdir) == 1, "the pool should fill")
         (dead,) = calc_servers()
         psutil.Process(dead).kill()
         assert await is_gone(dead)
@@ -117,7 +97,7 @@ async def test_a_subagent_gets_a_pre_opened_connection_that_dies_with_it(calc_se
         spec = config.mcp_servers["calc"]
         events = await drive(agent.stream("PARENT: first"))
         main_pid = int(of(ToolOutput, events)[0].content)
-        await eventually(lambda: len(calc_servers()) == 2, "the main agent's server and one pooled")
+        await until(lambda: len(calc_servers()) == 2, "the main agent's server and one pooled")
         (pooled,) = calc_servers() - {main_pid}
 
         events = await drive(agent.stream("PARENT: spawn"))
@@ -126,9 +106,8 @@ async def test_a_subagent_gets_a_pre_opened_connection_that_dies_with_it(calc_se
         assert finished.status == "done"
         assert child_pid == pooled, "the child used the connection opened before it was spawned"
         assert await is_gone(child_pid), "and closed it when it ended"
-        await eventually(lambda: len(calc_servers() - {main_pid, pooled}) == 1, "the pool should refill")
-        mcp_pool = agent.tree.supplies.mcp_pool
-        await eventually(lambda: mcp_pool.ready("calc", spec, workdir) == 1, "the new entry should open")
+        await until(lambda: len(calc_servers() - {main_pid, pooled}) == 1, "the pool should refill")
+        await until(lambda: agent.tree.supplies.mcp_pool.ready("calc", spec, workdir) == 1, "the new entry should open")
     assert calc_servers() == set(), "stop() closes the pool's idle connections"
 
 

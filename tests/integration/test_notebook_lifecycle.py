@@ -7,28 +7,19 @@ A real agent with real kernels and a scripted model; `Button.click()` runs the h
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from freeact_sub import Agent, AgentConfig
+from freeact_sub import Agent
 from freeact_sub.notebook import AgentView
 from freeact_sub.notebook.agent_panel import AgentPanel
-from tests.scripting import Block, Call, Router, Script
+from tests.scripting import Block, Call, Router, Script, configs, until
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def until(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110 - widget state has no event to wait on
-            await asyncio.sleep(0.02)
-    assert condition(), what
-
-
-def config(model: object, workdir: Path, **settings: object) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=workdir, kernel_pool_size=0, mcp_pool_size=0, **settings)  # type: ignore[arg-type]
+config = configs(kernel_pool_size=0, mcp_pool_size=0)
 
 
 def panel_of(view: AgentView, agent_id: str) -> AgentPanel:

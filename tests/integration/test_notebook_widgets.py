@@ -6,16 +6,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import psutil
 import pytest
 
-from freeact_sub import Agent, AgentConfig
+from freeact_sub import Agent
 from freeact_sub.notebook import AgentView
 from freeact_sub.notebook.agent_panel import AgentPanel
-from tests.scripting import Block, Call, Router, Script, Think, until
+from tests.scripting import Block, Call, Router, Script, Think, configs, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,15 +62,19 @@ def parallel_script() -> Router:
     return Router({"[main]": main, "[sub-a]": sub_a, "[sub-b]": sub_b})
 
 
-def config(model, workdir: Path, **extra) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=workdir, kernel_pool_size=0, **extra)
+config = configs(kernel_pool_size=0)
+
+
+@contextlib.asynccontextmanager
+async def parallel_run(workdir: Path) -> AsyncIterator[tuple[Agent, AgentView, asyncio.Task[None]]]:
+    """The two-subagent script running in a view that asks for every approval: (agent, view, the run's task)."""
+    async with Agent(config(parallel_script().model, workdir)) as agent:
+        view = AgentView(agent, auto_approve=False)
+        yield agent, view, view.start("[main] do two jobs")
 
 
 async def test_parallel_subagents_approved_out_of_order_and_one_rejected(workdir: Path) -> None:
-    router = parallel_script()
-    async with Agent(config(router.model, workdir)) as agent:
-        view = AgentView(agent, auto_approve=False)
-        task = view.start("[main] do two jobs")
+    async with parallel_run(workdir) as (_, view, task):
         assert view.panel is not None
         main = view.panel.main
 
@@ -142,10 +148,7 @@ async def test_always_approve_a_subagent_from_its_approval_panel(workdir: Path) 
 async def test_approve_all_agents_from_the_run_header(workdir: Path) -> None:
     """The header's **Approve all agents** answers every agent that waits (one click, not one per panel) and every
     later action of every agent, as `A` does in the terminal."""
-    router = parallel_script()
-    async with Agent(config(router.model, workdir)) as agent:
-        view = AgentView(agent, auto_approve=False)
-        task = view.start("[main] do two jobs")
+    async with parallel_run(workdir) as (agent, view, task):
         assert view.panel is not None
         main = view.panel.main
         await until(lambda: pending(main), "the main agent's approval panel")

@@ -7,6 +7,7 @@ nothing is mocked: the kernel, the namespaces and Landlock are the real ones.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -21,7 +22,8 @@ import pytest
 from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, ConfigError, SubagentStarted
 from freeact_sub.sandbox import platform_problem
 from tests.conftest import CALC_SERVER, ROOT
-from tests.scripting import Call, Router, Script, drive, of
+from tests.scripting import Call, Router, Script, configs, drive, of
+from tests.security.lab import ATTEMPT
 
 pytestmark = pytest.mark.skipif(platform_problem() is not None, reason=f"no sandbox here: {platform_problem()}")
 
@@ -33,14 +35,7 @@ import ctypes, json, os, socket, subprocess, sys, tempfile
 home, outside, tcp_port, udp_port, host_pid = {home!r}, {outside!r}, {tcp}, {udp}, {host}
 key = os.path.join(home, ".ssh", "id_rsa")
 results = {{}}
-
-def attempt(name, action):
-    try:
-        value = action()
-        results[name] = "ok" if value is None else str(value)
-    except OSError as exc:
-        results[name] = f"errno {{exc.errno}}"
-
+''' + ATTEMPT + r'''
 def write(path):
     with open(path, "w") as file:
         file.write("x")
@@ -127,9 +122,8 @@ class _Servers:
 
 @pytest.fixture
 def servers() -> Iterator[_Servers]:
-    running = _Servers()
-    yield running
-    running.close()
+    with contextlib.closing(_Servers()) as running:
+        yield running
 
 
 @pytest.fixture
@@ -149,8 +143,7 @@ def _probe(place: dict[str, Path], servers: _Servers) -> str:
 
 
 def _config(model: Any, place: dict[str, Path], **settings: Any) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=place["work"], auto_approve=True,
-                       kernel_env={"HOME": str(place["home"])}, **settings)
+    return configs(auto_approve=True, kernel_env={"HOME": str(place["home"])})(model, place["work"], **settings)
 
 
 def _results(events: list[Any], agent_id: str | None = None) -> tuple[dict[str, str], str]:

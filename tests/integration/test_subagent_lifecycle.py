@@ -13,27 +13,14 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from freeact_sub import (
-    Agent,
-    AgentConfig,
-    AgentEvent,
-    ApprovalRequest,
-    Response,
-    SubagentFinished,
-    SubagentStarted,
-    ToolOutput,
-)
+from freeact_sub import Agent, AgentEvent, ApprovalRequest, Response, SubagentFinished, SubagentStarted, ToolOutput
 from tests.processes import kernel_processes
-from tests.scripting import Block, Call, Router, Script, drive, of, tool_results
+from tests.scripting import Block, Call, Router, Script, auto_approved_without_pools, drive, of, tool_results
 
 LIMIT = 120.0
 
 
-def config(model: Any, workdir: Path, **overrides: Any) -> AgentConfig:
-    values: dict[str, Any] = {"model": model, "working_dir": workdir, "auto_approve": True,
-                              "kernel_pool_size": 0, "mcp_pool_size": 0}
-    values.update(overrides)
-    return AgentConfig(**values)
+config = auto_approved_without_pools
 
 
 def prompts(messages: list[ModelMessage]) -> list[str]:

@@ -11,22 +11,13 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from freeact_sub import (
-    Agent,
-    AgentConfig,
-    AgentEvent,
-    ApprovalRequest,
-    SubagentFinished,
-    SubagentMessage,
-    SubagentReport,
-)
-from tests.scripting import Block, Call, Router, Script, drive, of, tool_results
+from freeact_sub import Agent, AgentEvent, ApprovalRequest, SubagentFinished, SubagentMessage, SubagentReport
+from tests.scripting import Block, Call, Router, Script, auto_approved_without_pools, drive, of, tool_results
 
 LIMIT = 120.0
 
 
-def config(model: Any, workdir: Path) -> AgentConfig:
-    return AgentConfig(model=model, working_dir=workdir, auto_approve=True, kernel_pool_size=0, mcp_pool_size=0)
+config = auto_approved_without_pools
 
 
 def new_prompts(messages: list[ModelMessage]) -> list[str]:

@@ -19,7 +19,7 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,8 +45,19 @@ from freeact_sub import (
     TurnCancelled,
     TurnStarted,
 )
-from tests.processes import kernel_processes
-from tests.scripting import Call, Fail, Router, Script, Think, tool_results
+from tests.processes import calc_servers, kernel_processes
+from tests.scripting import (
+    Call,
+    Fail,
+    Handler,
+    Router,
+    Script,
+    Think,
+    auto_approved_without_pools,
+    drive,
+    tool_results,
+    until,
+)
 
 PARENT = "PARENT"
 AGENT_ID = re.compile(r"^agent-[0-9a-f]+$")
@@ -87,14 +98,9 @@ def routed(parent: Script, children: dict[str, Script]) -> Router:
     return Router({PARENT: parent, **{f"CHILD-{name}:": script for name, script in children.items()}})
 
 
-def config(model: Any, workdir: Path, **overrides: Any) -> AgentConfig:
-    # no pools: these tests count the kernels and servers each child starts (tests/integration/test_mcp_pool.py
-    # and test_subagents_pool.py cover the pools)
-    values: dict[str, Any] = {
-        "model": model, "working_dir": workdir, "auto_approve": True, "kernel_pool_size": 0, "mcp_pool_size": 0
-    }
-    values.update(overrides)
-    return AgentConfig(**values)
+# no pools: these tests count the kernels and servers each child starts (tests/integration/test_mcp_pool.py
+# and test_subagents_pool.py cover the pools)
+config = auto_approved_without_pools
 
 
 # -- driving and watching -----------------------------------------------------------------------
@@ -128,32 +134,11 @@ class Watch:
         return [e for e in self.events if isinstance(e, kind) and (agent_id is None or e.agent_id == agent_id)]
 
 
-Handler = Callable[[AgentEvent], Awaitable[None] | None]
-
-
-async def drive(agent: Agent, prompt: str, *handlers: Handler, watch: Watch | None = None) -> Watch:
-    """Run one turn to its end, passing each event to the watch, then to the handlers."""
+async def watched(agent: Agent, prompt: str, *handlers: Handler, watch: Watch | None = None) -> Watch:
+    """Run one turn to its end, passing each event to the watch, then to the handlers (which answer approvals)."""
     watch = watch or Watch()
-    async with asyncio.timeout(RUN_LIMIT):
-        async for event in agent.stream(prompt):
-            watch(event)
-            for handler in handlers:
-                outcome = handler(event)
-                if outcome is not None:
-                    await outcome
+    await drive(agent.stream(prompt), None, on_event=(watch, *handlers), limit=RUN_LIMIT)
     return watch
-
-
-def calc_servers() -> list[int]:
-    """The calc MCP servers running under this test process."""
-    found = []
-    for process in psutil.Process().children(recursive=True):
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE and "calc_server.py" in " ".join(process.cmdline()):
-                found.append(process.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 class KernelCounter:
@@ -176,14 +161,6 @@ class KernelCounter:
         while True:
             self.peak = max(self.peak, len(await asyncio.to_thread(kernel_processes)))
             await asyncio.sleep(0.02)
-
-
-async def eventually(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    """Poll `condition` (state owned by the agent, with no event to wait on) until it holds."""
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-    assert condition(), what
 
 
 # -- what every run with children must show ---------------------------------------------------
@@ -316,10 +293,10 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
     model = routed(parent, {"look": look})
     async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1)) as agent:
         pool = agent.tree.supplies.pool
-        await eventually(lambda: pool.ready == 1, "the kernel pool should fill")
+        await until(lambda: pool.ready == 1, "the kernel pool should fill")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}  # the one ready kernel of the pool
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     runs = children_of(watch, agent.agent_id)
     run = runs[child("look", "report what you see")]
@@ -352,7 +329,7 @@ async def test_children_have_distinct_ids_kernels_and_tag_their_events(workdir: 
     }
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=3)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
         parent_kernel = agent.kernel.pid if agent.kernel else None
 
     runs = children_of(watch, agent.agent_id)
@@ -402,7 +379,7 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
         max_subagents=2,
     )
     async with Agent(cfg) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     runs = children_of(watch, agent.agent_id)
     parent_server = {int(e.content) for e in watch.of(ToolOutput, agent.agent_id) if e.tool_name == "calc_server_pid"}
@@ -529,7 +506,7 @@ async def test_children_run_in_parallel(workdir: Path) -> None:
     children = {name: Script([cell(interval_cell(marks, name, rendezvous=2))], ["finished"]) for name in ("p1", "p2")}
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=2, max_subagents=2)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     children_of(watch, agent.agent_id)
     spans = [
@@ -553,7 +530,7 @@ async def test_never_more_than_max_subagents_children_alive(workdir: Path) -> No
     }
     model = routed(parent, children)
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     runs = children_of(watch, agent.agent_id)
     assert len(runs) == 4 and all(run.finished.status == "done" for run in runs.values())
@@ -571,7 +548,7 @@ async def test_no_kernel_starts_before_its_child_takes_a_slot(workdir: Path) -> 
     # no pool: every kernel in the process tree is the parent's or a child's
     async with Agent(config(model.model, workdir, kernel_pool_size=0, max_subagents=2)) as agent:
         async with KernelCounter() as counter:
-            watch = await drive(agent, PARENT)
+            watch = await watched(agent, PARENT)
 
     assert len(children_of(watch, agent.agent_id)) == 4
     assert counter.peak <= 1 + 2, f"{counter.peak} kernels at once: more than the parent's and two children's"
@@ -592,7 +569,7 @@ async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
             agent.cancel()
 
         canceller = asyncio.create_task(cancel_while_kernels_boot())
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
         await canceller
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel], "with the pool off, only the parent's kernel should remain"
@@ -618,7 +595,7 @@ async def test_seven_subagents_in_one_response(workdir: Path) -> None:
     assert cfg.max_subagents == 5 and cfg.kernel_pool_size == 2
     async with Agent(cfg) as agent:
         async with KernelCounter() as counter:
-            watch = await drive(agent, PARENT)
+            watch = await watched(agent, PARENT)
 
     runs = children_of(watch, agent.agent_id)
     assert sorted(runs) == sorted(child(name) for name in names)
@@ -648,7 +625,7 @@ async def test_children_cannot_start_children(workdir: Path) -> None:
     grandchild = Script()  # any request here fails the run: a grandchild must never start
     model = routed(parent, {"nest": nest, "grandchild": grandchild})
     async with Agent(config(model.model, workdir, max_subagents=2)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     runs = children_of(watch, agent.agent_id)
     assert len(runs) == 1
@@ -670,7 +647,7 @@ async def test_child_stops_at_max_turns_and_returns_its_last_response(workdir: P
     loop = Script(*([f"round {n}", cell(f"print({n})")] for n in range(1, 6)))
     model = routed(parent, {"loop": loop})
     async with Agent(config(model.model, workdir)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     run = children_of(watch, agent.agent_id)[child("loop")]
     sid = run.started.subagent_id
@@ -689,7 +666,7 @@ async def test_a_limit_of_one_turn_is_said_once(workdir: Path) -> None:
     once = Script(["one round", cell("print(1)")], ["never asked"])
     model = routed(parent, {"once": once})
     async with Agent(config(model.model, workdir)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     run = children_of(watch, agent.agent_id)[child("once")]
     assert "limit of 1 turn." in run.result.content and "1 turns" not in run.result.content
@@ -701,7 +678,7 @@ async def test_an_empty_answer_becomes_a_sentence(workdir: Path) -> None:
     mute = Script([cell("x = 1")], [""])
     model = routed(parent, {"mute": mute})
     async with Agent(config(model.model, workdir)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     run = children_of(watch, agent.agent_id)[child("mute")]
     assert run.finished.status == "done"
@@ -722,7 +699,7 @@ async def test_child_failure_becomes_the_tool_result(workdir: Path, calc_server_
     model = routed(parent, {"boom": boom})
     cfg = config(model.model, workdir, mcp_servers={"calc": calc_server_config})
     async with Agent(cfg) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     run = children_of(watch, agent.agent_id)[child("boom")]
     sid = run.started.subagent_id
@@ -740,7 +717,7 @@ async def test_child_cell_timeout_becomes_the_tool_result(workdir: Path) -> None
     slow = Script([cell(PRINT_PID + "import time\ntime.sleep(60)\n")], echo_results("slow: "))
     model = routed(parent, {"slow": slow})
     async with Agent(config(model.model, workdir, execution_timeout=1.5)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     run = children_of(watch, agent.agent_id)[child("slow")]
     (output,) = watch.of(CodeExecutionOutput, run.started.subagent_id)
@@ -760,7 +737,7 @@ async def test_rejected_child_call_becomes_the_tool_result(workdir: Path) -> Non
             if isinstance(event, ApprovalRequest):
                 event.approve(event.agent_id == agent.agent_id)  # yes to the parent, no to the child
 
-        watch = await drive(agent, PARENT, decide)
+        watch = await watched(agent, PARENT, decide)
 
     run = children_of(watch, agent.agent_id)[child("ask")]
     sid = run.started.subagent_id
@@ -806,7 +783,7 @@ async def test_waiting_children_are_answered_in_reverse_order(workdir: Path) -> 
                     order.append("approve first")
                     waiting["CHILD-first"].approve(True)
 
-        watch = await drive(agent, PARENT, decide)
+        watch = await watched(agent, PARENT, decide)
 
     assert order == ["approve second", "output CHILD-second", "approve first", "output CHILD-first"]
     runs = children_of(watch, agent.agent_id)
@@ -835,7 +812,7 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
                 if len(running) == 2:
                     agent.cancel()
 
-        watch = await drive(agent, PARENT, cancel_when_both_run)
+        watch = await watched(agent, PARENT, cancel_when_both_run)
         assert agent.tree.children(agent.agent_id) == []
         # the parent's history says that its task calls were interrupted (the children did not finish)
         interrupted = agent.history[len(history_before):][-1]
@@ -846,7 +823,7 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
         parent.add([task("again")], ["second turn done"])
         again = Script([cell(PRINT_PID)], ["again done"])
         model.scripts["CHILD-again:"] = again
-        second = await drive(agent, PARENT + " again")
+        second = await watched(agent, PARENT + " again")
 
     assert isinstance(watch.events[-1], TurnCancelled) and watch.events[-1].agent_id == agent.agent_id
     started = watch.of(SubagentStarted)
@@ -879,7 +856,7 @@ async def test_cancel_while_children_start(workdir: Path, calc_server_config: di
                 if len(started) == 2:
                     agent.cancel()
 
-        watch = await drive(agent, PARENT, cancel_on_second_start)
+        watch = await watched(agent, PARENT, cancel_on_second_start)
         assert agent.tree.children(agent.agent_id) == []
         assert len(calc_servers()) == 1, "only the parent's MCP server runs: the starting children's are stopped"
 
@@ -901,7 +878,7 @@ async def test_invalid_task_arguments_start_no_child(workdir: Path) -> None:
     never = Script()
     model = routed(parent, {"never": never})
     async with Agent(config(model.model, workdir)) as agent:
-        watch = await drive(agent, PARENT)
+        watch = await watched(agent, PARENT)
 
     assert not watch.of(SubagentStarted) and never.calls == 0
     results = parent.tool_results(1)
@@ -930,7 +907,7 @@ async def test_standing_approval_for_a_child_seen_starting(workdir: Path) -> Non
                 asked.append(event)
                 event.approve(True)
 
-        watch = await drive(agent, PARENT, decide)
+        watch = await watched(agent, PARENT, decide)
 
     runs = children_of(watch, agent.agent_id)
     trusted = runs[child("trusted")].started.subagent_id
@@ -956,7 +933,7 @@ async def test_cancel_while_child_waits_for_approval(workdir: Path) -> None:
                     asked.append(event)
                     agent.cancel()
 
-        watch = await drive(agent, PARENT, decide)
+        watch = await watched(agent, PARENT, decide)
         assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None
         assert kernel_processes() == [parent_kernel]

@@ -16,20 +16,12 @@ from freeact_sub import Agent, AgentConfig, KernelError
 from freeact_sub.kernels.local import Kernel
 from freeact_sub.kernels.pool import KernelPool
 from tests.processes import kernel_processes
-from tests.scripting import Call, Router, Script
+from tests.scripting import Call, Router, Script, until
 
 FIRST_CELL_CHECK = (
     "_builtin = {'In', 'Out', 'exit', 'quit', 'get_ipython', 'open'}\n"
     "print(len(In) - 1, sorted(n for n in globals() if not n.startswith('_') and n not in _builtin))\n"
 )
-
-
-async def eventually(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
-    """Poll `condition` (pool state, with no event to wait on) until it holds."""
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-    assert condition(), what
 
 
 def kernel_factory(workdir: Path, made: list[Kernel]) -> Callable[[], Kernel]:
@@ -47,7 +39,7 @@ async def test_pool_hands_out_each_started_kernel_once_and_refills(workdir: Path
     taken: list[Kernel] = []
     try:
         pool.fill()
-        await eventually(lambda: pool.ready == 2, "the pool should fill to its size")
+        await until(lambda: pool.ready == 2, "the pool should fill to its size")
         assert len(made) == 2 and all(k.started for k in made)
         ready = list(made)
 
@@ -63,7 +55,7 @@ async def test_pool_hands_out_each_started_kernel_once_and_refills(workdir: Path
 
         # the pool refills in the background, with new kernels
         pool.fill()
-        await eventually(lambda: pool.ready == 2, "the pool should refill after kernels were taken")
+        await until(lambda: pool.ready == 2, "the pool should refill after kernels were taken")
         assert len(made) == 4
         third = await pool.acquire()
         taken.append(third)
@@ -96,9 +88,9 @@ async def test_closing_a_filling_pool_leaves_no_kernel(workdir: Path, close_afte
     pool = KernelPool(kernel_factory(workdir, made), size=2)
     pool.fill()
     if close_after == "process_spawned":
-        await eventually(lambda: bool(kernel_processes()), "a kernel process should be starting")
+        await until(lambda: bool(kernel_processes()), "a kernel process should be starting")
     elif close_after == "one_ready":
-        await eventually(lambda: pool.ready >= 1, "one kernel should be ready")
+        await until(lambda: pool.ready >= 1, "one kernel should be ready")
     await pool.close()
     assert pool.ready == 0
     assert kernel_processes() == []
@@ -113,7 +105,7 @@ async def test_a_cancelled_acquire_stops_the_kernel_booting_for_it(workdir: Path
     pool = KernelPool(kernel_factory(workdir, made), size=0)
     try:
         waiter = asyncio.create_task(pool.acquire())
-        await eventually(lambda: len(made) == 1, "a kernel should start booting for the caller")
+        await until(lambda: len(made) == 1, "a kernel should start booting for the caller")
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
@@ -138,7 +130,7 @@ async def test_a_failed_background_start_does_not_fail_a_later_caller(workdir: P
     kernel: Kernel | None = None
     try:
         pool.fill()
-        await eventually(lambda: len(made) == 1 and not pool._booting, "the first background start should fail")
+        await until(lambda: len(made) == 1 and not pool._booting, "the first background start should fail")
         assert pool.ready == 0, "a failed start is no ready kernel"
         kernel = await pool.acquire()
         assert kernel.started and kernel is made[-1]
@@ -174,7 +166,7 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
     cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=1)
     async with Agent(cfg) as agent:
         pool = agent.tree.supplies.pool
-        await eventually(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
+        await until(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
         parent_kernel = agent.kernel.pid if agent.kernel else None
         pooled = set(kernel_processes()) - {parent_kernel}
         assert len(pooled) == 1
@@ -182,7 +174,7 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
             async for _ in agent.stream("PARENT"):
                 pass
         outputs = {key: script.tool_results(1) for key, script in (("one", one), ("two", two))}
-        await eventually(lambda: pool.ready == 1, "the pool should refill after a child took its kernel")
+        await until(lambda: pool.ready == 1, "the pool should refill after a child took its kernel")
         # between turns only the parent's kernel and the refilled pool's one kernel run
         between_turns = set(kernel_processes())
         assert parent_kernel in between_turns and len(between_turns) == 2
@@ -205,11 +197,11 @@ async def test_the_pool_keeps_kernels_ready_for_the_callers_it_expects(workdir: 
     taken: list[Kernel] = []
     try:
         pool.expect(3)
-        await eventually(lambda: pool.ready == 3, "the pool should hold a kernel for each expected caller")
+        await until(lambda: pool.ready == 3, "the pool should hold a kernel for each expected caller")
         taken += [await pool.acquire() for _ in range(3)]
         assert len(made) == 3, "the expected callers got the kernels started for them, none on demand"
         pool.expect(0)  # nobody waits any more: back to the pool's size
-        await eventually(lambda: pool.ready == 1, "the pool should refill to its size")
+        await until(lambda: pool.ready == 1, "the pool should refill to its size")
         assert len(made) == 4
     finally:
         await pool.close()
@@ -244,11 +236,11 @@ async def test_children_queued_for_a_slot_find_their_kernels_started(workdir: Pa
     cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=2)
     async with Agent(cfg) as agent:
         pool = agent.tree.supplies.pool
-        await eventually(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
+        await until(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
         turn = asyncio.create_task(drain(agent.stream("PARENT")))
-        await eventually(lambda: sum(s.state == "waiting" for s in agent.subagents()) == 2, "two children queued")
-        await eventually(lambda: sum(s.state == "running" for s in agent.subagents()) == 2, "two children run")
-        await eventually(lambda: pool.ready == 2, "the pool should hold a kernel for each queued child")
+        await until(lambda: sum(s.state == "waiting" for s in agent.subagents()) == 2, "two children queued")
+        await until(lambda: sum(s.state == "running" for s in agent.subagents()) == 2, "two children run")
+        await until(lambda: pool.ready == 2, "the pool should hold a kernel for each queued child")
         ready_for_them = (
             set(kernel_processes())
             - {agent.kernel.pid if agent.kernel else None}
@@ -291,7 +283,7 @@ async def test_a_responses_task_calls_boot_their_kernels_while_they_wait_for_app
     seen: list[int] = []
     async with Agent(cfg) as agent:
         pool = agent.tree.supplies.pool
-        await eventually(lambda: pool.ready == pool_size, "the agent's pool should fill when the agent starts")
+        await until(lambda: pool.ready == pool_size, "the agent's pool should fill when the agent starts")
         async with asyncio.timeout(120):
             async for event in agent.stream("PARENT"):
                 if isinstance(event, ApprovalRequest) and event.tool_name == "task":
@@ -355,7 +347,7 @@ async def test_a_caller_that_comes_while_a_cancelled_callers_boot_stops_still_ge
     pool = KernelPool(kernel_factory(workdir, made), size=0)
     first = asyncio.create_task(pool.acquire())
     gone = asyncio.create_task(pool.acquire())
-    await eventually(lambda: pool.booting == 2, "a boot for each caller")
+    await until(lambda: pool.booting == 2, "a boot for each caller")
     await asyncio.sleep(0.05)  # both boots are under way
     gone.cancel()
     await asyncio.sleep(0)  # its cancellation has begun: one boot is being stopped

@@ -13,16 +13,9 @@ from rich.console import Console
 
 from freeact_sub import Agent, AgentConfig, ApprovalRequest, Response
 from freeact_sub.terminal.session import Session
-from tests.scripting import Block, Call, Router, Script, drive
+from tests.scripting import Block, Call, Router, Script, drive, until
 
 LIMIT = 120.0
-
-
-async def until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(LIMIT):
-        while not condition():  # noqa: ASYNC110 - the session's state has no event to wait on
-            await asyncio.sleep(0.05)
-    assert condition(), what
 
 
 async def test_background_question_between_turns_and_agent_commands(workdir: Path) -> None:
@@ -47,15 +40,15 @@ async def test_background_question_between_turns_and_agent_commands(workdir: Pat
             ask_id, slow_id = ids["CHILD-ask: job"], ids["CHILD-slow: job"]
             # the slow child's question arrives between turns: shown, and answered with /y at the prompt
             release_slow.set()
-            await until(lambda: session.desk.waiting == 1, "the slow child's question should wait on the desk")
+            await until(lambda: session.desk.waiting == 1, "the slow child's question should wait on the desk", LIMIT)
             assert session.desk.selected is not None and session.desk.selected.agent_id == slow_id
             assert session.command("/y")
             assert session.command("/agents")
             assert session.command("/stop " + slow_id)
             release.set()
-            await until(lambda: session.desk.waiting == 1, "the other child's question should wait on the desk")
+            await until(lambda: session.desk.waiting == 1, "the other child's question should wait on the desk", LIMIT)
             assert session.command("/n not now")
-            await until(lambda: console.export_text(clear=False).count("■") == 2, "both children should end")
+            await until(lambda: console.export_text(clear=False).count("■") == 2, "both children should end", LIMIT)
             assert not session.command("an ordinary prompt")
         finally:
             watcher.cancel()

@@ -158,13 +158,9 @@ class _Remove:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-ATTACKS = r'''
-import ctypes, glob, json, os, socket, struct, subprocess, sys
-lab = {lab!r}
-kind = {kind!r}
-results = {{}}
-
+ATTEMPT = r'''
 def attempt(name, action):
+    """Run one probe: "ok" (or what it returned), "errno N" for the OS's refusal, or the error it raised."""
     try:
         value = action()
         results[name] = "ok" if value is None else str(value)
@@ -172,7 +168,15 @@ def attempt(name, action):
         results[name] = f"errno {{exc.errno}}"
     except Exception as exc:
         results[name] = f"{{type(exc).__name__}}: {{exc}}"
+'''
+"""The kernel-side probe runner of the lab's programs (a `str.format` template piece, as they are)."""
 
+ATTACKS = r'''
+import ctypes, glob, json, os, socket, struct, subprocess, sys
+lab = {lab!r}
+kind = {kind!r}
+results = {{}}
+''' + ATTEMPT + r'''
 def write(path, text="x", mode="w"):
     with open(path, mode) as file:
         file.write(text)

@@ -24,7 +24,6 @@ import pytest
 
 from freeact_sub import (
     Agent,
-    AgentConfig,
     AgentDefinition,
     ApprovalRequest,
     ConfigError,
@@ -34,7 +33,7 @@ from freeact_sub import (
 from freeact_sub.config.agent_types import load_agent_types, project_agent_types
 from freeact_sub.config.project_trust import powers_of, wider_than_default
 from freeact_sub.sandbox import profile_from
-from tests.scripting import Call, Router, Script, drive
+from tests.scripting import Call, Router, Script, configs, drive
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,12 +103,8 @@ def recorder() -> Iterator[Recorder]:
     server.close()
 
 
-def config(model: object, workdir: Path, **extra: object) -> AgentConfig:
-    """The main agent runs no code (no kernel) unless a test's type asks for one; nothing is saved."""
-    settings: dict[str, object] = dict(model=model, working_dir=workdir, tools=["task"], save_sessions=False,
-                                       kernel_pool_size=0, mcp_pool_size=0)
-    settings.update(extra)
-    return AgentConfig(**settings)  # type: ignore[arg-type]
+# the main agent runs no code (no kernel) unless a test's type asks for one; nothing is saved
+config = configs(tools=["task"], save_sessions=False, kernel_pool_size=0, mcp_pool_size=0)
 
 
 def one_task(subagent_type: str, child: Script | None = None) -> Router:

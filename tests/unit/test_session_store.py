@@ -92,7 +92,8 @@ def test_rollback_and_a_grown_last_request_replay_to_the_agents_history(tmp_path
     assert same(read_messages(store.path / "agent-main.jsonl"), history)
 
 
-def test_partial_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
+def torn_transcript(tmp_path: Path) -> tuple[SessionStore, Path, list[ModelMessage]]:
+    """A saved session whose main transcript ends in half a line (the writer was killed mid-line)."""
     store = SessionStore.create(tmp_path)
     log = store.agent("agent-main")
     history: list[ModelMessage] = [prompt("one"), answer("first")]
@@ -101,6 +102,11 @@ def test_partial_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
     path = store.path / "agent-main.jsonl"
     with path.open("ab") as handle:
         handle.write(b'{"parts":[{"content":"half a mess')  # SIGKILL while writing
+    return store, path, history
+
+
+def test_partial_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    _, path, history = torn_transcript(tmp_path)
     with pytest.warns(TranscriptWarning, match="partial last line"):
         messages = read_messages(path)
     assert same(messages, history)
@@ -249,14 +255,7 @@ def test_a_message_is_written_exactly_as_pydantic_ais_list_adapter_writes_it() -
 def test_a_writer_after_a_torn_last_line_drops_it_so_later_resumes_read_clean(tmp_path: Path) -> None:
     import warnings
 
-    store = SessionStore.create(tmp_path)
-    log = store.agent("agent-main")
-    history: list[ModelMessage] = [prompt("one"), answer("first")]
-    log.sync(history)
-    store.close()
-    path = store.path / "agent-main.jsonl"
-    with path.open("ab") as handle:
-        handle.write(b'{"parts":[{"content":"half a mess')  # SIGKILL while writing
+    store, path, _ = torn_transcript(tmp_path)
 
     store = SessionStore.open(tmp_path, store.session_id)  # the next process resumes
     with pytest.warns(TranscriptWarning, match="partial last line"):

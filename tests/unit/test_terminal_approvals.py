@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import pytest
@@ -51,16 +52,17 @@ class Desk:
         return next((line for line in self.screen.splitlines() if "[y]es" in line or "Reason" in line), "")
 
 
-@pytest.fixture
-async def desk() -> AsyncIterator[Desk]:
+@contextlib.asynccontextmanager
+async def running_desk(width: int = 120, stop: Callable[[str], bool] | None = None) -> AsyncIterator[Desk]:
+    """An `ApprovalDesk` reading keys from a pty, running until the block ends."""
     master, slave = os.openpty()
     output = io.StringIO()
     palette = Palette()
-    renderer = Renderer(Console(file=output, width=120), palette, SubagentBoard(palette), main_id="agent-0000")
+    renderer = Renderer(Console(file=output, width=width), palette, SubagentBoard(palette), main_id="agent-0000")
     policy = ApprovalPolicy()
     try:
         with KeyReader(slave) as keys:
-            desk = ApprovalDesk(renderer, palette, policy)
+            desk = ApprovalDesk(renderer, palette, policy, stop=stop)
             task = asyncio.create_task(desk.run(keys))
             yield Desk(desk, policy, output, master)
             task.cancel()
@@ -69,6 +71,12 @@ async def desk() -> AsyncIterator[Desk]:
     finally:
         os.close(master)
         os.close(slave)
+
+
+@pytest.fixture
+async def desk() -> AsyncIterator[Desk]:
+    async with running_desk() as running:
+        yield running
 
 
 def _request(agent_id: str, code: str) -> ApprovalRequest:
@@ -282,49 +290,34 @@ async def test_a_desk_without_a_running_turn_takes_requests_and_keys_from_any_fr
 
 
 async def test_s_stops_the_subagent_that_asks_and_its_questions_leave_the_list() -> None:
-    master, slave = os.openpty()
-    palette = Palette()
-    output = io.StringIO()
-    renderer = Renderer(Console(file=output, width=160), palette, SubagentBoard(palette), main_id="agent-0000")
     stopped: list[str] = []
-    desk = Desk(
-        ApprovalDesk(renderer, palette, ApprovalPolicy(), stop=lambda agent: stopped.append(agent) or True),
-        ApprovalPolicy(), output, master,
-    )
     main, child, again, other = (_request("agent-0000", "0"), _request("agent-aaaa", "1"),
                                  _request("agent-aaaa", "2"), _request("agent-bbbb", "3"))
-    try:
-        with KeyReader(slave) as keys:
-            task = asyncio.create_task(desk.desk.run(keys))
-            desk.desk.submit(main)
-            await desk.asked("agent-0000")
-            assert "[s]top" not in desk.selected_line  # the main agent is not a subagent: nothing to stop
-            assert "s stops its subagent" not in desk.screen
-            desk.type(b"s")  # not an answer to the main agent's question
-            await asyncio.sleep(0.1)
-            assert not main.decided and stopped == []
-            desk.type(b"y")
-            assert await main.approved() is True
-            for request in (child, again, other):
-                desk.desk.submit(request)
-            await desk.asked("agent-aaaa")
-            assert desk.screen.splitlines()[0].endswith("y/n/a/A answers it, s stops its subagent")
-            assert desk.selected_line.rstrip().endswith("[A]ll agents  [s]top agent-aaaa")
-            desk.type(b"s")
-            await desk.asked("agent-bbbb")  # both of agent-aaaa's questions left; agent-bbbb's is selected
-            assert stopped == ["agent-aaaa"]
-            assert desk.desk.pending == [other] and not other.decided
-            assert re.search(r"agent-aaaa +✗ stopping this subagent; its parent is told and goes on", output.getvalue())
-            desk.desk.submit(_request("agent-0000", "4"))
-            desk.type(b"2")  # the main agent's question selected: the header offers no stop
-            await desk.asked("agent-0000")
-            assert desk.screen.splitlines()[0].endswith("y/n/a/A answers it")
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-    finally:
-        os.close(master)
-        os.close(slave)
+    async with running_desk(width=160, stop=lambda agent: stopped.append(agent) or True) as desk:
+        output = desk.output
+        desk.desk.submit(main)
+        await desk.asked("agent-0000")
+        assert "[s]top" not in desk.selected_line  # the main agent is not a subagent: nothing to stop
+        assert "s stops its subagent" not in desk.screen
+        desk.type(b"s")  # not an answer to the main agent's question
+        await asyncio.sleep(0.1)
+        assert not main.decided and stopped == []
+        desk.type(b"y")
+        assert await main.approved() is True
+        for request in (child, again, other):
+            desk.desk.submit(request)
+        await desk.asked("agent-aaaa")
+        assert desk.screen.splitlines()[0].endswith("y/n/a/A answers it, s stops its subagent")
+        assert desk.selected_line.rstrip().endswith("[A]ll agents  [s]top agent-aaaa")
+        desk.type(b"s")
+        await desk.asked("agent-bbbb")  # both of agent-aaaa's questions left; agent-bbbb's is selected
+        assert stopped == ["agent-aaaa"]
+        assert desk.desk.pending == [other] and not other.decided
+        assert re.search(r"agent-aaaa +✗ stopping this subagent; its parent is told and goes on", output.getvalue())
+        desk.desk.submit(_request("agent-0000", "4"))
+        desk.type(b"2")  # the main agent's question selected: the header offers no stop
+        await desk.asked("agent-0000")
+        assert desk.screen.splitlines()[0].endswith("y/n/a/A answers it")
 
 
 async def test_an_arrow_key_split_across_two_reads_answers_nothing(desk: Desk) -> None:
