@@ -287,8 +287,7 @@ class Agent:
         parts, self._parts, self._started = self._parts, None, False
         # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
         closing = [parts.close(kernel_now=self.is_subagent)] if parts is not None else []
-        if not self.is_subagent:  # the tree's never-used MCP connections close beside this agent's own, not after
-            closing.append(self.tree.supplies.mcp_pool.close())
+        closing += [] if self.is_subagent else [self.tree.supplies.mcp_pool.close()]  # the pool's beside its own
         await asyncio.shield(asyncio.gather(*closing, return_exceptions=True))
         if not self.is_subagent:
             await asyncio.shield(self.tree.close())

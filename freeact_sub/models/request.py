@@ -49,14 +49,6 @@ async def send(
     `attempt` when it was sent and whether a chunk was shown. Holds one of `slots` while it runs (a wait for
     one is a `ModelSlot` event). A stream silent for `idle` seconds raises `StreamIdle`."""
     from pydantic_ai.direct import model_request_stream
-    from pydantic_ai.messages import (
-        PartDeltaEvent,
-        PartStartEvent,
-        TextPart,
-        TextPartDelta,
-        ThinkingPart,
-        ThinkingPartDelta,
-    )
     from pydantic_ai.models import ModelRequestParameters
 
     parameters = ModelRequestParameters(function_tools=tools)
@@ -83,19 +75,7 @@ async def send(
                         event = await anext(events)
                     except StopAsyncIteration:
                         break
-                chunk: AgentEvent | None = None
-                if isinstance(event, PartStartEvent):
-                    part = event.part
-                    if isinstance(part, TextPart) and part.content:
-                        chunk = ResponseChunk(agent_id=agent_id, content=part.content)
-                    elif isinstance(part, ThinkingPart) and part.content:
-                        chunk = ThoughtsChunk(agent_id=agent_id, content=part.content)
-                elif isinstance(event, PartDeltaEvent):
-                    delta = event.delta
-                    if isinstance(delta, TextPartDelta) and delta.content_delta:
-                        chunk = ResponseChunk(agent_id=agent_id, content=delta.content_delta)
-                    elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
-                        chunk = ThoughtsChunk(agent_id=agent_id, content=delta.content_delta)
+                chunk = _chunk(event, agent_id)
                 if chunk is not None:
                     attempt.shown = True
                     emit(chunk)
@@ -127,3 +107,30 @@ def provider_message(exc: BaseException) -> str:
         if isinstance(message, str) and message:
             return message
     return getattr(exc, "message", None) or str(exc) or type(exc).__name__
+
+
+def _chunk(event: object, agent_id: str) -> AgentEvent | None:
+    """The `ResponseChunk` or `ThoughtsChunk` a stream event carries (a new part's first text, or more of it)."""
+    from pydantic_ai.messages import (
+        PartDeltaEvent,
+        PartStartEvent,
+        TextPart,
+        TextPartDelta,
+        ThinkingPart,
+        ThinkingPartDelta,
+    )
+
+    piece: object
+    if isinstance(event, PartStartEvent):
+        piece, content = event.part, getattr(event.part, "content", "")
+    elif isinstance(event, PartDeltaEvent):
+        piece, content = event.delta, getattr(event.delta, "content_delta", "")
+    else:
+        return None
+    if not content or not isinstance(content, str):
+        return None
+    if isinstance(piece, TextPart | TextPartDelta):
+        return ResponseChunk(agent_id=agent_id, content=content)
+    if isinstance(piece, ThinkingPart | ThinkingPartDelta):
+        return ThoughtsChunk(agent_id=agent_id, content=content)
+    return None

@@ -18,9 +18,8 @@ approve every agent; Enter right after `n` is still a bare rejection. A key that
 ignored with a hint. Only keys read from the keyboard (`run()`, or `press(key, at=...)`) are timed;
 `press(key)` from code (`/n reason` at the prompt) is taken as it comes.
 
-The desk outlives a turn: `submit()` may be called at any time (e.g. a background subagent's
-request while no turn runs), and `press()` takes one key from whatever reads the keyboard —
-`run()` reads them from a `KeyReader`, another front end can call `press()` itself.
+The desk outlives a turn: `submit()` may come at any time (a background subagent's request between
+turns); `press()` takes one key from whatever reads the keyboard (`run()`: a `KeyReader`).
 """
 
 from __future__ import annotations
@@ -104,8 +103,6 @@ class ApprovalDesk:
         self._burst: _Burst | None = None
         self._hinted = False
         self._nobody_answers = False
-
-    # -- what is waiting ------------------------------------------------------------------
 
     @property
     def pending(self) -> list[ApprovalRequest]:

@@ -227,28 +227,13 @@ class TimelineBuilder:
                     self._kernel_waits[(event.agent_id, event.tool_call_id)] = event.kernel_wait
             case SubagentQueued():
                 child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, job_title(event))
-                child.spans.append(
-                    Span(
-                        state="waiting_for_slot",
-                        start=at,
-                        call=event.tool_call_id,
-                        label=f"task: {event.description or event.prompt[:80]}",
-                    )
-                )
+                child.spans.append(_task_span("waiting_for_slot", at, event))
             case SubagentStarted():
                 child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, job_title(event))
                 for span in child.spans:
                     if span.state == "waiting_for_slot" and span.end is None:
                         span.end = at
-                self._open_span(
-                    event.subagent_id,
-                    Span(
-                        state="starting",
-                        start=at,
-                        call=event.tool_call_id,
-                        label=f"task: {event.description or event.prompt[:80]}",
-                    ),
-                )
+                self._open_span(event.subagent_id, _task_span("starting", at, event))
             case SubagentFinished():
                 child = self._child(event.agent_id, event.subagent_id, at, "general", "")
                 child.status, child.end = event.status, at
@@ -349,3 +334,8 @@ class TimelineBuilder:
                 span.end = max(span.start, at)
         for call in self._requests.get(agent_id, {}):  # decided or not, none of its calls runs on after its agent
             self._ended.setdefault((agent_id, call), at)
+
+
+def _task_span(state: SpanState, at: float, event: SubagentQueued | SubagentStarted) -> Span:
+    """A child's span from its `task` call's event, labelled with the job's title (or its prompt's start)."""
+    return Span(state=state, start=at, call=event.tool_call_id, label=f"task: {event.description or event.prompt[:80]}")
