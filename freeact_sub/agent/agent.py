@@ -231,7 +231,7 @@ class Agent:
             self.session_id = self.conversation.open(settings.working_dir, self.agent_id, session_id=self.session_id,
                                                      save=settings.save_sessions, model=self._model)
         try:
-            self._parts = await start_parts(self, self)
+            self._parts = await start_parts(self)
         except BaseException:
             if not self.is_subagent:
                 await asyncio.shield(self.tree.close())

@@ -11,7 +11,7 @@ import asyncio
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..code_tools import CodeTools, mcp_prompt, open_code_tools
 from ..config.agent_config import DEFAULT_SYSTEM_PROMPT, default_system_prompt
@@ -26,16 +26,14 @@ from ..policy.gate import ApprovalGate
 from ..subagents.runner import SubagentRunner
 from ..tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
 from ..tools.names import server_may_offer, tool_allowed, unmatched_patterns
+from ..tree.members import TreeMember
 from .tool_calls import ToolCallRunner
 
 if TYPE_CHECKING:
-    from pydantic_ai.models import Model
 
     from ..config.agent_config import AgentConfig
     from ..policy.approvals import ApprovalRules
-    from ..policy.hooks import Hooks
-    from ..sandbox import SandboxProfile
-    from ..tree.registry import AgentTree, TreeMember
+    from ..tree.registry import AgentTree
     from .conversation import Conversation
 
 __all__ = ["AgentParts", "Starter", "start_parts", "system_prompt"]
@@ -65,31 +63,23 @@ class AgentParts:
         await asyncio.gather(*closers, return_exceptions=True)
 
 
-class Starter(Protocol):
-    """The agent whose parts `start_parts` starts (what it reads of it)."""
+class Starter(TreeMember, Protocol):
+    """The agent whose parts `start_parts` starts: besides what the tree knows of it, its tree, type and rules,
+    where its decisions are saved, and where its `task_report` goes."""
 
-    agent_id: str
     tree: AgentTree
     subagent_type: str
     rules: ApprovalRules
-    conversation: Conversation
     report_to_parent: Callable[[str, Emit], None] | None
 
     @property
+    def conversation(self) -> Conversation: ...
+    @property
     def is_subagent(self) -> bool: ...
-    @property
-    def settings(self) -> AgentConfig: ...
-    @property
-    def sandbox(self) -> SandboxProfile: ...
-    @property
-    def hooks(self) -> Hooks: ...
-    @property
-    def model(self) -> Model: ...
-    def hook_context(self) -> dict[str, Any]: ...
 
 
-async def start_parts(agent: Starter, member: TreeMember) -> AgentParts:
-    """Start `agent`'s kernel and MCP connections and assemble its tools (`member`: the agent as its tree knows it).
+async def start_parts(agent: Starter) -> AgentParts:
+    """Start `agent`'s kernel and MCP connections and assemble its tools.
 
     Whatever started is stopped again if the start fails or is cancelled.
     """
@@ -105,7 +95,7 @@ async def start_parts(agent: Starter, member: TreeMember) -> AgentParts:
     if settings.enable_subagents and agent.tree.depth(agent.agent_id) < settings.max_depth and allowed("task"):
         specs.append(task_tool(agent.tree.types, settings))
         specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list", "task_send")]
-        subagents = SubagentRunner(agent.tree, member)
+        subagents = SubagentRunner(agent.tree, agent)
         if not agent.is_subagent:
             agent.tree.start()
     if agent.is_subagent and allowed("task_report"):

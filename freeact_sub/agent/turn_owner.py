@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from ..tree.members import TreeMember
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-    from ..config.agent_config import AgentConfig
-    from ..policy.hooks import Hooks
     from ..tree.registry import AgentTree
     from .conversation import Conversation
     from .inbox import Inbox
@@ -29,25 +29,22 @@ class Budgets:
     """USD."""
 
 
-class TurnOwner(Protocol):
-    """What the turn engine works on: its agent's identity, settings, conversation and parts."""
+class TurnOwner(TreeMember, Protocol):
+    """What the turn engine works on besides what the tree knows of an agent: its tree, its own conversation and
+    inbox, its budgets, its system prompt and its running parts."""
 
-    agent_id: str
     tree: AgentTree
-    conversation: Conversation
-    inbox: Inbox
     budgets: Budgets
 
     @property
+    def conversation(self) -> Conversation: ...
+    @property
+    def inbox(self) -> Inbox: ...
+    @property
     def is_subagent(self) -> bool: ...
-    @property
-    def settings(self) -> AgentConfig: ...
-    @property
-    def hooks(self) -> Hooks: ...
     @property
     def system_prompt(self) -> str: ...
     @property
     def model(self) -> Model: ...
     @property
     def parts(self) -> AgentParts: ...
-    def hook_context(self) -> dict[str, Any]: ...
