@@ -4,7 +4,6 @@ the run's wall time against its floor and against the same cells on warm kernels
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -13,10 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.models.function import FunctionModel
 
-from bench.spawning import CALC_SERVER, alive, first_prompt, tree_pss, wait_for_pool
+from bench.spawning import CALC_SERVER, alive, cell_children, tree_pss, wait_for_pool
 from freeact_sub import Agent, AgentConfig, SubagentFinished, ToolOutput
 from freeact_sub.kernels.launcher import KernelZygote
 from freeact_sub.kernels.local import Kernel
@@ -87,22 +85,7 @@ async def fan_out_run(children: int, bound: int, cell: float, *, background: boo
     """One parent turn that starts `children` children of one `cell`-second cell each, under `bound`; with
     `events`, every event of the run (the children's too) is appended to it; `pool` sets `kernel_pool_size`,
     `mcp_tools` the agents' `mcp_tools`."""
-    code = f"import time; time.sleep({cell})"
-
-    async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
-        prompt = first_prompt(messages)
-        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
-        if prompt.startswith("child"):
-            if returns:
-                yield "child done"
-            else:
-                yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": code}),
-                                        tool_call_id="cell")}
-        elif returns:
-            yield "parent done"
-        else:
-            yield {i: DeltaToolCall(name="task", tool_call_id=f"task-{i}", json_args=json.dumps(
-                {"prompt": f"child {i}", "run_in_background": background})) for i in range(children)}
+    script = cell_children(children, cell, background=background)
 
     with tempfile.TemporaryDirectory() as work:
         servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}

@@ -7,13 +7,16 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall
 
 from freeact_sub import Agent, ApprovalRequest
 
-__all__ = ["CALC_SERVER", "SpawnScript", "alive", "first_prompt", "timed_spawn", "tree_pss", "wait_for_pool"]
+__all__ = [
+    "CALC_SERVER", "SpawnScript", "alive", "cell_children", "first_prompt", "timed_spawn", "tree_pss", "wait_for_pool",
+]
 
 CALC_SERVER = Path(__file__).resolve().parent.parent / "tests" / "servers" / "calc_server.py"
 
@@ -100,3 +103,26 @@ def tree_pss() -> float:
         except psutil.Error:
             continue
     return total / 2**20
+
+
+def cell_children(children: int, cell: float, *, background: bool, parent_done: str = "parent done") -> Any:
+    """A model script: the parent starts `children` children at once (in the background or not), each runs one cell
+    of `cell` seconds and answers `child done`; the parent then answers `parent_done`."""
+    code = f"import time; time.sleep({cell})"
+
+    async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
+        prompt = first_prompt(messages)
+        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if prompt.startswith("child"):
+            if returns:
+                yield "child done"
+            else:
+                yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": code}),
+                                        tool_call_id="cell")}
+        elif returns:
+            yield parent_done
+        else:
+            yield {i: DeltaToolCall(name="task", tool_call_id=f"task-{i}", json_args=json.dumps(
+                {"prompt": f"child {i}", "run_in_background": background})) for i in range(children)}
+
+    return script

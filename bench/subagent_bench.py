@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import statistics
 import sys
@@ -37,11 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `bench` is beside it
 
-from pydantic_ai.messages import ModelMessage, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.models.function import FunctionModel
 
 from bench.fan_out_runs import fan_out_rows
-from bench.spawning import CALC_SERVER, SpawnScript, first_prompt, timed_spawn, wait_for_pool
+from bench.spawning import CALC_SERVER, SpawnScript, cell_children, timed_spawn, wait_for_pool
 from freeact_sub import Agent, AgentConfig, SubagentFinished
 from freeact_sub.kernels.launcher import KernelZygote
 from freeact_sub.kernels.local import Kernel
@@ -162,23 +160,7 @@ async def background_wave(children: int = 50, bound: int = 10, cell: float = 0.5
     children alive at once (what `max_subagents` bounds), and the most kernels alive at once besides the main
     agent's (children's plus the kernel pool's idle and booting ones)."""
     with tempfile.TemporaryDirectory() as work:
-        code = f"import time; time.sleep({cell})"
-
-        async def script(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
-            prompt = first_prompt(messages)
-            returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
-            if prompt.startswith("child"):
-                if returns:
-                    yield "child done"
-                else:
-                    yield {0: DeltaToolCall(name="execute_ipython_cell", json_args=json.dumps({"code": code}),
-                                            tool_call_id="cell")}
-            elif returns:
-                yield "started them all"
-            else:
-                calls = [json.dumps({"prompt": f"child {i}", "run_in_background": True}) for i in range(children)]
-                yield {i: DeltaToolCall(name="task", json_args=args, tool_call_id=f"task-{i}")
-                       for i, args in enumerate(calls)}
+        script = cell_children(children, cell, background=True, parent_done="started them all")
 
         config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, max_subagents=bound,
                              auto_approve=True)
