@@ -91,7 +91,7 @@ async def spawn(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
         "kernel": percentiles(await spawn_latencies(sizes.spawns, pool_size=2, mcp=False)),
         "mcp": percentiles(await spawn_latencies(sizes.spawns, pool_size=2, mcp=True, mcp_pool_size=1)),
         "kernel_less": percentiles(
-            await spawn_latencies(sizes.spawns, pool_size=0, mcp=False, subagent_type="thinker")
+            await spawn_latencies(sizes.spawns, pool_size=0, mcp=False, agent_type="thinker")
         ),
     }
 
@@ -185,7 +185,7 @@ async def approval_round_trip(sizes: Sizes, timelines: Path | None) -> dict[str,
                     requests[event.tool_call_id] = event
                 elif isinstance(event, CodeExecutionOutput) and event.tool_call_id in requests:
                     request = requests[event.tool_call_id]
-                    started = float(event.text.strip())
+                    started = float(event.content.strip())
                     assert request.decided_at is not None
                     to_cell.append(started - request.decided_at)
                     total.append(started - request.at)

@@ -106,7 +106,7 @@ async def calls_from_code(count: int, workdir: Path) -> list[float]:
     async with Agent(config) as agent:
         async for event in agent.stream("echo many times"):
             if isinstance(event, CodeExecutionOutput):
-                text = event.text
+                text = event.content
     marker = text.find("SAMPLES ")
     if marker < 0:
         raise RuntimeError(f"the cell failed:\n{text}")

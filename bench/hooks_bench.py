@@ -19,7 +19,7 @@ from typing import Any
 
 from freeact_sub.policy.hooks import Hooks, HookSpec, hook_table
 
-CONTEXT = {"agent_id": "agent-0bench", "parent_id": None, "subagent_type": "general", "session_id": None, "cwd": "."}
+CONTEXT = {"agent_id": "agent-0bench", "parent_id": None, "agent_type": "general", "session_id": None, "cwd": "."}
 FIELDS = {"tool_name": "execute_ipython_cell", "tool_input": {"code": "x = 1"}, "tool_use_id": "call-1"}
 
 

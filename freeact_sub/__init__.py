@@ -6,6 +6,7 @@ MCP servers a config names), the events `Agent.stream()` yields, the shared `App
 The terminal and the notebook front ends build on these; their own helpers live in their packages.
 """
 
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from .agent.agent import Agent
@@ -17,7 +18,7 @@ from .config.agent_config import (
 )
 from .config.builtin_types import BUILTIN_TYPES
 from .config.commands import Command, CommandFiles
-from .config.definitions import AgentDefinition
+from .config.definitions import AgentType
 from .config.project_trust import ProjectPowers, forget_folder, trusted_folders
 from .errors import ConfigError, ConfigWarning, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
@@ -31,6 +32,7 @@ from .events import (
     ModelUsage,
     Response,
     ResponseChunk,
+    RunCancelled,
     SubagentFinished,
     SubagentMessage,
     SubagentQueued,
@@ -39,7 +41,6 @@ from .events import (
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
     TurnStarted,
     deprecated_name,
 )
@@ -60,8 +61,8 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",
-    "AgentDefinition",
     "AgentEvent",
+    "AgentType",
     "ApprovalPolicy",
     "ApprovalRequest",
     "CodeExecutionOutput",
@@ -84,6 +85,7 @@ __all__ = [
     "ProjectPowers",
     "Response",
     "ResponseChunk",
+    "RunCancelled",
     "SessionError",
     "SubagentFinished",
     "SubagentInfo",
@@ -97,7 +99,6 @@ __all__ = [
     "TimelineBuilder",
     "ToolOutput",
     "TreeUsage",
-    "TurnCancelled",
     "TurnStarted",
     "Usage",
     "__version__",
@@ -109,5 +110,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Deprecated names (`HookError`: use `HookFailed`) still import, with a `DeprecationWarning`."""
+    """Deprecated names still import, with a `DeprecationWarning`: `AgentDefinition` (use `AgentType`),
+    `HookError` (use `HookFailed`), `TurnCancelled` (use `RunCancelled`)."""
+    if name == "AgentDefinition":
+        message = "freeact-sub: AgentDefinition is deprecated, use AgentType (the same class)"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return AgentType
     return deprecated_name(__name__, name)

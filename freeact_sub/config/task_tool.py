@@ -6,12 +6,12 @@ from collections.abc import Mapping
 
 from ..tools import ToolSpec, builtin_tool
 from .agent_config import AgentConfig
-from .definitions import AgentDefinition
+from .definitions import AgentType
 
 __all__ = ["task_tool"]
 
 
-def task_tool(agent_types: Mapping[str, AgentDefinition], settings: AgentConfig | None = None) -> ToolSpec:
+def task_tool(agent_types: Mapping[str, AgentType], settings: AgentConfig | None = None) -> ToolSpec:
     """The `task` tool as the model sees it: its JSON definition, with the agent types and the models it may
     pick for them listed (`settings`: the calling agent's, whose `subagent_models` apply to types without a list)."""
     spec = builtin_tool("task")

@@ -23,15 +23,15 @@ Event family::
     ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
     ├── SubagentMessage              a message to a running background child (its parent's model or the person)
     ├── SubagentReport               a running child tells its parent something before it finishes
-    ├── TurnCancelled                the turn was cancelled; the history says how far it got
+    ├── RunCancelled                 the run (a `stream()` call) was cancelled; the history says how far it got
     └── HookFailed                   a hook failed; the moment went on as if it did not exist
 
 All events are frozen dataclasses; dispatch on them with `match`. They are defined by kind —
 `turn` (lifecycle), `model_output`, `approvals`, `tool_results`, `subagents` — and all imported
 from here. `Emit` is the callback type an agent's parts emit events through.
 
-`HookError` is the deprecated name of `HookFailed` (an event, not an exception); it still works
-and warns.
+Deprecated names still work and warn: `HookError` (now `HookFailed`: an event, not an exception)
+and `TurnCancelled` (now `RunCancelled`: a turn is one model round, a run is one `stream()` call).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from .subagents import (
     SubagentStatus,
 )
 from .tool_results import CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
-from .turn import HookFailed, TurnCancelled, TurnStarted
+from .turn import HookFailed, RunCancelled, TurnStarted
 
 __all__ = [
     "AgentEvent",
@@ -66,6 +66,7 @@ __all__ = [
     "ModelUsage",
     "Response",
     "ResponseChunk",
+    "RunCancelled",
     "SubagentFinished",
     "SubagentMessage",
     "SubagentQueued",
@@ -75,11 +76,10 @@ __all__ = [
     "Thoughts",
     "ThoughtsChunk",
     "ToolOutput",
-    "TurnCancelled",
     "TurnStarted",
 ]
 
-DEPRECATED_NAMES = {"HookError": "HookFailed"}
+DEPRECATED_NAMES = {"HookError": "HookFailed", "TurnCancelled": "RunCancelled"}
 """Old names still importable from here and from `freeact_sub`, each with a `DeprecationWarning`."""
 
 
@@ -88,7 +88,7 @@ def deprecated_name(module: str, name: str) -> Any:
     if name not in DEPRECATED_NAMES:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     new = DEPRECATED_NAMES[name]
-    warnings.warn(f"{name} is deprecated, use {new} (the same event)", DeprecationWarning, stacklevel=3)
+    warnings.warn(f"freeact-sub: {name} is deprecated, use {new} (the same class)", DeprecationWarning, stacklevel=3)
     return globals()[new]
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["AgentEvent", "CallSource", "Emit"]
+__all__ = ["AgentEvent", "CallSource", "Emit", "FormerlyText"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,6 +20,20 @@ class AgentEvent:
     at: float = field(default_factory=time.time, compare=False, repr=False)
     """When the event happened: seconds since the epoch (`time.time()`). A replayed event has the time saved."""
 
+
+
+class FormerlyText:
+    """An event whose text was called `text` before it was `content` (as on every other event):
+    `event.text` still reads it, with a `DeprecationWarning`."""
+
+    content: str
+
+    @property
+    def text(self) -> str:
+        """Deprecated: use `content`."""
+        message = f"freeact-sub: {type(self).__name__}.text is deprecated, use .content"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return self.content
 
 
 CallSource = Literal["model", "code"]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..usage import Usage
-from .base import AgentEvent
+from .base import AgentEvent, FormerlyText
 
 __all__ = [
     "SubagentFinished", "SubagentMessage", "SubagentQueued", "SubagentReport", "SubagentStarted", "SubagentStatus",
@@ -26,7 +26,7 @@ class SubagentStarted(AgentEvent):
     """The parent's `task` call that started the child; the child's result is a `ToolOutput` with this id."""
     prompt: str
     max_turns: int
-    subagent_type: str = "general"
+    agent_type: str = "general"
     """The agent type the child runs as."""
     description: str = ""
     """The `task` call's short title for the job (3-5 words); empty if the model gave none."""
@@ -51,7 +51,7 @@ class SubagentQueued(AgentEvent):
     subagent_id: str
     tool_call_id: str
     prompt: str
-    subagent_type: str = "general"
+    agent_type: str = "general"
     description: str = ""
 
 
@@ -72,7 +72,7 @@ class SubagentFinished(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SubagentMessage(AgentEvent):
+class SubagentMessage(AgentEvent, FormerlyText):
     """A message sent to a running background child: by its parent's model (`task_send`) or by the person
     (`Agent.send`, `/send` in the terminal, the message box of its notebook panel). `agent_id` is the parent's id.
 
@@ -80,17 +80,17 @@ class SubagentMessage(AgentEvent):
     """
 
     subagent_id: str
-    text: str
+    content: str
     sender: Literal["parent", "user"]
     """`parent`: its parent's model sent it; `user`: the person did."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class SubagentReport(AgentEvent):
+class SubagentReport(AgentEvent, FormerlyText):
     """A running child told its parent something before it finished (`task_report`). `agent_id` is the child's id.
 
     The parent's model reads it at its next model request, as it reads the end of a background child.
     """
 
     parent_id: str
-    text: str
+    content: str

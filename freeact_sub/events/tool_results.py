@@ -6,24 +6,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .base import AgentEvent, CallSource
+from .base import AgentEvent, CallSource, FormerlyText
 
 __all__ = ["CodeExecutionOutput", "CodeExecutionOutputChunk", "ToolOutput"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class CodeExecutionOutputChunk(AgentEvent):
+class CodeExecutionOutputChunk(AgentEvent, FormerlyText):
     """Output of a running cell, as it arrives (stdout, stderr, results, tracebacks)."""
 
-    text: str
+    content: str
     tool_call_id: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class CodeExecutionOutput(AgentEvent):
+class CodeExecutionOutput(AgentEvent, FormerlyText):
     """The complete output of one cell."""
 
-    text: str
+    content: str
     """All text output, ANSI escapes removed; also what the model receives (possibly shortened)."""
     images: tuple[Path, ...] = ()
     """Files the cell's images (`image/png`) were saved to."""

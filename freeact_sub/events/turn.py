@@ -1,4 +1,4 @@
-"""A turn's lifecycle: a model round starts, the turn is cancelled, a hook failed on the way."""
+"""A run's lifecycle: a model round (a turn) starts, the run is cancelled, a hook failed on the way."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .base import AgentEvent
 
-__all__ = ["HookFailed", "TurnCancelled", "TurnStarted"]
+__all__ = ["HookFailed", "RunCancelled", "TurnStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,11 +19,11 @@ class TurnStarted(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TurnCancelled(AgentEvent):
-    """The turn was cancelled (`Agent.cancel()`, a closed stream, a new `stream()`).
+class RunCancelled(AgentEvent):
+    """The run (one `stream()` call) was cancelled (`Agent.cancel()`, a closed stream, a new `stream()`).
 
     The history keeps what completed; unfinished calls are answered as interrupted by the user,
-    and a note says the turn was interrupted.
+    and a note says the run was interrupted.
     """
 
     reason: str = "cancelled"

@@ -125,7 +125,7 @@ class CallView(widgets.VBox):
     def set_output(self, event: CodeExecutionOutput) -> None:
         """Show the complete output of the cell, with its images."""
         self.finished = True
-        text = event.text
+        text = event.content
         if event.status == "timeout":
             text += "\n[the cell timed out and was interrupted]"
             self.decision = "timed out"

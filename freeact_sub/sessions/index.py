@@ -36,7 +36,7 @@ class SavedAgent:
     """The agent that started it with a `task` call (None for the main agent)."""
     tool_call_id: str | None = None
     """The parent's `task` call that started it."""
-    type: str = "main"
+    agent_type: str = "main"
     """`main` for the main agent, else the subagent's type (`general` unless a type was named)."""
     model: str | None = None
     sandbox: str | None = None
@@ -125,7 +125,7 @@ def _apply(summary: SessionSummary, record: dict[str, Any]) -> None:
                 agent_id=agent_id,
                 parent_id=record.get("parent_id"),
                 tool_call_id=record.get("tool_call_id"),
-                type=record.get("type") or "main",
+                agent_type=record.get("type") or "main",
                 model=record.get("model"),
                 sandbox=record.get("sandbox"),
                 sandbox_limits=record.get("sandbox_limits") or "",

@@ -145,7 +145,7 @@ def test_killed_while_subagents_run_leaves_every_transcript_readable(workdir: Pa
     children = saved.children()
     assert len(children) == 3 and {c.status for c in children} <= {"interrupted", "done"}
     assert sorted(c.type for c in children) == ["general", "general", "reviewer"]
-    assert {c.model for c in children if c.type == "reviewer"} <= {"claude-demo", "anthropic:claude-demo"}
+    assert {c.model for c in children if c.agent_type == "reviewer"} <= {"claude-demo", "anthropic:claude-demo"}
     for child in children:
         messages = saved.messages(child.agent_id)
         assert messages and messages[1].kind == "response"

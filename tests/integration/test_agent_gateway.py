@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinished, TurnCancelled
+from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, RunCancelled, SubagentFinished
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, token_gateway
@@ -66,7 +66,7 @@ async def test_a_main_agent_and_three_children_run_every_kernel_on_the_gateway(
         events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
         assert agent.tree.supplies.zygote.pid is None  # no local kernel machinery was started
         outputs = [e for e in events if isinstance(e, CodeExecutionOutput)]
-        ran_in = {e.agent_id: KERNEL_ID.findall(e.text)[0] for e in outputs}
+        ran_in = {e.agent_id: KERNEL_ID.findall(e.content)[0] for e in outputs}
         assert len(ran_in) == 4 and len(set(ran_in.values())) == 4  # the main agent and three children
         assert ran_in[agent.agent_id] == agent.kernel.kernel_id
         for agent_id, kernel_id in ran_in.items():
@@ -90,7 +90,7 @@ async def test_the_pool_holds_started_kernels_on_the_gateway_for_children(
         assert len(pooled) == 2
         events = await drive(agent.stream("PARENT"), limit=180)
         child_output = [e for e in events if isinstance(e, CodeExecutionOutput)]
-        assert KERNEL_ID.findall(child_output[0].text)[0] in pooled  # the child did not wait for a start
+        assert KERNEL_ID.findall(child_output[0].content)[0] in pooled  # the child did not wait for a start
     assert gateway.kernel_ids() == []
 
 
@@ -116,7 +116,7 @@ async def test_cancelling_a_turn_and_stopping_leave_no_kernel_on_the_gateway(
 
         events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
         assert running.is_set()
-        assert isinstance(events[-1], TurnCancelled)
+        assert isinstance(events[-1], RunCancelled)
         assert {e.status for e in events if isinstance(e, SubagentFinished)} == {"cancelled"}
         assert gateway.kernel_ids() == [agent.kernel.kernel_id]  # type: ignore[union-attr]
     assert gateway.kernel_ids() == []

@@ -18,10 +18,10 @@ from freeact_sub import (
     CodeExecutionOutputChunk,
     Response,
     ResponseChunk,
+    RunCancelled,
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
     TurnStarted,
 )
 from tests.scripting import Block, Call, Script, Think, drive, new_kernel_turn, of, shared_agent, single_agent_config
@@ -99,7 +99,7 @@ async def test_an_approved_cell_runs_and_its_output_goes_back_to_the_model(share
     assert request.code == "print(6 * 7)"
     assert not request.auto_approved
     output = of(CodeExecutionOutput, events)[0]
-    assert (output.text, output.status, output.tool_call_id) == ("42\n", "ok", "c1")
+    assert (output.content, output.status, output.tool_call_id) == ("42\n", "ok", "c1")
     assert [c.tool_call_id for c in of(CodeExecutionOutputChunk, events)] == ["c1"]
     assert script.tool_results(1) == {"c1": "42\n"}
     assert [(r.content, r.final) for r in of(Response, events)] == [("Computing.", False), ("It is 42.", True)]
@@ -142,7 +142,7 @@ async def test_one_rejected_call_of_several_ends_the_turn_after_the_others_ran(s
         ]
     )
     events = await drive(agent.stream("two"), decide=lambda request: request.tool_call_id == "yes")
-    assert [o.text for o in of(CodeExecutionOutput, events)] == ["approved\n"]
+    assert [o.content for o in of(CodeExecutionOutput, events)] == ["approved\n"]
     assert not of(ToolOutput, events)  # reset_kernel did not run
     assert "`reset_kernel`" in events[-1].content and "execute_ipython_cell" not in events[-1].content
     assert script.calls == 1
@@ -171,7 +171,7 @@ async def test_approval_requests_can_be_answered_from_another_task(shared) -> No
         if isinstance(event, ApprovalRequest):
             answerers.append(asyncio.create_task(answer_later(event)))
     await asyncio.gather(*answerers)
-    assert of(CodeExecutionOutput, events)[0].text == "later\n"
+    assert of(CodeExecutionOutput, events)[0].content == "later\n"
 
 
 async def test_all_calls_of_one_response_are_put_up_for_approval_together(shared) -> None:
@@ -198,7 +198,7 @@ async def test_all_calls_of_one_response_are_put_up_for_approval_together(shared
                         request.approve(True)
 
     await asyncio.wait_for(consume(), 60)
-    outputs = {o.tool_call_id: o.text for o in of(CodeExecutionOutput, events)}
+    outputs = {o.tool_call_id: o.content for o in of(CodeExecutionOutput, events)}
     assert outputs == {"p1": "one\n", "p2": "two\n"}
     assert script.tool_results(1) == {"p1": "one\n", "p2": "two\n"}
 
@@ -236,7 +236,7 @@ async def test_long_output_is_shortened_for_the_model_but_not_for_the_consumer(s
     code = "print('HEAD' + 'x' * 50_000 + 'TAIL')"
     script.reset([Call("execute_ipython_cell", {"code": code}, id="long")], ["ok"])
     events = await drive(agent.stream("a lot of output"))
-    full = of(CodeExecutionOutput, events)[0].text
+    full = of(CodeExecutionOutput, events)[0].content
     assert len(full) > 50_000
     seen = script.tool_results(1)["long"]
     assert len(seen) <= agent.config.max_output_chars + 200
@@ -275,7 +275,7 @@ async def test_a_standing_approval_is_still_emitted_as_a_decided_request(shared)
     request = of(ApprovalRequest, events)[0]
     assert request.auto_approved and request.decided
     assert await request.approved() is True
-    assert of(CodeExecutionOutput, events)[0].text == "auto\n"
+    assert of(CodeExecutionOutput, events)[0].content == "auto\n"
 
     # cleared: the next call waits for a decision again
     script.reset([Call("execute_ipython_cell", {"code": "print('asked')"})], ["ok"])
@@ -411,7 +411,7 @@ async def test_a_new_stream_ends_the_unfinished_turn(shared) -> None:
     events = await drive(agent.stream("second"))
     assert events[-1].content == "second answer"
     rest = [event async for event in first]
-    assert isinstance(rest[-1], TurnCancelled)  # its consumer learns that the turn was ended
+    assert isinstance(rest[-1], RunCancelled)  # its consumer learns that the turn was ended
 
 
 async def test_start_and_stop_without_a_context_manager(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ async def test_explore_plan_and_review_through_the_scripted_server(workdir: Path
                     event.approve(True)
         bodies = list(server.requests)
 
-    started = {e.subagent_type: e for e in events if isinstance(e, SubagentStarted)}
+    started = {e.agent_type: e for e in events if isinstance(e, SubagentStarted)}
     assert set(started) == set(JOBS)
     assert {kind: e.max_turns for kind, e in started.items()} == {"explore": 20, "plan": 15, "review": 15}
     ids = {e.subagent_id: kind for kind, e in started.items()}
@@ -127,7 +127,7 @@ async def test_explore_plan_and_review_through_the_scripted_server(workdir: Path
     assert {ids[r.agent_id] for r in asked if r.agent_id in ids} == ({"plan", "review"} if enforced else set(JOBS))
 
     # the sandbox: each child read the file and could not write one
-    outputs = {ids[e.agent_id]: e.text for e in events if isinstance(e, CodeExecutionOutput) and e.agent_id in ids}
+    outputs = {ids[e.agent_id]: e.content for e in events if isinstance(e, CodeExecutionOutput) and e.agent_id in ids}
     for kind in JOBS:
         assert "SECRET_NUMBER = 42" in outputs[kind]
         assert started[kind].sandbox == ("read-only" if enforced else "off")

@@ -23,8 +23,8 @@ from freeact_sub import (
     AgentConfig,
     ApprovalRequest,
     CodeExecutionOutput,
+    RunCancelled,
     ToolOutput,
-    TurnCancelled,
 )
 from tests.npm_servers import filesystem_server
 from tests.scripting import Call, Router, Script, configs, drive, of
@@ -83,7 +83,7 @@ async def test_tools_are_modules_the_model_can_read_and_the_prompt_says_so(share
     assert "IANA timezone name" in time_source  # the argument's description is in the docstring
     script.reset([cell(f"import os\nprint(sorted(os.listdir({str(package)!r})))")], ["ok"])
     events = await drive(agent.stream("list the tools"))
-    assert "'calc.py'" in cell_output(events).text and "'time.py'" in cell_output(events).text
+    assert "'calc.py'" in cell_output(events).content and "'time.py'" in cell_output(events).content
     prompt = agent.system_prompt
     assert "from mcptools.<module> import <tool>" in prompt and str(package) in prompt
     assert "`mcptools.calc` (server `calc`): add, echo" in prompt
@@ -101,7 +101,7 @@ async def test_a_loop_of_100_calls_with_a_standing_approval(shared) -> None:
         events = await drive(agent.stream("sum it"), decide=False)  # nothing may need asking
     finally:
         agent.approvals.clear(agent.agent_id)
-    assert cell_output(events).text.strip() == "4950"
+    assert cell_output(events).content.strip() == "4950"
     requests = code_requests(events)
     assert len(requests) == 100
     assert all(r.auto_approved and r.agent_id == agent.agent_id and r.cell_call_id == "cell" for r in requests)
@@ -124,7 +124,7 @@ async def test_calls_from_threads_of_one_cell_run_at_the_same_time(shared) -> No
         events = await drive(agent.stream("sleep thrice"), decide=False)
     finally:
         agent.approvals.clear(agent.agent_id)
-    assert cell_output(events).text.strip() == "['slept 0.5', 'slept 0.5', 'slept 0.5']"
+    assert cell_output(events).content.strip() == "['slept 0.5', 'slept 0.5', 'slept 0.5']"
     calls = [e for e in events if getattr(e, "source", "model") == "code"]
     kinds = [type(e).__name__ for e in calls]
     assert kinds[:3] == ["ApprovalRequest"] * 3  # all three were under way before the first result came back
@@ -137,7 +137,7 @@ async def test_structured_results_come_back_as_python_values(shared) -> None:
         "now = get_current_time(timezone='UTC')\nprint(type(now).__name__, now['timezone'], repr(echo(text='hi')))"
     )
     events = await one_cell(shared, code, "time")
-    assert cell_output(events).text.strip() == "dict UTC 'hi'"
+    assert cell_output(events).content.strip() == "dict UTC 'hi'"
     assert [r.tool_name for r in code_requests(events)] == ["time_get_current_time", "calc_echo"]
 
 
@@ -148,11 +148,11 @@ async def test_a_rejected_call_raises_in_the_cell_and_the_agent_goes_on(shared) 
     events = await drive(agent.stream("echo"), decide=lambda r: r.source == "model")
     output = cell_output(events)
     assert output.status == "error"
-    assert "ToolRejected" in output.text and "calc.echo was not approved" in output.text
+    assert "ToolRejected" in output.content and "calc.echo was not approved" in output.content
     assert not [e for e in of(ToolOutput, events) if e.source == "code"]  # it never ran
     assert events[-1].content == "the call was rejected"  # the turn went on: the model got the traceback
     script.reset([cell("print(1 + 1)", "next")], ["2"])
-    assert cell_output(await drive(agent.stream("go on")), "next").text.strip() == "2"
+    assert cell_output(await drive(agent.stream("go on")), "next").content.strip() == "2"
 
 
 async def test_arguments_that_do_not_fit_the_schema_are_refused_before_approval(shared) -> None:
@@ -162,7 +162,7 @@ async def test_arguments_that_do_not_fit_the_schema_are_refused_before_approval(
         "try:\n    add(a=1)\nexcept TypeError as error:\n    print('python:', error)\n"
     )
     events = await one_cell(shared, code, "bad")
-    text = cell_output(events).text
+    text = cell_output(events).content
     assert "refused: Invalid arguments for calc.add:\n- a: 'two' is not of type 'integer'" in text
     assert "python: add() missing 1 required keyword-only argument: 'b'" in text
     assert code_requests(events) == []  # nobody was asked
@@ -174,7 +174,7 @@ async def test_an_error_of_the_tool_raises_tool_error_with_the_servers_message(s
         "try:\n    fail(message='boom')\nexcept mcptools.ToolError as error:\n    print('ToolError:', error)\n"
     )
     events = await one_cell(shared, code, "fail")
-    assert "ToolError: Error executing tool fail" in cell_output(events).text
+    assert "ToolError: Error executing tool fail" in cell_output(events).content
     output = next(e for e in of(ToolOutput, events) if e.source == "code")
     assert output.is_error and output.tool_name == "calc_fail"
 
@@ -197,7 +197,7 @@ async def test_waiting_for_approval_does_not_count_against_the_cell_timeout(tmp_
             if isinstance(event, CodeExecutionOutput):
                 output = event
         await asyncio.gather(*pending)
-    assert (output.status, output.text.strip()) == ("ok", "3")
+    assert (output.status, output.content.strip()) == ("ok", "3")
 
 
 async def test_a_server_that_crashes_mid_call_raises_tool_error(tmp_path: Path) -> None:
@@ -208,11 +208,11 @@ async def test_a_server_that_crashes_mid_call_raises_tool_error(tmp_path: Path) 
     )
     script = Script([cell(code)], ["done"], [cell("print('alive')", "after")], ["ok"])
     async with Agent(config(script.model, tmp_path, auto_approve=True)) as agent:
-        text = cell_output(await drive(agent.stream("crash"))).text
+        text = cell_output(await drive(agent.stream("crash"))).content
         assert "ToolError: MCP server 'calc' failed while running 'crash'" in text
         second = text.splitlines()[1]  # the server is gone: the next call fails too, and says why
         assert second.startswith("ToolError: MCP server 'calc'") and ("'add'" in second or "not running" in second)
-        assert cell_output(await drive(agent.stream("still there?")), "after").text.strip() == "alive"
+        assert cell_output(await drive(agent.stream("still there?")), "after").content.strip() == "alive"
 
 
 async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path) -> None:
@@ -227,10 +227,10 @@ async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path
                 event.approve(True)
             elif isinstance(event, ApprovalRequest):
                 agent.cancel()  # the call waits for a decision that never comes
-        assert isinstance(events[-1], TurnCancelled)
+        assert isinstance(events[-1], RunCancelled)
         assert not of(ToolOutput, events)
         after = await drive(agent.stream("what happened?"))
-    text = cell_output(after, "check").text
+    text = cell_output(after, "check").content
     assert "ToolCancelled the turn was cancelled" in text
 
 
@@ -258,7 +258,7 @@ async def test_a_connection_without_the_secret_is_refused_by_the_kernel(tmp_path
         )
         script.reset([cell(code, "c2")], ["done"])
         events = await drive(agent.stream("intruders"))
-        text = cell_output(events, "c2").text
+        text = cell_output(events, "c2").content
         assert "sums [5, 5, 5] refused 2" in text
         for writer in intruders:
             writer.close()
@@ -276,7 +276,7 @@ async def test_calls_mode_offers_no_modules_and_code_mode_no_direct_calls(tmp_pa
     script = Script([cell("from mcptools.calc import add\nprint(add(a=20, b=22))")], ["42"])
     async with Agent(config(script.model, tmp_path / "code", mcp_tools="code", auto_approve=True)) as agent:
         events = await drive(agent.stream("add"))
-        assert cell_output(events).text.strip() == "42"
+        assert cell_output(events).content.strip() == "42"
         assert not any(name.startswith("calc_") for name in agent.tool_names)
         assert "named `<server>_<tool>`" not in agent.system_prompt
         package = agent.parts.code_tools.package if agent.parts.code_tools else None
@@ -298,7 +298,7 @@ async def test_an_npm_server_from_code(tmp_path: Path) -> None:
     servers = {"files": filesystem_server(shared_dir)}
     async with Agent(config(script.model, tmp_path, mcp_servers=servers, auto_approve=True)) as agent:
         events = await drive(agent.stream("read the text files"))
-    assert cell_output(events).text.strip() == "['contents of a.txt', 'contents of b.txt']"
+    assert cell_output(events).content.strip() == "['contents of a.txt', 'contents of b.txt']"
     assert [r.tool_name for r in code_requests(events)] == [
         "files_list_directory", "files_read_text_file", "files_read_text_file",
     ]
@@ -339,7 +339,7 @@ async def test_three_children_call_the_same_server_from_code_each_through_its_ow
     assert sorted(r.agent_id for r in requests if r.tool_name == "calc_server_pid") == sorted(children_ids)
     pids = {}
     for output in of(CodeExecutionOutput, events):
-        pids[output.agent_id] = int(output.text.split()[-1])
+        pids[output.agent_id] = int(output.content.split()[-1])
     assert set(pids) == children_ids and len(set(pids.values())) == 3  # three sessions, three servers
     assert set(pids.values()) <= servers_seen
     # each child's code reached its own session: the ToolOutput under each child carries that child's server
@@ -359,7 +359,7 @@ async def test_the_demo_runs_a_cell_that_calls_mcp_tools_from_code(tmp_path: Pat
         ("demo_constant", {"name": "pi"}), ("demo_constant", {"name": "e"}), ("demo_constant", {"name": "phi"}),
         ("demo_word_count", {"text": "code that calls tools keeps their raw results out of the context window"}),
     ]
-    assert "pi = 3.141593" in of(CodeExecutionOutput, events)[0].text
+    assert "pi = 3.141593" in of(CodeExecutionOutput, events)[0].content
     assert "the sentence has **13** words" in events[-1].content
 
 
@@ -370,9 +370,9 @@ async def test_a_cell_that_times_out_during_a_call_drops_the_call_and_the_sessio
     async with Agent(config(script.model, tmp_path, auto_approve=True, execution_timeout=1.5)) as agent:
         started = asyncio.get_running_loop().time()
         output = cell_output(await drive(agent.stream("sleep")))
-        assert output.status == "timeout" and "KeyboardInterrupt" in output.text
+        assert output.status == "timeout" and "KeyboardInterrupt" in output.content
         assert asyncio.get_running_loop().time() - started < 20  # the 30 s call did not hold the cell
-        assert cell_output(await drive(agent.stream("add")), "next").text.strip() == "4"
+        assert cell_output(await drive(agent.stream("add")), "next").content.strip() == "4"
 
 
 async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
@@ -380,7 +380,7 @@ async def test_a_restarted_kernel_is_connected_again(tmp_path: Path) -> None:
     script = Script([cell(add, "first"), Call("reset_kernel", {}, id="reset")], [cell(add, "second")], ["2"])
     async with Agent(config(script.model, tmp_path, auto_approve=True)) as agent:
         events = await drive(agent.stream("add, reset, add"))
-    assert [cell_output(events, i).text.strip() for i in ("first", "second")] == ["2", "2"]
+    assert [cell_output(events, i).content.strip() for i in ("first", "second")] == ["2", "2"]
     assert agent.kernel is None  # stopped
 
 
@@ -398,7 +398,7 @@ async def test_approval_rules_decide_calls_from_code_without_asking(tmp_path: Pa
     echo, add = code_requests(events)
     assert (echo.tool_name, echo.decided, echo.rule) == ("calc_echo", True, "'calc_echo': deny (approvals)")
     assert add.tool_name == "calc_add" and add.auto_approved
-    text = cell_output(events).text
+    text = cell_output(events).content
     assert "rejected: the call to calc.echo was not approved: an approval rule refuses it" in text
     assert text.strip().endswith("3")
     assert [e.tool_name for e in of(ToolOutput, events) if e.source == "code"] == ["calc_add"]  # echo never ran
@@ -427,7 +427,7 @@ async def test_an_agent_type_picks_which_tools_its_code_gets_and_how(tmp_path: P
                            kernel_pool_size=0, auto_approve=True)
     async with Agent(settings) as agent:
         events = await drive(agent.stream("PARENT: two typed children"))
-    outputs = {e.agent_id: e.text for e in of(CodeExecutionOutput, events)}
+    outputs = {e.agent_id: e.content for e in of(CodeExecutionOutput, events)}
     texts = sorted(outputs.values())
     assert texts == ["functions: ['add'] 2\n", "no mcptools\n"]  # the adder's code sees only `add`; the caller none
     caller = next(a for a, t in outputs.items() if "no mcptools" in t)
@@ -482,7 +482,7 @@ async def test_agents_with_the_same_tools_share_one_read_only_package_until_the_
         tree_folder = Path(own_package).parent.parent
         assert tree_folder.exists() and tree_folder.name == agent.agent_id
         assert tree_folder.parent.parts[-2:] == (".freeact-sub", "mcptools")
-    outputs = [json.loads(e.text) for e in of(CodeExecutionOutput, events)]
+    outputs = [json.loads(e.content) for e in of(CodeExecutionOutput, events)]
     assert len(outputs) == 3 and all(out["sum"] == 5 for out in outputs)  # every child's call ran
     packages = sorted({out["package"] for out in outputs})
     assert len(packages) == 2  # the two general children share one package; the adder (fewer tools) has its own

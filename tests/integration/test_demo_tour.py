@@ -48,10 +48,10 @@ async def test_tour_calls_mcp_from_code_runs_three_parallel_subagents_one_on_ant
     assert {e.cell_call_id for e in (*from_code, *code_results)} == {from_code[0].cell_call_id}
     cell = from_code[0].cell_call_id
     (printed,) = [e for e in events if isinstance(e, CodeExecutionOutput) and e.tool_call_id == cell]
-    assert "reference values: pi = 3.141593, e = 2.718282" in printed.text
+    assert "reference values: pi = 3.141593, e = 2.718282" in printed.content
 
     # the typed child on the Anthropic protocol: its type, title and model everywhere the events go
-    (reviewer,) = [e for e in started if e.subagent_type == "reviewer"]
+    (reviewer,) = [e for e in started if e.agent_type == "reviewer"]
     assert (reviewer.description, reviewer.model) == ("Review the summary", DEMO_ANTHROPIC_MODEL)
     assert reviewer.prompt == REVIEW_TASK
     assert {e.model for e in started if e is not reviewer} == {DEMO_MODEL}

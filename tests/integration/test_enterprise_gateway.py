@@ -71,8 +71,8 @@ async def test_a_main_agent_and_a_child_run_as_the_configured_user_and_leave_not
     kernel_pids: dict[str, int] = {}
 
     def on_event(event: Any) -> None:
-        if isinstance(event, CodeExecutionOutput) and "PID=" in event.text:
-            pid = int(_fields(event.text)["PID"])
+        if isinstance(event, CodeExecutionOutput) and "PID=" in event.content:
+            pid = int(_fields(event.content)["PID"])
             kernel_pids[event.agent_id] = pid
             # while the cell's agent runs, its kernel is one of the gateway's own processes
             assert pid in {process.pid for process in gateway.kernel_processes()}
@@ -82,7 +82,7 @@ async def test_a_main_agent_and_a_child_run_as_the_configured_user_and_leave_not
         events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
         outputs = [e for e in events if isinstance(e, CodeExecutionOutput)]
         assert {e.agent_id for e in outputs} == set(kernel_pids) and len(kernel_pids) == 2  # main agent and child
-        assert {_fields(e.text)["USER"] for e in outputs} == {"alice"}
+        assert {_fields(e.content)["USER"] for e in outputs} == {"alice"}
         assert {e.status for e in events if isinstance(e, SubagentFinished)} == {"done"}
         assert agent.kernel.kernel_id in gateway.kernel_ids()
     assert gateway.kernel_ids() == []

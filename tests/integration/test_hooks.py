@@ -61,7 +61,7 @@ async def test_a_pre_tool_use_hook_denies_with_a_reason_the_model_reads_and_the_
     assert requests["ok"].hook is None  # no opinion: asked as usual
     assert seen[0]["hook_event_name"] == "PreToolUse" and seen[0]["tool_name"] == "execute_ipython_cell"
     assert seen[0]["agent_id"] == agent.agent_id and seen[0]["parent_id"] is None
-    assert seen[0]["subagent_type"] == "general" and seen[0]["session_id"] == agent.session_id
+    assert seen[0]["agent_type"] == seen[0]["subagent_type"] == "general" and seen[0]["session_id"] == agent.session_id
     assert seen[0]["tool_use_id"] == "rm" and seen[0]["cwd"] == str(workdir)
 
 
@@ -98,7 +98,7 @@ async def test_a_hook_rewrites_the_arguments_before_anyone_is_asked(workdir: Pat
     (request,) = of(ApprovalRequest, events)
     assert request.tool_args["code"].startswith("print('rewritten:'") and request.hook is not None
     (output,) = of(CodeExecutionOutput, events)
-    assert "rewritten: print('original')" in output.text
+    assert "rewritten: print('original')" in output.content
 
 
 async def test_a_rewrite_that_does_not_fit_the_tool_is_dropped_and_reported(workdir: Path) -> None:
@@ -108,7 +108,7 @@ async def test_a_rewrite_that_does_not_fit_the_tool_is_dropped_and_reported(work
         events = await drive(agent.stream("go"))
     (error,) = of(HookFailed, events)
     assert "does not fit" in error.message and error.tool_call_id == "cell"
-    assert "original" in of(CodeExecutionOutput, events)[0].text
+    assert "original" in of(CodeExecutionOutput, events)[0].content
 
 
 async def test_post_tool_use_adds_a_note_to_what_the_model_gets(workdir: Path) -> None:
@@ -144,7 +144,7 @@ async def test_a_failing_command_hook_is_reported_and_the_call_is_asked_as_if_it
     assert expected in error.message and error.hook_event_name == "PreToolUse"
     (request,) = of(ApprovalRequest, events)
     assert not request.auto_approved and request.hook is None  # the person was asked
-    assert "ran" in of(CodeExecutionOutput, events)[0].text
+    assert "ran" in of(CodeExecutionOutput, events)[0].content
 
 
 async def test_a_raising_callable_is_reported_not_fatal(workdir: Path) -> None:
@@ -195,7 +195,7 @@ async def test_hooks_apply_to_mcp_calls_made_from_a_cells_code(workdir: Path) ->
     async with Agent(cfg) as agent:
         events = await drive(agent.stream("go"))
     (output,) = of(CodeExecutionOutput, events)
-    assert "refused:" in output.text and "no echo" in output.text
+    assert "refused:" in output.content and "no echo" in output.content
 
 
 async def test_prompt_subagent_and_stop_moments_are_told_in_order_and_scoped_by_agent_type(workdir: Path) -> None:
@@ -224,7 +224,7 @@ async def test_prompt_subagent_and_stop_moments_are_told_in_order_and_scoped_by_
     names = [name for name, _ in moments]
     assert names == ["prompt", "start", "final", "stop", "final"]  # the child's Stop, then its end, then the main's
     start, stop = moments[1][1], moments[3][1]
-    assert start["subagent_type"] == "counter" and start["parent_id"] == agent.agent_id
+    assert start["agent_type"] == "counter" and start["parent_id"] == agent.agent_id
     assert start["prompt"] == "CHILD: count" and start["subagent_id"] == start["agent_id"]
     assert stop["status"] == "done" and stop["turns_used"] == 1 and "usage" in stop
     assert moments[4][1]["final_answer"] == "all done" and moments[2][1]["final_answer"] == "three"

@@ -76,7 +76,7 @@ async def test_the_main_agent_retries_each_fault_and_nothing_runs_twice(
     if fault.kind == "status" or name == "cut-in-arguments":  # nothing was shown yet / the text was
         assert [e.discarded for e in retried] == [fault.kind != "status"] * 3
     outputs = of(CodeExecutionOutput, events)
-    assert [o.text for o in outputs] == ["cell ran 1 time(s)\n"]  # one cell, run once
+    assert [o.content for o in outputs] == ["cell ran 1 time(s)\n"]  # one cell, run once
     assert streamed_text(events, main) == "Counting. The cell said: cell ran 1 time(s)"
     assert usage.retries == 3 and usage.requests == 2
     assert_one_response_per_round(saved_responses(workdir), 2)

@@ -72,7 +72,7 @@ async def test_foreground_background_and_resumed_children_retry_and_finish_done(
         bg: ["overloaded", "malformed stream"],
     }
     assert plan.attempts[("CHILD-fg", 0)] == 3 and plan.attempts[("CHILD-bg", 1)] == 2
-    cells = [o.text for o in of(CodeExecutionOutput, seen)]
+    cells = [o.content for o in of(CodeExecutionOutput, seen)]
     assert cells.count("cell ran 1 time(s)\n") == 3 and len(cells) == 3  # fg, bg, and fg resumed (a new kernel)
     results = [o.content for o in of(ToolOutput, resumed) if o.tool_name == "task"]
     assert results == ["The cell said: cell ran 1 time(s)"]

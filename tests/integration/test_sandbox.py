@@ -149,8 +149,8 @@ def _config(model: Any, place: dict[str, Path], **settings: Any) -> AgentConfig:
 def _results(events: list[Any], agent_id: str | None = None) -> tuple[dict[str, str], str]:
     outputs = [e for e in of(CodeExecutionOutput, events) if agent_id is None or e.agent_id == agent_id]
     (output,) = outputs
-    line = next(line for line in output.text.splitlines() if line.startswith("PROBE"))
-    return json.loads(line.removeprefix("PROBE")), output.text
+    line = next(line for line in output.content.splitlines() if line.startswith("PROBE"))
+    return json.loads(line.removeprefix("PROBE")), output.content
 
 
 async def _run_probe(place: dict[str, Path], servers: _Servers, **settings: Any) -> tuple[dict[str, str], str]:
@@ -231,7 +231,7 @@ async def test_a_custom_profile_adds_a_writable_folder_and_a_denied_path(place: 
     async with Agent(_config(script.model, place, enable_subagents=False, sandbox=profile)) as agent:
         events = await drive(agent.stream("go"))
     (output,) = of(CodeExecutionOutput, events)
-    assert "denied 13" in output.text and (place["outside"] / "allowed.txt").exists()
+    assert "denied 13" in output.content and (place["outside"] / "allowed.txt").exists()
 
 
 async def test_children_are_never_less_confined_than_their_parent(place: dict[str, Path], servers: _Servers) -> None:
@@ -256,7 +256,7 @@ async def test_children_are_never_less_confined_than_their_parent(place: dict[st
         config = _config(model, place, sandbox=parent_profile, agents=types, max_subagents=3)
         async with Agent(config) as agent:
             events = await drive(agent.stream("PARENT go"))
-        started = {e.subagent_type: e for e in of(SubagentStarted, events)}
+        started = {e.agent_type: e for e in of(SubagentStarted, events)}
         assert {kind: e.sandbox for kind, e in started.items()} == expected
         by_type = {kind: _results(events, e.subagent_id)[0] for kind, e in started.items()}
         for results in by_type.values():
@@ -281,7 +281,7 @@ async def test_mcp_tools_from_code_and_images_work_in_a_sandboxed_kernel(place: 
     async with Agent(config) as agent:
         events = await drive(agent.stream("go"))
     (output,) = of(CodeExecutionOutput, events)
-    assert "sum 5" in output.text and output.status == "ok"
+    assert "sum 5" in output.content and output.status == "ok"
     assert len(output.images) == 1 and output.images[0].exists()
 
 
@@ -292,7 +292,7 @@ async def test_a_kernel_restarted_after_a_reset_is_still_confined(place: dict[st
     async with Agent(_config(script.model, place, enable_subagents=False)) as agent:
         events = await drive(agent.stream("go"))
     (output,) = of(CodeExecutionOutput, events)
-    assert "errno 13" in output.text
+    assert "errno 13" in output.content
 
 
 async def test_a_sandboxed_stdio_mcp_server_cannot_read_secrets(place: dict[str, Path]) -> None:

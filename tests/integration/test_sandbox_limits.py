@@ -77,28 +77,28 @@ async def limited(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
 
 def test_a_cell_past_memory_fails_and_the_kernel_keeps_its_state(limited: dict[str, Any]) -> None:
     output = limited["outputs"]["m1"]
-    assert output.status == "error" and "MemoryError" in output.text
+    assert output.status == "error" and "MemoryError" in output.content
     assert "[sandbox] The profile 'tight' limits each process of this kernel to 384 MiB of memory (memory)" \
-        in output.text
-    assert "alive state" in limited["outputs"]["m3"].text  # the same kernel, its variable kept
+        in output.content
+    assert "alive state" in limited["outputs"]["m3"].content  # the same kernel, its variable kept
     assert limited["host_growth_kib"] < 200 * 1024  # the 2 GiB were never the host's
 
 
 def test_a_cell_past_its_time_is_stopped_with_the_limit_named(limited: dict[str, Any]) -> None:
     output = limited["outputs"]["m2"]
     assert output.status == "timeout"
-    assert "[sandbox] This cell ran past the time limit of the profile 'tight' (cell_time: 5 s)" in output.text
+    assert "[sandbox] This cell ran past the time limit of the profile 'tight' (cell_time: 5 s)" in output.content
 
 
 def test_a_cell_past_processes_is_refused_and_the_agent_goes_on(limited: dict[str, Any]) -> None:
     output = limited["outputs"]["c1"]
     if limit_gaps(Limits(processes=40, memory=None)):  # root, no pids cgroup to make: the banner says so
-        assert "forked 200" in output.text
+        assert "forked 200" in output.content
         pytest.skip("processes cannot be limited here (root, and no pids cgroup can be made)")
-    forked = int(output.text.split("forked ", 1)[1].split()[0])
+    forked = int(output.content.split("forked ", 1)[1].split()[0])
     assert 0 < forked < 40  # the kernel's own threads count too
-    assert "[sandbox] The profile 'tight' limits this kernel to 40 processes and threads (processes)" in output.text
-    assert "child alive" in limited["outputs"]["c2"].text
+    assert "[sandbox] The profile 'tight' limits this kernel to 40 processes and threads (processes)" in output.content
+    assert "child alive" in limited["outputs"]["c2"].content
 
 
 def test_shared_memory_past_the_limit_is_stopped_where_a_memory_cgroup_can_be_made(limited: dict[str, Any]) -> None:
@@ -107,9 +107,9 @@ def test_shared_memory_past_the_limit_is_stopped_where_a_memory_cgroup_can_be_ma
     probe.close()
     output = limited["outputs"]["m4"]
     if not memory_cgroup:  # RLIMIT_DATA alone: shared memory is not counted (the README says so)
-        assert "wrote" in output.text
+        assert "wrote" in output.content
         pytest.skip("no memory cgroup can be made here: shared memory is not limited")
-    assert "wrote" not in output.text and output.status == "kernel_died"
+    assert "wrote" not in output.content and output.status == "kernel_died"
     assert "[sandbox] The profile 'tight' limits this kernel's processes together to 384 MiB of memory (memory); " \
-           "past it one of them was stopped, the kernel itself: it was restarted" in output.text
-    assert "goes on" in limited["outputs"]["m5"].text  # a new kernel, and the agent went on
+           "past it one of them was stopped, the kernel itself: it was restarted" in output.content
+    assert "goes on" in limited["outputs"]["m5"].content  # a new kernel, and the agent went on

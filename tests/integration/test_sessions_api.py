@@ -63,7 +63,7 @@ async def test_resume_loads_the_history_gives_a_fresh_kernel_and_says_so(workdir
     assert dumped(first_request[: len(history)]) == dumped(history)  # the model sees the whole conversation
     assert prompts_of(first_request[-1]) == [RESUME_NOTE, "is secret still there?"]
     cell = next(e for e in events if isinstance(e, CodeExecutionOutput))
-    assert cell.text.strip() == "False"  # a fresh kernel
+    assert cell.content.strip() == "False"  # a fresh kernel
     # one session, one transcript that continues
     [listed] = list_sessions(workdir)
     assert listed.session_id == session_id and listed.prompts == ["compute it", "is secret still there?"]
@@ -125,7 +125,7 @@ def _comparable(events: list[AgentEvent]) -> list[tuple[Any, ...]]:
                 kept.append(("response", content, final))
             case ApprovalRequest(tool_name=name, tool_args=args, tool_call_id=call_id):
                 kept.append(("call", name, args, call_id))
-            case CodeExecutionOutput(text=text, tool_call_id=call_id):
+            case CodeExecutionOutput(content=text, tool_call_id=call_id):
                 kept.append(("cell", text, call_id))
             case ToolOutput(content=content, tool_name=name, tool_call_id=call_id):
                 kept.append(("tool", name, content, call_id))
@@ -226,7 +226,7 @@ async def test_task_resume_continues_a_child_of_an_earlier_process(workdir: Path
     assert [p.content for p in sent[-1].parts if isinstance(p, UserPromptPart)][-1] == "second job"
     assert any("kernel is new" in str(p.content) for p in sent[-1].parts if isinstance(p, UserPromptPart))
     cell = next(e for e in events if isinstance(e, CodeExecutionOutput) and e.agent_id == child_id)
-    assert cell.text.strip() == "False"  # a fresh kernel
+    assert cell.content.strip() == "False"  # a fresh kernel
     saved = open_session(session_id or "", workdir)
     assert [c.agent_id for c in saved.children()] == [child_id]  # one child, one transcript that goes on
     assert saved.agents[child_id].status == "done"
@@ -249,8 +249,8 @@ async def test_the_replay_names_each_childs_type_title_and_model_and_calls_that_
     replayed = open_session(session_id or "", workdir).events()
     (live,) = [e for e in streamed if isinstance(e, SubagentStarted)]
     (again,) = [e for e in replayed if isinstance(e, SubagentStarted)]
-    replayed_kind = (again.subagent_type, again.description, again.model)
-    assert replayed_kind == (live.subagent_type, live.description, live.model) == ("reviewer", "Review it",
+    replayed_kind = (again.agent_type, again.description, again.model)
+    assert replayed_kind == (live.agent_type, live.description, live.model) == ("reviewer", "Review it",
                                                                                    "scripted-router")
     (refused,) = [e for e in replayed if isinstance(e, ApprovalRequest) and e.tool_call_id == "reset"]
     assert refused.decision is False  # a deny rule refused it: it never ran, and the replay says so

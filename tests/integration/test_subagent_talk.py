@@ -82,10 +82,10 @@ async def test_the_parent_sends_to_a_running_child_and_the_child_reports_back(wo
     assert "3 files, 5 vowels" in parent.tool_results(3)["out"]
     # events for both, attributed
     (message,) = of(SubagentMessage, events)
-    assert (message.agent_id, message.subagent_id, message.sender, message.text) == (
+    assert (message.agent_id, message.subagent_id, message.sender, message.content) == (
         main, child_id, "parent", "also count the vowels")
     (report,) = of(SubagentReport, events)
-    assert (report.agent_id, report.parent_id, report.text) == (child_id, main, "halfway: 3 files")
+    assert (report.agent_id, report.parent_id, report.content) == (child_id, main, "halfway: 3 files")
 
 
 async def test_the_person_sends_between_turns_and_an_ended_child_is_refused_with_a_hint(workdir: Path) -> None:
@@ -130,7 +130,7 @@ async def test_the_person_sends_between_turns_and_an_ended_child_is_refused_with
 
     told = [p for request in child.requests for p in new_prompts(request) if "metric" in p]
     assert told == ["[A message from the user, sent while you work:]\nuse the metric system"]
-    assert [(m.sender, m.text, m.agent_id) for m in of(SubagentMessage, seen)] == [
+    assert [(m.sender, m.content, m.agent_id) for m in of(SubagentMessage, seen)] == [
         ("user", "use the metric system", agent.agent_id), ("user", "too late", agent.agent_id)]
     (note,) = new_prompts(parent.requests[2])[1:]
     assert "It ended before it read 1 message sent to it." in note and "the answer" in note

@@ -36,13 +36,13 @@ from freeact_sub import (
     CodeExecutionOutputChunk,
     Response,
     ResponseChunk,
+    RunCancelled,
     SubagentFinished,
     SubagentQueued,
     SubagentStarted,
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
     TurnStarted,
 )
 from tests.processes import calc_servers, kernel_processes
@@ -124,7 +124,7 @@ class Watch:
     def __call__(self, event: AgentEvent) -> None:
         self.events.append(event)
         if isinstance(event, CodeExecutionOutput | CodeExecutionOutputChunk):
-            self.pids[event.agent_id].update(int(pid) for pid in PID_MARK.findall(event.text))
+            self.pids[event.agent_id].update(int(pid) for pid in PID_MARK.findall(event.content))
         elif isinstance(event, ToolOutput) and event.tool_name == "calc_server_pid" and not event.is_error:
             self.pids[event.agent_id].add(int(event.content))
         elif isinstance(event, SubagentFinished):
@@ -302,7 +302,7 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
     run = runs[child("look", "report what you see")]
     child_output = watch.of(CodeExecutionOutput, run.started.subagent_id)
     assert len(child_output) == 1
-    text = child_output[0].text
+    text = child_output[0].content
     assert "SEES_SECRET False" in text
     assert "USER_NAMES ['os']" in text  # only what its own cell defined so far
     assert "CELLS_RUN 1" in text  # a pooled kernel has never run code
@@ -512,7 +512,7 @@ async def test_children_run_in_parallel(workdir: Path) -> None:
     spans = [
         (float(m.group(1)), float(m.group(2)))
         for e in watch.of(CodeExecutionOutput)
-        if (m := re.search(r"START=([\d.]+) END=([\d.]+)", e.text))
+        if (m := re.search(r"START=([\d.]+) END=([\d.]+)", e.content))
     ]
     assert len(spans) == 2
     latest_start = max(start for start, _ in spans)
@@ -575,7 +575,7 @@ async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
         assert kernel_processes() == [parent_kernel], "with the pool off, only the parent's kernel should remain"
         assert pool.ready == 0
 
-    assert isinstance(watch.events[-1], TurnCancelled)
+    assert isinstance(watch.events[-1], RunCancelled)
     assert {e.status for e in watch.of(SubagentFinished)} == {"cancelled"}
     assert watch.of(CodeExecutionOutput) == []  # no child's cell ran: their kernels were still booting
 
@@ -807,7 +807,7 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
         running: set[str] = set()
 
         def cancel_when_both_run(event: AgentEvent) -> None:
-            if isinstance(event, CodeExecutionOutputChunk) and "RUNNING" in event.text:
+            if isinstance(event, CodeExecutionOutputChunk) and "RUNNING" in event.content:
                 running.add(event.agent_id)
                 if len(running) == 2:
                     agent.cancel()
@@ -825,7 +825,7 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
         model.scripts["CHILD-again:"] = again
         second = await watched(agent, PARENT + " again")
 
-    assert isinstance(watch.events[-1], TurnCancelled) and watch.events[-1].agent_id == agent.agent_id
+    assert isinstance(watch.events[-1], RunCancelled) and watch.events[-1].agent_id == agent.agent_id
     started = watch.of(SubagentStarted)
     assert sorted(e.prompt for e in started) == [child("c1"), child("c2")], "the waiting call never started"
     queued = watch.of(SubagentQueued)
@@ -863,7 +863,7 @@ async def test_cancel_while_children_start(workdir: Path, calc_server_config: di
     assert all(script.calls == 0 for script in children.values()), "no child got as far as its model"
     assert sorted(e.subagent_id for e in watch.of(SubagentFinished)) == sorted(started)
     assert {e.status for e in watch.of(SubagentFinished)} == {"cancelled"}
-    assert isinstance(watch.events[-1], TurnCancelled)
+    assert isinstance(watch.events[-1], RunCancelled)
 
 
 async def test_invalid_task_arguments_start_no_child(workdir: Path) -> None:
@@ -942,7 +942,7 @@ async def test_cancel_while_child_waits_for_approval(workdir: Path) -> None:
     (finished,) = watch.of(SubagentFinished)
     assert finished.status == "cancelled"
     assert not watch.of(CodeExecutionOutput)
-    assert isinstance(watch.events[-1], TurnCancelled)
+    assert isinstance(watch.events[-1], RunCancelled)
 
 
 async def test_closing_the_stream_stops_children(workdir: Path) -> None:
@@ -955,7 +955,7 @@ async def test_closing_the_stream_stops_children(workdir: Path) -> None:
         async with asyncio.timeout(RUN_LIMIT), contextlib.aclosing(agent.stream(PARENT)) as events:
             async for event in events:
                 watch(event)
-                if isinstance(event, CodeExecutionOutputChunk) and "RUNNING" in event.text:
+                if isinstance(event, CodeExecutionOutputChunk) and "RUNNING" in event.content:
                     break
         assert agent.tree.children(agent.agent_id) == []
         parent_kernel = agent.kernel.pid if agent.kernel else None

@@ -69,8 +69,8 @@ async def _attack(lab: Lab, profile: str, abstract: str) -> dict[str, Any]:
     for output in outputs:
         kind = "main" if output.agent_id == main_id else "child"
         found["texts"].setdefault(kind, "")
-        found["texts"][kind] += output.text
-        for line in output.text.splitlines():
+        found["texts"][kind] += output.content
+        for line in output.content.splitlines():
             if line.startswith("ATTACKS"):
                 found[kind] = json.loads(line.removeprefix("ATTACKS"))
     return found

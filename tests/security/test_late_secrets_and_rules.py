@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from freeact_sub import Agent, AgentConfig, AgentDefinition, ApprovalRequest, CodeExecutionOutput
+from freeact_sub import Agent, AgentConfig, AgentType, ApprovalRequest, CodeExecutionOutput
 from freeact_sub.sandbox import platform_problem
 from tests.scripting import Call, Router, Script, drive, of
 
@@ -26,7 +26,7 @@ async def test_a_secret_made_after_the_kernel_started_is_covered_after_its_resta
         (tmp_path / "late").mkdir()
         (tmp_path / "late" / ".env").write_text(SECRET)  # the person writes it while the kernel runs
         events = await drive(agent.stream("read it"))
-    first, second = (output.text for output in of(CodeExecutionOutput, events))
+    first, second = (output.content for output in of(CodeExecutionOutput, events))
     assert SECRET in first  # the kernel that was running before it existed can read it (the README says so)
     assert second.strip() == "refused: 13"  # after the restart it is covered
 
@@ -40,8 +40,8 @@ async def _child_cell_requests(
         "CHILD": Script([Call("execute_ipython_cell", {"code": "print('ran')"}, id="c")], ["child done"]),
     })
     types = {
-        "lead": AgentDefinition(description="the main agent's type", approvals=parent_rules),
-        "eager": AgentDefinition(description="allows itself everything", approvals={"*": "allow"}),
+        "lead": AgentType(description="the main agent's type", approvals=parent_rules),
+        "eager": AgentType(description="allows itself everything", approvals={"*": "allow"}),
     }
     config = AgentConfig(model=router.model, working_dir=tmp_path, approvals=global_rules, agents=types,
                          agent="lead", kernel_pool_size=0)
@@ -73,6 +73,6 @@ async def test_a_cell_that_makes_a_new_git_or_env_is_told_and_the_person_sees_it
     async with Agent(config) as agent:
         events = await drive(agent.stream("plant"))
     first, second = of(CodeExecutionOutput, events)
-    assert "[sandbox] This cell created .env, .git in the working folder." in first.text
+    assert "[sandbox] This cell created .env, .git in the working folder." in first.content
     assert "[sandbox]" in str(script.tool_results(1)["c1"])  # the model is told too
-    assert "[sandbox]" not in second.text  # only the cell that made them
+    assert "[sandbox]" not in second.content  # only the cell that made them
