@@ -21,6 +21,7 @@ from ..tree.agent_ids import new_agent_id, reserve_agent_id
 from ..tree.registry import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from ..usage import TreeUsage
 from . import direct
+from ._abandoned import release
 from .conversation import Conversation, saved_main_agent
 from .inbox import Inbox
 from .main_type import check_cost_budget, choose_main_type, untrusted_project
@@ -117,8 +118,6 @@ class Agent:
     def __del__(self) -> None:
         # Dropped while started (never stopped): end its processes rather than leak them, and say so.
         if getattr(self, "_started", False):
-            from ._abandoned import release
-
             release(self, self._loop)
 
     def _become_child(self, tree: AgentTree, spec: ChildSpec) -> None:

@@ -22,6 +22,8 @@ from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 
+from .piped_process import PipedProcess
+
 __all__ = ["KERNEL_LAUNCHER", "ForkedProcess", "ForkedProvisioner", "KernelZygote", "kernel_environment"]
 
 KERNEL_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ipykernel_launcher.py")
@@ -107,7 +109,7 @@ class KernelZygote:
     def __init__(self, environment: dict[str, str] | None = None) -> None:
         self._environment = dict(environment) if environment is not None else kernel_environment()
         """The zygote's own environment (each kernel gets its own on top, from the fork request)."""
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: PipedProcess | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[int]] = {}
         self._exits: dict[int, int] = {}
@@ -128,14 +130,9 @@ class KernelZygote:
         if self._process is not None:
             return
         self._ready = asyncio.get_running_loop().create_future()
-        self._process = await asyncio.create_subprocess_exec(
-            sys.executable, ZYGOTE_SCRIPT,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C in the terminal must not reach it
-            # A forked kernel's /proc/self/environ is the zygote's start-up environment whatever it sets later:
-            # the zygote starts with only what every kernel may see, never the host's keys.
-            env=self._environment,
-        )
+        # A forked kernel's /proc/self/environ is the zygote's start-up environment whatever it sets later:
+        # the zygote starts with only what every kernel may see, never the host's keys.
+        self._process = await PipedProcess.start([sys.executable, ZYGOTE_SCRIPT], env=self._environment)
         self._reader = asyncio.create_task(self._read(), name="kernel-zygote-reader")
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT)

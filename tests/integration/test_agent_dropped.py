@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from freeact_sub import Agent, AgentConfig
@@ -37,3 +40,49 @@ async def test_a_dropped_agent_is_stopped_on_its_loop(workdir: Path) -> None:
         if all([await is_gone(pid, wait=0) for pid in pids]):
             break
     assert all([await is_gone(pid) for pid in pids])
+
+
+PROGRAM_THAT_RAISES = """
+import asyncio, os, sys
+from freeact_sub import Agent, AgentConfig
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+async def main():
+    agent = Agent(AgentConfig(model=FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("hi")])),
+                              working_dir=sys.argv[1], save_sessions=False))
+    await agent.start()  # the tree's warm-up is starting the kernel zygote in the background now
+    print("STARTED", os.getpid(), flush=True)
+    raise RuntimeError("the program failed before it stopped its agent")
+
+asyncio.run(main())
+"""
+
+
+async def test_a_program_that_raises_after_start_exits_and_leaves_no_process(workdir: Path) -> None:
+    # asyncio.run() cancels every task at exit; the zygote's start, caught mid-way, used to hang it for ever
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PROGRAM_THAT_RAISES, str(workdir),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=workdir,  # what it starts runs here too: that is how the leftovers are found below
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 1 and b"STARTED" in stdout
+    assert b"RuntimeError: the program failed before it stopped its agent" in stderr
+    assert b"was dropped while started" in stderr and b"Exception ignored" not in stderr
+    assert not [p.pid for p in await asyncio.to_thread(running_in, workdir)]
+
+
+def running_in(folder: Path) -> list[psutil.Process]:
+    """Processes (of any parent: a leftover is adopted by init) whose working folder is `folder`."""
+    found = []
+    for candidate in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if candidate.status() != psutil.STATUS_ZOMBIE and Path(candidate.cwd()) == folder:
+                found.append(candidate)
+    return found
