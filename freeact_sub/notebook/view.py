@@ -278,7 +278,7 @@ class AgentView:
             self._trust_wait = None
         if not trusted:
             self.agent.trust_project = False
-            names = ", ".join(file.path.name for file in project.powerful)
+            names = project.names()
             question.settle(f"Not trusted: {names} not used in this run (the other agent types work).")
             return
         try:

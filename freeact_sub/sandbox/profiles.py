@@ -85,10 +85,13 @@ KEPT_READ_ONLY: tuple[str, ...] = (
     ".envrc",
     ".pre-commit-config.yaml",
     ".gitmodules",
+    "AGENTS.md",
+    ".agents",
 )
 """Names (in the working folder and below) that a sandboxed kernel may read but never change, create in
 their place, rename or remove, whatever the profile's `write` says: what git, the editors, direnv and
-pre-commit run or read later on the person's own account, and this project's own settings. Virtual
+pre-commit run or read later on the person's own account, this project's own settings, and the instructions
+and skills (`AGENTS.md`, `.agents/skills`) that go into an agent's system prompt. Virtual
 environments (a folder with `pyvenv.cfg`), the host's Python (`sys.prefix`, `sys.base_prefix`, the user's
 site-packages), every `.env*` file and the shell start-up files in each home are kept the same way."""
 

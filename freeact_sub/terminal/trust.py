@@ -79,5 +79,5 @@ async def ask(project: ProjectPowers, console: Any) -> bool:
 
 
 def _say_inert(project: ProjectPowers, console: Any) -> None:
-    names = ", ".join(file.path.name for file in project.powerful)
+    names = project.names()
     console.print(f"Not trusted: {names} not used this run (the other agent types work).", style="yellow")
