@@ -228,6 +228,10 @@ class AgentView:
                 await self._settle_trust(panel)
                 panel.set_status("starting the agent")
                 await self.agent.start()
+                files = self.agent.tree.prompt_files
+                panel.show_files([str(file.path) for file in files.instructions],
+                                 {name: skill.description for name, skill in files.skills.items()},
+                                 list(files.left_out))
             panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note or self.agent.sandbox.detail())
             panel.set_status("running")
             prompt, subagent_type, model = self.agent.read_prompt(prompt)
