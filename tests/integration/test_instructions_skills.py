@@ -160,3 +160,13 @@ def test_links_are_not_followed_out_of_the_skill_folders(workdir: Path, tmp_path
     text, is_error = skill_reply(files.skills, "pdf-forms", "references/key")
     assert is_error and "a link (not followed)" in text
     assert skill_reply(files.skills, "pdf-forms", "../release/SKILL.md")[1]
+
+
+def test_an_unreadable_agents_md_is_an_error_naming_it(workdir: Path) -> None:
+    (workdir / "AGENTS.md").write_bytes(b"caf\xe9\n")  # Latin-1, not UTF-8
+    with pytest.raises(ConfigError, match=f"^{workdir / 'AGENTS.md'}: the instructions file is not UTF-8 text"):
+        project_agent_types(workdir)
+    (workdir / "AGENTS.md").unlink()
+    (workdir / "AGENTS.md").mkdir()
+    with pytest.raises(ConfigError, match=f"^{workdir / 'AGENTS.md'}: cannot read the instructions file"):
+        project_agent_types(workdir)
