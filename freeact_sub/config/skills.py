@@ -186,8 +186,6 @@ def skill_reply(skills: Mapping[str, Skill], name: str, file: str | None = None)
     if not file:
         files = _files_of(skill.folder)
         listed = f" Its files: {', '.join(files)}." if files else ""
-        if files and skill.source == "user":  # `~/.config/freeact-sub` is hidden from sandboxed kernels
-            listed += " Read them with `load_skill` and `file` (your kernel may not see this folder)."
         return f"{skill.body.strip()}\n\n(Skill `{skill.name}`, folder {skill.folder}.{listed})", False
     try:
         data = read_inside(skill.root, skill.folder.relative_to(skill.root) / file, limit=100_001)

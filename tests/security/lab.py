@@ -72,6 +72,7 @@ def build(root: Path) -> Lab:
     (home / ".bashrc").write_text(BASHRC)
     (home / ".config/freeact-sub/skills/mine").mkdir(parents=True)
     (home / ".config/freeact-sub/skills/mine/SKILL.md").write_text("---\nname: mine\ndescription: m.\n---\nMine.\n")
+    (home / ".config/freeact-sub/trusted-folders.json").write_text(f'{{"folders": {{}}, "note": "{SECRET}"}}')
     (home / ".local/share/jupyter/runtime/kernel-notebook.json").write_text(f'{{"key": "{SECRET}"}}')
     short = Path(os.path.join("/tmp", f"fsl-{os.getpid()}-{root.name[-6:]}"))  # Unix socket paths are short
     shutil.rmtree(short, ignore_errors=True)
@@ -297,6 +298,8 @@ def skills_swap():
 attempt("skills_swap", skills_swap)
 attempt("skill_new", lambda: os.makedirs(os.path.join(work, ".freeact-sub/skills/evil")))
 attempt("user_skill", lambda: write(os.path.join(lab["home"], ".config/freeact-sub/skills/mine/SKILL.md"), "x", "a"))
+attempt("user_skill_read", lambda: open(os.path.join(lab["home"], ".config/freeact-sub/skills/mine/SKILL.md")).read())
+attempt("user_config_read", lambda: open(os.path.join(lab["home"], ".config/freeact-sub/trusted-folders.json")).read())
 def swap_project():
     os.rename(os.path.join(work, ".freeact-sub"), os.path.join(work, ".freeact-sub-moved"))
     os.makedirs(os.path.join(work, ".freeact-sub/agents"))

@@ -166,7 +166,7 @@ async def test_nothing_is_planted_that_git_editors_python_the_shell_or_freeact_s
     assert (lab.home / ".bashrc").read_text() != BASHRC  # only `off` could change it
 
 
-async def test_no_kernel_changes_the_instructions_or_skills_a_later_system_prompt_holds(attacked) -> None:
+async def test_kernels_read_but_never_change_the_instructions_or_skills_of_a_later_prompt(attacked) -> None:
     _, results = attacked
     attacks = ("agents_md", "agents_md_replace", "skill_write", "skill_link", "skills_swap", "skill_new", "user_skill")
     off = results["off"]
@@ -186,6 +186,10 @@ async def test_no_kernel_changes_the_instructions_or_skills_a_later_system_promp
         project_skills = {name: skill.body for name, skill in files.skills.items() if skill.source == "project"}
         assert project_skills == {"tidy": "Steps.", "release": "Steps."}, profile
         assert not files.left_out, (profile, files.left_out)
+        for kind in KINDS:  # the person's skills are readable, the rest of their freeact-sub folder is not
+            assert "name: mine" in found[kind]["user_skill_read"], (profile, kind, found[kind]["user_skill_read"])
+            assert _refused(found[kind]["user_config_read"], 13, 2), (profile, kind, found[kind]["user_config_read"])
+    assert SECRET in off["main"]["user_config_read"]
 
 
 async def test_the_host_follows_no_link_a_kernel_made(attacked) -> None:
