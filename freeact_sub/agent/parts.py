@@ -100,7 +100,7 @@ async def start_parts(agent: Starter) -> AgentParts:
         subagents = SubagentRunner(agent.tree, agent)
         if not agent.is_subagent:
             agent.tree.start()
-    skills = agent.tree.prompt_files.seen_by(agent.definition)
+    skills = agent.tree.prompt_files.seen_by(agent.definition, _ancestors(agent))
     if skills:
         specs.append(builtin_tool("load_skill"))  # a type's `tools` or `available_skills: []` can leave it out
     if agent.is_subagent and allowed("task_report"):
@@ -132,6 +132,17 @@ async def start_parts(agent: Starter) -> AgentParts:
         await asyncio.shield(parts.close(kernel_now=agent.is_subagent))
         raise
     return parts
+
+
+def _ancestors(agent: Starter) -> list[AgentDefinition | None]:
+    """The types of the agent's parent, its parent's parent, … (a child sees no skill they may not)."""
+    found: list[AgentDefinition | None] = []
+    record = agent.tree.agents.get(agent.agent_id)
+    while record is not None and record.parent_id is not None:
+        record = agent.tree.agents.get(record.parent_id)
+        if record is not None:
+            found.append(getattr(record.agent, "definition", None))
+    return found
 
 
 def _allowed(settings: AgentConfig) -> Callable[[str], bool]:
@@ -205,6 +216,7 @@ def system_prompt(settings: AgentConfig, definition: AgentDefinition | None, too
     if base == DEFAULT_SYSTEM_PROMPT:
         base = default_system_prompt(runs_code="execute_ipython_cell" in names, starts_subagents="task" in names)
     tools_section = mcp_prompt(settings, parts.mcp if parts else None, parts.code_tools if parts else None)
-    told, skills = (files or PromptFiles()).sections(definition, can_load="load_skill" in names)
+    seen = parts.calls.skills if parts is not None else None
+    told, skills = (files or PromptFiles()).sections(definition, can_load="load_skill" in names, seen=seen)
     return compose_system_prompt(base, definition.prompt if definition else "", tools_section, instructions=told,
                                  skills=skills)

@@ -9,7 +9,7 @@ leaves `AGENTS.md` out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -50,21 +50,28 @@ class PromptFiles:
     left_out: tuple[str, ...] = ()
     """What was not read, and why (a link; the project's files while the folder is not trusted)."""
 
-    def seen_by(self, definition: AgentDefinition | None) -> dict[str, Skill]:
-        """The skills an agent of this type sees (listed, loadable), its preloaded ones included."""
-        patterns = definition.available_skills if definition is not None else None
-        preloaded = set(definition.skills) if definition is not None else set()
-        return {name: skill for name, skill in self.skills.items()
-                if name in preloaded or patterns is None or any(fnmatchcase(name, p) for p in patterns)}
+    def seen_by(self, definition: AgentDefinition | None,
+                ancestors: Iterable[AgentDefinition | None] = ()) -> dict[str, Skill]:
+        """The skills an agent of this type sees (listed, loadable), its preloaded ones included.
 
-    def sections(self, definition: AgentDefinition | None, *, can_load: bool) -> tuple[str, str]:
+        `ancestors`: the types of its parent, its parent's parent, …: a child sees no skill an ancestor's
+        `available_skills` leaves out (its own preloaded ones aside)."""
+        preloaded = set(definition.skills) if definition is not None else set()
+        limits = [kind.available_skills for kind in (definition, *ancestors)
+                  if kind is not None and kind.available_skills is not None]
+        return {name: skill for name, skill in self.skills.items()
+                if name in preloaded or all(any(fnmatchcase(name, p) for p in limit) for limit in limits)}
+
+    def sections(self, definition: AgentDefinition | None, *, can_load: bool,
+                 seen: Mapping[str, Skill] | None = None) -> tuple[str, str]:
         """`(instructions, skills)`: the system prompt's sections for an agent of this type ('' for none).
 
-        `can_load`: the agent has the `load_skill` tool (without it, skills are not listed, only preloaded)."""
+        `can_load`: the agent has the `load_skill` tool (without it, skills are not listed, only preloaded);
+        `seen`: the skills it sees (default: `seen_by(definition)`)."""
         wants = definition is None or definition.instructions
         told = "\n\n".join(_instructions_text(file) for file in self.instructions) if wants else ""
         preloaded = definition.skills if definition is not None else []
-        seen = self.seen_by(definition)
+        seen = seen if seen is not None else self.seen_by(definition)
         listed = [skill for name, skill in seen.items() if name not in preloaded] if can_load else []
         parts = [_SKILLS_HEAD + "\n".join(f"- {skill.name}: {skill.description}" for skill in listed)] if listed else []
         parts += [_preloaded_text(self.skills[name]) for name in preloaded if name in self.skills]

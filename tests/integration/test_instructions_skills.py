@@ -170,3 +170,17 @@ def test_an_unreadable_agents_md_is_an_error_naming_it(workdir: Path) -> None:
     (workdir / "AGENTS.md").mkdir()
     with pytest.raises(ConfigError, match=f"^{workdir / 'AGENTS.md'}: cannot read the instructions file"):
         project_agent_types(workdir)
+
+
+async def test_a_child_sees_no_skill_its_parents_type_leaves_out(workdir: Path) -> None:
+    main = Script([Call("task", {"prompt": "child job", "description": "c"})], ["done"])
+    child = Script(["ok"])
+    router = Router({"limited job": main, "child job": child})
+    types = {"limited": {"description": "Sees the notes skill only.", "available_skills": ["notes"],
+                         "tools": ["load_skill", "task"]}}
+    async with Agent(config(router.model, workdir, agents=types, agent="limited"), trust_project=True) as agent:
+        await drive(agent.stream("limited job"), limit=30)
+    for script in (main, child):
+        prompt = system_prompt(script.requests[0])
+        assert "- notes: Keep meeting notes." in prompt and "pdf-forms" not in prompt and "release" not in prompt
+    assert child.calls == 1  # the child ran: a general child keeps the limit of the type that started it
