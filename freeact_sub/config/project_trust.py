@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..sandbox.profiles import BUILT_IN_PROFILES, SandboxProfile, meet
-from .definitions import AgentDefinition
+from .definitions import AgentType
 
 __all__ = [
     "ProjectFile",
@@ -81,7 +81,7 @@ def _allows(profile: SandboxProfile) -> dict[str, Any]:
     return allowed
 
 
-def powers_of(definition: AgentDefinition, working_dir: Path) -> tuple[str, ...]:
+def powers_of(definition: AgentType, working_dir: Path) -> tuple[str, ...]:
     """The fields of `definition` that carry powers, each as a person reads it (`approvals ('*': allow)`)."""
     found: list[str] = []
     events = [event for event, specs in definition.hooks.items() if specs]
@@ -124,7 +124,7 @@ class ProjectFile:
     """Its text, exactly as parsed (the hash covers this text)."""
     name: str
     """The type's (or skill's) name."""
-    definition: AgentDefinition | None = None
+    definition: AgentType | None = None
     """The type it defines (None: instructions or a skill)."""
     powers: tuple[str, ...] = ()
     """Its fields with powers (`powers_of`); empty: it loads whether or not the folder is trusted."""

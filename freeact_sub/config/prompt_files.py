@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..errors import ConfigError
-from .definitions import AgentDefinition
+from .definitions import AgentType
 from .project_trust import ProjectFile, ProjectPowers, text_powers
 from .skills import (
     PROJECT_SKILL_FOLDERS,
@@ -50,8 +50,8 @@ class PromptFiles:
     left_out: tuple[str, ...] = ()
     """What was not read, and why (a link; the project's files while the folder is not trusted)."""
 
-    def seen_by(self, definition: AgentDefinition | None,
-                ancestors: Iterable[AgentDefinition | None] = ()) -> dict[str, Skill]:
+    def seen_by(self, definition: AgentType | None,
+                ancestors: Iterable[AgentType | None] = ()) -> dict[str, Skill]:
         """The skills an agent of this type sees (listed, loadable), its preloaded ones included.
 
         `ancestors`: the types of its parent, its parent's parent, …: a child sees no skill an ancestor's
@@ -62,7 +62,7 @@ class PromptFiles:
         return {name: skill for name, skill in self.skills.items()
                 if name in preloaded or all(any(fnmatchcase(name, p) for p in limit) for limit in limits)}
 
-    def sections(self, definition: AgentDefinition | None, *, can_load: bool,
+    def sections(self, definition: AgentType | None, *, can_load: bool,
                  seen: Mapping[str, Skill] | None = None) -> tuple[str, str]:
         """`(instructions, skills)`: the system prompt's sections for an agent of this type ('' for none).
 
@@ -124,7 +124,7 @@ def load_prompt_files(project: ProjectPowers, *, applied: bool, user_dir: Path |
     return PromptFiles(instructions=tuple(instructions), skills=by_name(skills), left_out=tuple(dict.fromkeys(notes)))
 
 
-def check_skill_names(types: Mapping[str, AgentDefinition], files: PromptFiles) -> None:
+def check_skill_names(types: Mapping[str, AgentType], files: PromptFiles) -> None:
     """A `ConfigError` for a type that preloads a skill there is not: it names the type, the field and the skills."""
     for name, definition in types.items():
         for wanted in definition.skills:

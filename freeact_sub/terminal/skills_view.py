@@ -61,7 +61,7 @@ def skills_view(agent: Agent) -> RenderableType:
         for column in ("skill", "folder", "description"):
             table.add_column(column, overflow="fold")
         for name, skill in files.skills.items():
-            preloaded = [type_name for type_name, definition in agent.tree.types.items() if name in definition.skills]
+            preloaded = [type_name for type_name, definition in agent.tree.agent_types.items() if name in definition.skills]
             about = clean(skill.description) + (f" (preloaded by {', '.join(preloaded)})" if preloaded else "")
             table.add_row(Text(clean(name), style="bold"), clean(_shown(skill.folder, agent.settings.working_dir)),
                           Text(about, style="dim"))
