@@ -195,7 +195,7 @@ class Agent:
     @property
     def system_prompt(self) -> str:
         """The system prompt this agent sends: the configured one, its type's role, then a section on its MCP tools."""
-        return system_prompt(self.settings, self.definition, self.tool_names, self._parts)
+        return system_prompt(self.settings, self.definition, self.tool_names, self._parts, self.tree.prompt_files)
 
     @property
     def usage(self) -> TreeUsage:

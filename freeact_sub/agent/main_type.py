@@ -19,6 +19,7 @@ from ..config.agent_types import (
     project_agent_types,
 )
 from ..config.definitions import GENERAL, AgentType
+from ..config.prompt_files import check_skill_names, load_prompt_files
 from ..errors import ConfigError
 from ..policy.approvals import ApprovalRules
 from ..policy.hooks import Hooks
@@ -54,7 +55,11 @@ def choose_main_type(config: AgentConfig, tree: AgentTree, *, trust_project: boo
     for field in ("tools", "disallowed_tools"):
         check_tool_names(getattr(config, field) or [], f"config: {field}", servers)
     # an unknown tool name in a type is an error naming its file and field, not a warning when it starts
-    types = load_agent_types(config.agents, config.working_dir, trust_project=trust_project, servers=servers)
+    project = project_agent_types(config.working_dir)
+    types = load_agent_types(config.agents, config.working_dir, trust_project=trust_project, servers=servers,
+                             project=project)
+    files = load_prompt_files(project, applied=not project.powerful or project.applies(trust_project))
+    check_skill_names(types, files)
     name = config.agent or GENERAL
     if name not in types and (inert := _inert_type(config, name)) is not None:
         raise ConfigError(f"agent: the agent type {name!r} ({inert}) is not used: this folder is not trusted")
@@ -71,7 +76,7 @@ def choose_main_type(config: AgentConfig, tree: AgentTree, *, trust_project: boo
     tree.sandbox = sandbox
     tree.hooks = Hooks(config.hooks, cwd=str(config.working_dir))
     check_types(settings, types, sandbox)
-    tree.agent_types = types
+    tree.agent_types, tree.prompt_files = types, files
     rules = ApprovalRules([(f"agent type {name}", definition.approvals), ("approvals", config.approvals)])
     return MainType(name=name, definition=definition, settings=settings, sandbox=sandbox, rules=rules)
 
@@ -79,7 +84,7 @@ def choose_main_type(config: AgentConfig, tree: AgentTree, *, trust_project: boo
 def _inert_type(config: AgentConfig, name: str) -> str | None:
     """The file and fields of the project type `name` if it was left out for its powers."""
     for file in project_agent_types(config.working_dir).powerful:
-        if file.name == name:
+        if file.kind == "type" and file.name == name:
             return f"{file.path}: {', '.join(file.powers)}"
     return None
 

@@ -17,6 +17,7 @@ from ..code_tools import CodeTools, mcp_prompt, open_code_tools
 from ..config.agent_config import DEFAULT_SYSTEM_PROMPT, default_system_prompt
 from ..config.agent_types import compose_system_prompt, task_tool
 from ..config.definitions import GENERAL, AgentType
+from ..config.prompt_files import PromptFiles
 from ..events import Emit
 from ..kernels.backends import KernelBackend
 from ..kernels.cell_images import accepts_images
@@ -69,6 +70,7 @@ class Starter(TreeMember, Protocol):
 
     tree: AgentTree
     agent_type: str
+    definition: AgentType | None
     rules: ApprovalRules
     report_to_parent: Callable[[str, Emit], None] | None
 
@@ -98,6 +100,9 @@ async def start_parts(agent: Starter) -> AgentParts:
         subagents = SubagentRunner(agent.tree, agent)
         if not agent.is_subagent:
             agent.tree.start()
+    skills = agent.tree.prompt_files.seen_by(agent.definition, _ancestors(agent))
+    if skills:
+        specs.append(builtin_tool("load_skill"))  # a type's `tools` or `available_skills: []` can leave it out
     if agent.is_subagent and allowed("task_report"):
         specs.append(builtin_tool("task_report"))  # a type's `tools` list names it like any other tool
     if settings.mcp_tools != "code" or kernel is None:  # without a kernel, MCP tools are calls
@@ -112,7 +117,7 @@ async def start_parts(agent: Starter) -> AgentParts:
     calls = ToolCallRunner(
         agent_id=agent.agent_id, config=settings, toolbox=toolbox, gate=gate, kernel=kernel, mcp=mcp,
         subagents=subagents, sandbox=agent.sandbox, model_sees_images=accepts_images(agent.model),
-        report=agent.report_to_parent,
+        report=agent.report_to_parent, skills=skills,
     )
     parts = AgentParts(mcp=mcp, kernel=kernel, toolbox=toolbox, calls=calls, subagents=subagents)
     try:
@@ -127,6 +132,17 @@ async def start_parts(agent: Starter) -> AgentParts:
         await asyncio.shield(parts.close(kernel_now=agent.is_subagent))
         raise
     return parts
+
+
+def _ancestors(agent: Starter) -> list[AgentType | None]:
+    """The types of the agent's parent, its parent's parent, … (a child sees no skill they may not)."""
+    found: list[AgentType | None] = []
+    record = agent.tree.agents.get(agent.agent_id)
+    while record is not None and record.parent_id is not None:
+        record = agent.tree.agents.get(record.parent_id)
+        if record is not None:
+            found.append(getattr(record.agent, "definition", None))
+    return found
 
 
 def _allowed(settings: AgentConfig) -> Callable[[str], bool]:
@@ -191,12 +207,16 @@ def _warn_unmatched_patterns(agent: Starter, mcp_tool_names: list[str]) -> None:
 
 
 def system_prompt(settings: AgentConfig, definition: AgentType | None, tool_names: list[str],
-                  parts: AgentParts | None) -> str:
-    """An agent's system prompt: the configured one (the built-in one names only the tools the agent has), its
-    type's role, then a section on its MCP tools."""
+                  parts: AgentParts | None, files: PromptFiles | None = None) -> str:
+    """An agent's system prompt: the configured one (the built-in one names only the tools the agent has), the
+    instructions (`AGENTS.md`), its type's role, the skills it sees, then a section on its MCP tools."""
     base = settings.system_prompt
+    names = set(tool_names) or {name for name in ("execute_ipython_cell", "task", "load_skill")
+                                if _allowed(settings)(name)}
     if base == DEFAULT_SYSTEM_PROMPT:
-        names = set(tool_names) or {name for name in ("execute_ipython_cell", "task") if _allowed(settings)(name)}
         base = default_system_prompt(runs_code="execute_ipython_cell" in names, starts_subagents="task" in names)
     tools_section = mcp_prompt(settings, parts.mcp if parts else None, parts.code_tools if parts else None)
-    return compose_system_prompt(base, definition.prompt if definition else "", tools_section)
+    seen = parts.calls.skills if parts is not None else None
+    told, skills = (files or PromptFiles()).sections(definition, can_load="load_skill" in names, seen=seen)
+    return compose_system_prompt(base, definition.prompt if definition else "", tools_section, instructions=told,
+                                 skills=skills)

@@ -10,9 +10,10 @@ an event tagged with the agent's id.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..config.skills import skill_reply
 from ..events import (
     AgentEvent,
     CodeExecutionOutput,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from ..code_tools import CodeTools
     from ..config.agent_config import AgentConfig
+    from ..config.skills import Skill
     from ..kernels.backends import KernelBackend
     from ..mcp.servers import McpConnections
     from ..policy.gate import ApprovalGate
@@ -56,8 +58,11 @@ class ToolCallRunner:
         model_sees_images: bool = False,
         sandbox: SandboxProfile | None = None,
         report: Callable[[str, Emit], None] | None = None,
+        skills: Mapping[str, Skill] | None = None,
     ) -> None:
         self.agent_id = agent_id
+        self.skills = dict(skills or {})
+        """The skills `load_skill` reads (those the agent sees), as read when the main agent started."""
         self.report = report
         """A subagent's `task_report`: hands the text to its parent (and emits `SubagentReport`)."""
         self.model_sees_images = model_sees_images
@@ -194,6 +199,8 @@ class ToolCallRunner:
             assert self.kernel is not None  # only offered with a kernel
             await self.kernel.reset()
             text = "The kernel was restarted: all variables, imports and definitions are gone."
+        elif name == "load_skill":
+            text, is_error = skill_reply(self.skills, arguments["name"], arguments.get("file"))
         elif name == "task_report":
             assert self.report is not None  # only offered to a subagent
             self.report(arguments["text"], emit)

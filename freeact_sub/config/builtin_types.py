@@ -17,7 +17,7 @@ __all__ = ["BUILTIN_TYPES", "EXPLORE", "PLAN", "REVIEW"]
 
 EXPLORE, PLAN, REVIEW = "explore", "plan", "review"
 
-_KERNEL_ONLY = ["execute_ipython_cell", "reset_kernel"]
+_KERNEL_ONLY = ["execute_ipython_cell", "reset_kernel", "load_skill"]
 _READ_ONLY_PROFILE = BUILT_IN_PROFILES["read-only"]
 
 _READ_ONLY = """\

@@ -90,11 +90,20 @@ class AgentType(BaseModel):
     """Its sandbox profile (a name or a table, as `AgentConfig.sandbox`); it can only narrow its parent's."""
     approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
     """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
+    instructions: bool = True
+    """Whether its agents' system prompt holds the instructions (`AGENTS.md`: the person's, then the project's)."""
+    skills: list[str] = Field(default_factory=list)
+    """Skills preloaded, by name: each one's whole instructions are in its agents' system prompt from the start."""
+    available_skills: list[str] | None = Field(
+        default=None, validation_alias=_alias("available_skills", "availableSkills")
+    )
+    """Names or glob patterns of the skills its agents see (each listed by name and description, read with
+    `load_skill` when needed); unset: every skill; `[]`: none."""
     color: str | None = Field(default=None, pattern=r"^(#[0-9A-Fa-f]{6}|[A-Za-z][A-Za-z0-9_]*)$")
     """The colour its agents' labels are drawn in, in the terminal (`blue`, `purple`, `#5f87ff`); unset: the next
     colour of the palette. A name the terminal does not know is left for the palette's."""
 
-    @field_validator("tools", "disallowed_tools", mode="before")
+    @field_validator("tools", "disallowed_tools", "skills", "available_skills", mode="before")
     @classmethod
     def _tool_list(cls, value: Any) -> Any:
         # Claude Code writes `tools: Read, Grep`; OpenCode writes `tools: {write: false}` (handled in files)

@@ -11,8 +11,9 @@ stays an error (a typo such as `descripton` must not pass silently).
   every tool (the file's own rules win), `plan` the `read-only` sandbox; other modes are warned;
 - Claude Code's and OpenCode's own tools in `tools` (`Read, Grep, Bash, …`) are `execute_ipython_cell`
   (the kernel reads, searches, runs and writes), `Task` is `task`; the rest (`WebFetch`) and any
-  of theirs in `disallowedTools` are warned and dropped;
-- `skills`, `memory`, `permission`, `hidden`, `disable`, … have no concept here: warned, dropped.
+  of theirs in `disallowedTools` are warned and dropped; Claude Code's `Skill` is `load_skill`;
+- `skills` (Claude Code: skills preloaded into the agent's prompt) means the same here;
+- `memory`, `permission`, `hidden`, `disable`, … have no concept here: warned, dropped.
 """
 
 from __future__ import annotations
@@ -42,11 +43,11 @@ _MAPPED = {
                      "NotebookEdit", "NotebookRead", "read", "grep", "glob", "list", "bash", "edit", "write",
                      "patch"), "execute_ipython_cell"),
     "Task": "task",
+    "Skill": "load_skill",
 }
 """Claude Code tools and the tool here that does their work (the kernel reads, searches, runs and writes)."""
 
 _NO_CONCEPT = {
-    "skills": "this project has no skills",
     "memory": "this project has no agent memory",
     "permission": "OpenCode's permissions name OpenCode's tools; use `approvals` rules",
     "hidden": "every type is listed",

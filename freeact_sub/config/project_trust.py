@@ -11,6 +11,11 @@ reaches past the machine with the person's keys:
 - an `allow` rule in `approvals` (calls that run without asking the person);
 - a `sandbox` wider than the default `workspace` (see `wider_than_default`).
 
+The project's instructions (`AGENTS.md`) and skills (`.agents/skills/`, `.freeact-sub/skills/`) count as
+files with powers too: they go into every agent's system prompt, and a sandboxed kernel, which cannot
+change such a file that exists, can still create one that did not (nothing refuses a new name), for a later
+run to read. So they are used once the person trusts the folder with them, as they are.
+
 An untrusted project's files with powers are inert: not loaded at all (a type of the same name
 from the person's own files, or a built-in, stays). Files without powers always load. Trust is
 remembered per folder in `~/.config/freeact-sub/trusted-folders.json` together with a hash of
@@ -28,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..sandbox.profiles import BUILT_IN_PROFILES, SandboxProfile, meet
@@ -39,6 +44,7 @@ __all__ = [
     "ProjectPowers",
     "forget_folder",
     "powers_of",
+    "text_powers",
     "trusted_folders",
     "trusted_folders_file",
     "wider_than_default",
@@ -101,20 +107,29 @@ def powers_of(definition: AgentType, working_dir: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
+def text_powers(kind: Literal["instructions", "skill"], name: str) -> tuple[str, ...]:
+    """What a project's instructions or skill can do, as a person reads it."""
+    if kind == "instructions":
+        return ("instructions in every agent's system prompt",)
+    return (f"skill {name!r} (its description in every agent's system prompt, its text when the model reads it)",)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProjectFile:
-    """One agent type file of the project, as read."""
+    """One agent type file of the project, or its instructions or a skill's `SKILL.md`, as read."""
 
     path: Path
     """The file."""
     text: str
     """Its text, exactly as parsed (the hash covers this text)."""
     name: str
-    """The type's name."""
-    definition: AgentType
-    """The type it defines."""
+    """The type's (or skill's) name."""
+    definition: AgentType | None = None
+    """The type it defines (None: instructions or a skill)."""
     powers: tuple[str, ...] = ()
     """Its fields with powers (`powers_of`); empty: it loads whether or not the folder is trusted."""
+    kind: Literal["type", "instructions", "skill"] = "type"
+    """What the file is."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,11 +154,19 @@ class ProjectPowers:
         if not self.powerful:
             return ""
         digest = hashlib.sha256()
-        for file in sorted(self.powerful, key=lambda f: f.path.name):
-            for part in (file.path.name, file.text):
+        for file in sorted(self.powerful, key=self._key):
+            for part in (self._key(file), file.text):
                 data = part.encode("utf-8")
                 digest.update(len(data).to_bytes(8, "big") + data)
         return "sha256:" + digest.hexdigest()
+
+    def _key(self, file: ProjectFile) -> str:
+        """A type file by its name (as trust was always remembered), instructions and skills by their path."""
+        return file.path.name if file.kind == "type" else self._shown(file.path)
+
+    def names(self) -> str:
+        """The files with powers, as a person is told they are not used: `helper.md, AGENTS.md, .agents/…/SKILL.md`."""
+        return ", ".join(self._key(file) for file in self.powerful)
 
     def lines(self) -> list[str]:
         """One line per file with powers: `.freeact-sub/agents/helper.md: hooks (PreToolUse), base_url (…)`."""
@@ -195,6 +218,11 @@ class ProjectPowers:
         head = (f"The agent types of {self.folder} changed since you trusted the folder:" if changed else
                 f"This folder ({self.folder}) ships agent types that can run commands on your machine, approve "
                 "their own actions or send your keys elsewhere:")
+        if any(file.kind != "type" for file in self.powerful):
+            head = (f"The agent types, instructions or skills of {self.folder} changed since you trusted the folder:"
+                    if changed else
+                    f"This folder ({self.folder}) ships files that go into the model's instructions, or agent types "
+                    "that can run commands on your machine, approve their own actions or send your keys elsewhere:")
         lines = [head, *(f"  {line}" for line in self.lines())]
         if for_program:
             lines.append("Pass Agent(..., trust_project=True) to use them, trust_project=False to run without them "

@@ -54,13 +54,18 @@ really has (a type without `execute_ipython_cell` is not told to run code)."""
 
 
 
-def compose_system_prompt(base: str, role: str, mcp_section: str = "") -> str:
-    """The system prompt an agent sends: the code-action prompt, then its type's role, then its MCP tools' section."""
-    if not role.strip() and not mcp_section.strip():
+def compose_system_prompt(base: str, role: str, mcp_section: str = "", *, instructions: str = "",
+                          skills: str = "") -> str:
+    """The system prompt an agent sends: the code-action prompt, the instructions (`AGENTS.md`), its type's role,
+    the skills it sees, then its MCP tools' section."""
+    if not any(part.strip() for part in (role, mcp_section, instructions, skills)):
         return base
     parts = [base.rstrip()]
+    if instructions.strip():
+        parts.append(instructions.strip())
     if role.strip():
         parts.append("## Your role\n\n" + role.strip())
-    if mcp_section.strip():
-        parts.append(mcp_section.strip())
+    for section in (skills, mcp_section):
+        if section.strip():
+            parts.append(section.strip())
     return "\n\n".join(parts) + "\n"

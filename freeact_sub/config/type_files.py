@@ -16,8 +16,10 @@ from ..tools.names import check_tool_names
 from .builtin_types import BUILTIN_TYPES
 from .definitions import AgentType, definition_fields
 from .foreign_fields import translate_foreign_fields
+from .front_matter import front_matter
 from .loading import error_lines
 from .project_trust import ProjectFile, ProjectPowers, powers_of, project_powers
+from .prompt_files import project_text_files
 
 __all__ = [
     "front_matter", "load_agent_dir", "load_agent_file", "load_agent_types", "parse_agent_markdown",
@@ -58,29 +60,6 @@ def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str
         raise ConfigError(f"{source}: prompt: given both in the front matter and as the body; use one")
     fields = {**front, "prompt": front.get("prompt", body)}
     return name.strip(), validated(name.strip(), fields, source)
-
-
-def front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
-    """A Markdown file's YAML front matter (between `---` lines) and its stripped body; errors name `source`."""
-    import yaml
-
-    lines = text.lstrip("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise ConfigError(f"{source}: expected YAML front matter: a first line `---`, the fields, then `---`")
-    for end in range(1, len(lines)):
-        if lines[end].strip() in ("---", "..."):
-            break
-    else:
-        raise ConfigError(f"{source}: the front matter is not closed by a `---` line")
-    try:
-        front = yaml.safe_load("".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: the front matter is not valid YAML: {exc}") from None
-    if front is None:
-        front = {}
-    if not isinstance(front, dict):
-        raise ConfigError(f"{source}: the front matter must be a mapping of fields, got {type(front).__name__}")
-    return front, "".join(lines[end + 1 :]).strip()
 
 
 def load_agent_file(path: Path) -> tuple[str, AgentType]:
@@ -129,7 +108,7 @@ def project_agent_types(working_dir: Path, *, store: Path | None = None) -> Proj
                     powers=powers_of(definition, working_dir))
         for path, name, text, definition in _agent_files(project_agents_dir(working_dir))
     ]
-    return project_powers(working_dir, files, store)
+    return project_powers(working_dir, [*files, *project_text_files(working_dir)], store)
 
 
 def load_agent_types(
@@ -140,13 +119,14 @@ def load_agent_types(
     trust_project: bool | None = None,
     store: Path | None = None,
     servers: Iterable[str] | None = None,
+    project: ProjectPowers | None = None,
 ) -> dict[str, AgentType]:
     """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`.
 
     The project's files with powers load only when `trust_project` is True, or when it is None and
     the person trusts the folder (remembered in `store`); with None and an untrusted folder they are
     a `ConfigError` naming each file and field, with False they are left out. Files without powers
-    always load.
+    always load. `project`: the project's files as already read (else read here).
 
     With `servers` (the config's MCP server names), every `tools` / `disallowed_tools` entry must be
     able to name a tool: a built-in one, or `<server>_…` of one of those servers or of a type's own
@@ -156,10 +136,10 @@ def load_agent_types(
     sources: dict[str, str] = {}
     for path, name, _, definition in _agent_files(user_dir if user_dir is not None else user_agents_dir()):
         agent_types[name], sources[name] = definition, str(path)
-    project = project_agent_types(working_dir, store=store)
+    project = project if project is not None else project_agent_types(working_dir, store=store)
     applied = not project.powerful or project.applies(trust_project)
     for file in project.files:
-        if applied or not file.powers:
+        if file.definition is not None and (applied or not file.powers):
             agent_types[file.name], sources[file.name] = file.definition, str(file.path)
     for name, value in agents.items():
         agent_types[name], sources[name] = validated(name, value, "agents"), f"agents.{name}"

@@ -113,6 +113,19 @@ class RunPanel(widgets.VBox):
         self.set_status("waiting: trust this folder?")
         return panel
 
+    def show_files(self, instructions: list[str], skills: dict[str, str], left_out: list[str]) -> None:
+        """Say which instruction files and skills went into the system prompt, above the main agent's panel."""
+        if not instructions and not skills and not left_out:
+            return  # a missing file is silence
+        told = ", ".join(_html.escape(path) for path in instructions) or "none"
+        summary = f"<b>Instructions:</b> {told} · <b>skills:</b> {len(skills)}"
+        items = [f"<li><b>{_html.escape(name)}</b> {_html.escape(about)}</li>" for name, about in skills.items()]
+        items += [f'<li class="freeact-warning">{_html.escape(note)}</li>' for note in left_out]
+        line = widgets.HTML(f"<details><summary>{summary}</summary><ul>{''.join(items)}</ul></details>")
+        line.add_class("freeact-files")
+        index = self.children.index(self.main)
+        self.children = (*self.children[:index], line, *self.children[index:])
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """The widget with an empty `text/plain`: the run's static copy beside it is its text. An untrusted notebook
         (and any front end without widgets) shows `text/plain` in the widget's place, which read as a stray

@@ -228,6 +228,10 @@ class AgentView:
                 await self._settle_trust(panel)
                 panel.set_status("starting the agent")
                 await self.agent.start()
+                files = self.agent.tree.prompt_files
+                panel.show_files([str(file.path) for file in files.instructions],
+                                 {name: skill.description for name, skill in files.skills.items()},
+                                 list(files.left_out))
             panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note or self.agent.sandbox.detail())
             panel.set_status("running")
             prompt, agent_type, model = self.agent.read_prompt(prompt)
@@ -278,7 +282,7 @@ class AgentView:
             self._trust_wait = None
         if not trusted:
             self.agent.trust_project = False
-            names = ", ".join(file.path.name for file in project.powerful)
+            names = project.names()
             question.settle(f"Not trusted: {names} not used in this run (the other agent types work).")
             return
         try:

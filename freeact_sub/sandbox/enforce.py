@@ -7,8 +7,8 @@ ipykernel starts) and as a script in front of a launched kernel or an MCP server
 
 (`run_confined.py` applies the plan with this module, seals, then `exec`s the command.)
 A plan is a dict of absolute paths:
-    {"deny": [paths], "read_only": [paths], "private_root": folder, "own": [folders],
-     "write": [folders], "network": bool or [hosts], "unix_sockets": [paths], "scratch": folder,
+    {"deny": [paths], "reveal": {denied folder: [folders]}, "read_only": [paths], "private_root": folder,
+     "own": [folders], "write": [folders], "network": bool or [hosts], "unix_sockets": [paths], "scratch": folder,
      "proxy": {"socket": path, "port": int}, "limits": {"memory": bytes, "processes": n}}
 
 (`scratch` is a writable folder for a moment's use; the script makes a temporary one if it is missing.)
@@ -18,7 +18,8 @@ docs says why each step is there):
 1. user and mount namespaces (with `memory` and `processes` as rlimits), and a network namespace unless
    `network` is true: no interfaces when it is false; only loopback for a list of hosts, where a socket
    listening on 127.0.0.1:`proxy.port` is handed to the host's proxy through `proxy.socket`;
-2. a /dev/pts instance of its own; 3. `deny` covered (mode 000); 4. `read_only` bound read-only;
+2. a /dev/pts instance of its own; 3. `deny` covered (mode 000), a denied folder with folders to `reveal` by an
+   empty tmpfs with only those bound back, read-only; 4. `read_only` bound read-only;
 5. `private_root` covered by an empty tmpfs with only the `own` folders bound back;
 6. Landlock: writes only beneath `write` (and a few devices), no mount changes, no reach into outside
    processes, abstract sockets or (ABI 6) signals; 7. no capabilities, none regained (`no_new_privs`).
@@ -379,11 +380,14 @@ def apply(plan: dict[str, Any]) -> None:
     if isinstance(network, list) and plan.get("proxy"):
         _hand_over_proxy_port(plan["proxy"])
     _own_terminals()
-    _cover(deny, plan["scratch"])
+    reveal = {root: shown for root, shown in (plan.get("reveal") or {}).items() if root in deny}
+    _cover([path for path in deny if path not in reveal], plan["scratch"])
+    for root, shown in reveal.items():
+        _hide_others(root, shown)  # bound back read-only with `read_only` below
     if plan.get("unix_sockets"):  # the process may make Unix sockets: hide every bound one it was not handed
         hidden_anyway = [plan.get("private_root") or "/nonexistent", *plan.get("own", ())]
         _cover(_bound_sockets(set(plan["unix_sockets"]), hidden_anyway), plan["scratch"], tolerant=True)
-    _bind_read_only(list(plan.get("read_only", ())))
+    _bind_read_only([*plan.get("read_only", ()), *(path for shown in reveal.values() for path in shown)])
     if plan.get("private_root") and os.path.isdir(plan["private_root"]):
         _hide_others(plan["private_root"], list(plan.get("own", ())))
     if plan.get("remove_scratch"):

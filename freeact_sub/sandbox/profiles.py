@@ -85,10 +85,13 @@ KEPT_READ_ONLY: tuple[str, ...] = (
     ".envrc",
     ".pre-commit-config.yaml",
     ".gitmodules",
+    "AGENTS.md",
+    ".agents",
 )
 """Names (in the working folder and below) that a sandboxed kernel may read but never change, create in
 their place, rename or remove, whatever the profile's `write` says: what git, the editors, direnv and
-pre-commit run or read later on the person's own account, and this project's own settings. Virtual
+pre-commit run or read later on the person's own account, this project's own settings, and the instructions
+and skills (`AGENTS.md`, `.agents/skills`) that go into an agent's system prompt. Virtual
 environments (a folder with `pyvenv.cfg`), the host's Python (`sys.prefix`, `sys.base_prefix`, the user's
 site-packages), every `.env*` file and the shell start-up files in each home are kept the same way."""
 
@@ -196,7 +199,8 @@ class SandboxProfile(BaseModel):
         read_only = {os.path.realpath(path) for path in kept if any(_within(os.path.realpath(path), w) for w in write)}
         sockets = [path for pattern in self.unix_sockets for path in _expand(pattern, working_dir, homes)]
         network: bool | list[str] = list(self.network) if isinstance(self.network, tuple) else self.network
-        return {"deny": sorted(set(deny)), "read_only": sorted(read_only - denied), "write": sorted(set(write)),
+        return {"deny": sorted(set(deny)), "reveal": _skills_shown(deny, homes),
+                "read_only": sorted(read_only - denied), "write": sorted(set(write)),
                 "network": network, "unix_sockets": sorted(set(sockets)), "limits": self.limits.plan(),
                 "profile": self.name}
 
@@ -268,6 +272,19 @@ def meet(parent: SandboxProfile, child: SandboxProfile, working_dir: Path) -> Sa
             return candidate
     return SandboxProfile(name=f"{child.name} within {parent.name}", read_deny=deny, write=tuple(writes),
                           network=network, unix_sockets=sockets, limits=limits)
+
+
+def _skills_shown(deny: list[str], homes: list[str]) -> dict[str, list[str]]:
+    """The person's skills folder (`~/.config/freeact-sub/skills`), readable where the folder it is in is denied:
+    `{"…/.config/freeact-sub": ["…/skills"]}`, unless a profile denies the skills themselves (or something in them)."""
+    shown: dict[str, list[str]] = {}
+    for home in homes:
+        root = os.path.realpath(os.path.join(home, ".config", "freeact-sub"))
+        skills = os.path.join(root, "skills")
+        if root in deny and os.path.isdir(skills) and not os.path.islink(skills) \
+                and not any(_within(path, skills) for path in deny):
+            shown.setdefault(root, []).append(skills)
+    return {root: sorted(set(paths)) for root, paths in shown.items()}
 
 
 def _homes(extra: Iterable[str]) -> list[str]:

@@ -14,6 +14,7 @@ from freeact_sub import BUILTIN_TYPES, __version__
 from freeact_sub.tools import BUILTIN_TOOL_NAMES
 
 from .palette import Palette
+from .skills_view import instructions_text, skills_text
 
 if TYPE_CHECKING:
     from freeact_sub import Agent, AgentConfig
@@ -61,6 +62,9 @@ def banner(
     mcp_tools = [name for name in agent.tool_names if name not in BUILTIN_TOOL_NAMES]
     grid.add_row("MCP tools", ", ".join(mcp_tools) if mcp_tools else Text("none", style="dim"))
     grid.add_row("working dir", str(config.working_dir))
+    for row, text in (("instructions", instructions_text(agent)), ("skills", skills_text(agent))):
+        if text is not None:
+            grid.add_row(row, text)
     grid.add_row("sandbox", sandbox_text(agent))
     if agent.session_id is not None:
         grid.add_row("session", Text.assemble(agent.session_id, (" · saved as it goes; freeact-sub --resume", "dim")))

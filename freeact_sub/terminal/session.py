@@ -39,6 +39,7 @@ from .palette import Palette
 from .prompt import PromptReader
 from .render import Renderer
 from .safe_text import clean
+from .skills_view import read_files_line, skills_view
 from .status import SubagentBoard, agents_table
 from .theme import Theme
 
@@ -48,6 +49,7 @@ TurnStatus = Literal["done", "cancelled", "failed", "rejected", "turn_limit"]
 
 BUILT_IN_COMMANDS = {
     "/agents": ("/agents", "list the live subagents and the agent types"),
+    "/skills": ("/skills", "list the skills (the model reads one when a job needs it)"),
     "/stop": ("/stop AGENT-ID", "stop a running subagent"),
     "/send": ("/send AGENT-ID TEXT", "send a message to a running subagent (it reads it at its next step)"),
     "/y": ("/y", "approve the oldest waiting question"),
@@ -218,6 +220,8 @@ class Session:
 
             self.console.print(agents_table(self.agent.subagents(), self.palette))
             self.console.print(agent_types_table(self.agent))
+        elif name == "/skills":
+            self.console.print(skills_view(self.agent))
         elif name == "/stop":
             target = rest.strip()
             if not target:
@@ -272,8 +276,8 @@ class Session:
             lines.append(f"/{name}{agent}: {about}{hidden}")
         if not commands:
             lines.append("Your own commands: none (add .freeact-sub/commands/NAME.md)")
-        self.renderer.note("Commands:\n  " + "\n  ".join(lines) + "\nCtrl-D or Ctrl-C at an empty prompt exits.",
-                           style="dim")
+        self.renderer.note("Commands:\n  " + "\n  ".join(lines) + "\nCtrl-D or Ctrl-C at an empty prompt exits.\n"
+                           + read_files_line(self.agent), style="dim")
 
     # -- during a turn --------------------------------------------------------------------
 

@@ -38,9 +38,9 @@ async def settle_trust(agent: Agent, flag: bool | None, console: Any) -> None:
     if not sys.stdin.isatty():
         files = "; ".join(project.lines())
         raise TrustRefused(
-            f"this folder ships agent types that can run commands or send your keys elsewhere ({files}), and it is "
-            "not trusted; without a terminal to ask, add --trust-project to use them or --no-trust-project to run "
-            "without them"
+            f"this folder ships agent types that can run commands or send your keys elsewhere, or instructions and "
+            f"skills for every agent's prompt ({files}), and it is not trusted; without a terminal to ask, add "
+            "--trust-project to use them or --no-trust-project to run without them"
         )
     if await ask(project, console):
         from freeact_sub import ConfigError
@@ -65,7 +65,8 @@ async def ask(project: ProjectPowers, console: Any) -> bool:
     from .keys import ESCAPE, KeyReader
 
     console.print(Text(project.question(), style="yellow"))
-    console.print(Text("Trust this folder? Its agent types then act with your rights. [y/N] ", style="bold"), end="")
+    console.print(Text("Trust this folder? Its agent types then act with your rights, its instructions and skills "
+                       "steer every agent. [y/N] ", style="bold"), end="")
     with KeyReader() as keys:
         keys.discard_typed_ahead()
         while True:
@@ -79,5 +80,5 @@ async def ask(project: ProjectPowers, console: Any) -> bool:
 
 
 def _say_inert(project: ProjectPowers, console: Any) -> None:
-    names = ", ".join(file.path.name for file in project.powerful)
+    names = project.names()
     console.print(f"Not trusted: {names} not used this run (the other agent types work).", style="yellow")

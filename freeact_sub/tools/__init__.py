@@ -25,6 +25,7 @@ __all__ = ["BUILTIN_TOOL_NAMES", "ToolSpec", "Toolbox", "builtin_tool", "definit
 
 BUILTIN_TOOL_NAMES = (
     "execute_ipython_cell", "reset_kernel", "task", "task_output", "task_stop", "task_list", "task_send", "task_report",
+    "load_skill",
 )
 
 

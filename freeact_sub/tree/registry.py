@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..config.prompt_files import PromptFiles
 from ..kernels.backends import KernelBackend
 from ..models.retries import RequestSlots
 from ..policy.hooks import Hooks
@@ -52,6 +53,8 @@ class AgentTree:
         """The live agents by id, the main agent included."""
         self.agent_types: dict[str, AgentType] = {}
         """The agent types by name (built-in, files, config), loaded when the main agent starts."""
+        self.prompt_files = PromptFiles()
+        """The instructions (`AGENTS.md`) and skills of the run, read when the main agent starts."""
         self.usage = UsageLedger()
         """Token usage and cost of every agent of the tree, by agent id."""
         self.background = BackgroundEvents()

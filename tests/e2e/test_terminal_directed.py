@@ -1,6 +1,7 @@
 """The person's own directed turns and messages in the real terminal (`freeact-sub --demo` in a pseudo-terminal):
 a command file run as `/name args` (as `@type prompt` is), `/help` listing both, `/send` to a background subagent,
-and a bad command file named in the error."""
+a bad command file named in the error, and the person's instructions and skills in the banner, `/skills` and
+`/help`."""
 
 from __future__ import annotations
 
@@ -9,19 +10,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from terminal_driver import AGENT, Terminal, processes_in
+from terminal_driver import AGENT, Terminal, cli_env, processes_in
 
 pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture
-def demo(workdir: Path) -> Iterator[Terminal]:
+def demo(workdir: Path, tmp_path: Path) -> Iterator[Terminal]:
     commands = workdir / ".freeact-sub" / "commands"
     commands.mkdir(parents=True)
     (commands / "primes.md").write_text(
         "---\ndescription: Count the primes below a number\nagent: general\n---\nCount the primes $ARGUMENTS.\n",
         encoding="utf-8")
-    term = Terminal("--demo", cwd=workdir)
+    own = tmp_path / "home" / ".config" / "freeact-sub"  # the person's own instructions and skill
+    (own / "skills" / "tidy-data").mkdir(parents=True)
+    (own / "AGENTS.md").write_text("Answer briefly.\n", encoding="utf-8")
+    (own / "skills" / "tidy-data" / "SKILL.md").write_text(
+        "---\nname: tidy-data\ndescription: Tidy a table before analysing it.\n---\nOne row per observation.\n",
+        encoding="utf-8")
+    term = Terminal("--demo", cwd=workdir, env=cli_env(HOME=str(tmp_path / "home")))
     try:
         yield term
     finally:
@@ -48,11 +55,16 @@ def test_at_type_a_command_help_send_and_a_bad_command_file(demo: Terminal, work
     term = demo
     term.expect(r"scripted demo model")
     main = term.expect(rf"({AGENT}) \(main\)").group(1)
+    term.expect(r"instructions +~/\.config/freeact-sub/AGENTS\.md")  # the banner names what it read
+    term.expect(r"skills +tidy-data · /skills lists them")
     term.expect(r"you ›")
+    term.send("/skills\r")
+    term.expect(r"tidy-data +~/\.config/freeact-sub/skills/tidy-data +Tidy a table before analysing it\.")
     term.send("/help\r")
     term.expect(r"/send AGENT-ID TEXT: send a message to a running subagent")
     term.expect(r"@TYPE PROMPT: run an agent type as your own subagent \(general, explore, plan, review, reviewer\)")
     term.expect(r"/primes \[as @general\]: Count the primes below a number")
+    term.expect(r"Instructions read: ~/\.config/freeact-sub/AGENTS\.md\. Skills: 1 \(/skills lists them\)\.")
 
     _directed_primes(term, main, "/primes below 200,000")  # `@general …` runs the same way (test_terminal_oneshot)
 

@@ -123,3 +123,11 @@ def test_fragments_print_what_they_promise(ran: dict[str, Any]) -> None:
     assert "running_code" in timeline["stdout"] or "running code" in timeline["stdout"]
     usage = next(r for code, r in by_code.items() if "usage = agent.usage" in code)
     assert re.search(r"^agent-[0-9a-f]+ \d+ \d+ None$", usage["stdout"], flags=re.M), usage["stdout"]
+
+
+def test_the_skills_example_shows_names_and_descriptions_but_not_the_body(ran: dict[str, Any]) -> None:
+    skills = next(r for r in ran.values() if "release-project" in r["code"])
+    out = skills["stdout"]
+    assert out.startswith("## Instructions") and "Run the tests with `pytest -q`" in out, out
+    assert "- release-notes: Write release notes from the git log since the last tag." in out, out
+    assert "git describe" not in out  # the body waits for `load_skill`

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from freeact_sub import Agent, AgentConfig, CodeExecutionOutput
+from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, ConfigError
+from freeact_sub.config.prompt_files import load_prompt_files
+from freeact_sub.config.type_files import project_agent_types
 from freeact_sub.sandbox import platform_problem
 from freeact_sub.sandbox.kernel_folders import private_root
 from tests.scripting import Call, Router, Script, drive, of
@@ -61,11 +63,17 @@ async def _attack(lab: Lab, profile: str, abstract: str) -> dict[str, Any]:
     config = AgentConfig(model=router.model, working_dir=work, auto_approve=True, sandbox=profile,
                          kernel_env={"HOME": str(lab.home)}, kernel_pool_size=1, execution_timeout=60,
                          save_sessions=profile != "off")  # `off` moves .freeact-sub away (sessions with it)
-    async with Agent(config) as agent:
+    before = project_agent_types(work).digest
+    async with Agent(config, trust_project=True) as agent:  # the person trusts the project's own AGENTS.md, skills
         events = await drive(agent.stream("MAIN attack"))
         main_id = agent.agent_id
     outputs = of(CodeExecutionOutput, events)
-    found: dict[str, Any] = {"work": work, "texts": {}}
+    found: dict[str, Any] = {"work": work, "texts": {}, "digest_before": before}
+    try:  # what the host reads for the next run (under `off`, the attack's own type file does not parse)
+        project = project_agent_types(work)
+        found["digest_after"], found["prompt_files"] = project.digest, load_prompt_files(project, applied=True)
+    except ConfigError as exc:
+        found["digest_after"], found["prompt_files"] = str(exc), None
     for output in outputs:
         kind = "main" if output.agent_id == main_id else "child"
         found["texts"].setdefault(kind, "")
@@ -156,6 +164,32 @@ async def test_nothing_is_planted_that_git_editors_python_the_shell_or_freeact_s
         assert not (work / ".freeact-sub-moved").exists() and not (work / ".freeact-sub/agents/helper.md").exists()
         assert not list((work / ".venv").rglob("evil.pth")) and not (work / ".vscode/tasks.json").exists()
     assert (lab.home / ".bashrc").read_text() != BASHRC  # only `off` could change it
+
+
+async def test_kernels_read_but_never_change_the_instructions_or_skills_of_a_later_prompt(attacked) -> None:
+    _, results = attacked
+    attacks = ("agents_md", "agents_md_replace", "skill_write", "skill_link", "skills_swap", "skill_new", "user_skill")
+    off = results["off"]
+    assert all(off["main"][name] == "ok" for name in attacks), off["main"]  # the attacks work without a sandbox
+    assert off["digest_after"] != off["digest_before"]  # and a folder trusted with the old files is asked again
+    for profile in ENFORCED:
+        for kind in KINDS:
+            attack = results[profile][kind]
+            for name in attacks:
+                # EACCES (the person's folder is hidden), EROFS (kept read-only), EBUSY (a mount point), EXDEV
+                assert _refused(attack[name], 13, 30, 16, 18), (profile, kind, name, attack[name])
+        found = results[profile]
+        assert found["digest_after"] == found["digest_before"], profile
+        files = found["prompt_files"]
+        told = [file.text for file in files.instructions if file.source == "project"]
+        assert told == ["Run the tests with pytest.\n"], profile
+        project_skills = {name: skill.body for name, skill in files.skills.items() if skill.source == "project"}
+        assert project_skills == {"tidy": "Steps.", "release": "Steps."}, profile
+        assert not files.left_out, (profile, files.left_out)
+        for kind in KINDS:  # the person's skills are readable, the rest of their freeact-sub folder is not
+            assert "name: mine" in found[kind]["user_skill_read"], (profile, kind, found[kind]["user_skill_read"])
+            assert _refused(found[kind]["user_config_read"], 13, 2), (profile, kind, found[kind]["user_config_read"])
+    assert SECRET in off["main"]["user_config_read"]
 
 
 async def test_the_host_follows_no_link_a_kernel_made(attacked) -> None:

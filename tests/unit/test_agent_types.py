@@ -107,12 +107,11 @@ def test_claude_code_and_opencode_agent_files_load_what_maps_and_warn_of_the_res
         name, claude = load_agent_file(write(tmp_path, "code-reviewer.md", CLAUDE_CODE_AGENT))
         _, opencode = load_agent_file(write(tmp_path, "planner.md", OPENCODE_AGENT))
     assert name == "code-reviewer" and claude.color == "blue" and claude.sandbox.name == "read-only"  # type: ignore[union-attr]
-    assert claude.tools == ["execute_ipython_cell"] and claude.model is None
+    assert claude.tools == ["execute_ipython_cell"] and claude.model is None and claude.skills == ["pdf"]
     assert opencode.color == "#FF5733" and opencode.model_settings == {"temperature": 0.1, "top_p": 0.9}
     assert opencode.max_turns == 5 and opencode.mode == "subagent" and opencode.disallowed_tools == []
     said = sorted(str(w.message) for w in caught)
     assert said == [
-        f"{tmp_path / 'code-reviewer.md'}: skills: ignored (this project has no skills)",
         f"{tmp_path / 'code-reviewer.md'}: tools WebFetch: ignored (Claude Code's or OpenCode's own tools; here the "
         "kernel (execute_ipython_cell) reads, searches, runs and writes)",
         f"{tmp_path / 'planner.md'}: disallowed_tools write: ignored (Claude Code's or OpenCode's own tools; "

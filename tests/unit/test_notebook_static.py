@@ -77,3 +77,15 @@ def test_a_subagent_panel_folds_live_and_in_the_static_copy() -> None:
     child.fold_button.click()
     assert not child.folded and child.message_box is not None and child.message_box.layout.display is None
     assert "open" in section()
+
+
+def test_the_run_says_which_instructions_and_skills_were_read_and_nothing_when_none() -> None:
+    panel = RunPanel("agent-1", "add it up", policy=ApprovalPolicy(), on_stop=lambda: None)
+    before = len(panel.children)
+    panel.show_files([], {}, [])
+    assert len(panel.children) == before  # a missing file is silence
+    panel.show_files(["/w/AGENTS.md"], {"pdf-forms": "Fill <PDF> forms."}, ["/w/.agents/skills/x: a link, not read"])
+    (line,) = [child for child in panel.children if "freeact-files" in child._dom_classes]
+    assert "<b>Instructions:</b> /w/AGENTS.md · <b>skills:</b> 1" in line.value
+    assert "<b>pdf-forms</b> Fill &lt;PDF&gt; forms." in line.value and "a link, not read" in line.value
+    assert panel.children.index(line) == panel.children.index(panel.main) - 1  # above the main agent's panel
