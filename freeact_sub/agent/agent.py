@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.agent_config import AgentConfig
 from ..config.definitions import GENERAL, AgentDefinition
-from ..events import AgentEvent
+from ..events import AgentEvent, ContextCompacted
 from ..policy.approvals import ApprovalPolicy, ApprovalRules
 from ..policy.hooks import Hooks
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
 from ..tree.agent_ids import new_agent_id, reserve_agent_id
 from ..tree.registry import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from ..usage import TreeUsage
-from . import direct
+from . import compaction, direct
 from .conversation import Conversation, saved_main_agent
 from .inbox import Inbox
 from .main_type import check_cost_budget, choose_main_type, untrusted_project
@@ -182,11 +182,8 @@ class Agent:
 
     def own_processes(self) -> list[int]:
         """PIDs of the processes this agent started and owns: its kernel, and a main agent's kernel zygote."""
-        kernel = self.kernel
-        owned = [kernel.pid if kernel is not None else None]
-        if not self.is_subagent:
-            owned.append(self.tree.supplies.zygote.pid)
-        return [pid for pid in owned if pid is not None]
+        zygote = None if self.is_subagent else self.tree.supplies.zygote.pid
+        return [pid for pid in (self.kernel.pid if self.kernel is not None else None, zygote) if pid is not None]
 
     @property
     def tool_names(self) -> list[str]:
@@ -368,6 +365,10 @@ class Agent:
         async with contextlib.aclosing(events):  # closing this stream ends the turn at once
             async for event in events:
                 yield event
+
+    async def compact(self, focus: str | None = None) -> ContextCompacted | None:
+        """Compact the history now, between turns (`/compact [focus]`): see `compaction.between_turns`."""
+        return await compaction.between_turns(self, focus)
 
     # -- the person's commands and `@type` prompts --------------------------------------------
 

@@ -23,6 +23,7 @@ Event family::
     ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
     ├── SubagentMessage              a message to a running background child (its parent's model or the person)
     ├── SubagentReport               a running child tells its parent something before it finishes
+    ├── ContextCompacted             older rounds became a summary the model wrote (tokens before and after)
     ├── TurnCancelled                the turn was cancelled; the history says how far it got
     └── HookFailed                   a hook failed; the moment went on as if it did not exist
 
@@ -51,7 +52,7 @@ from .subagents import (
     SubagentStatus,
 )
 from .tool_results import CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
-from .turn import HookFailed, TurnCancelled, TurnStarted
+from .turn import ContextCompacted, HookFailed, TurnCancelled, TurnStarted
 
 __all__ = [
     "AgentEvent",
@@ -59,6 +60,7 @@ __all__ = [
     "CallSource",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
+    "ContextCompacted",
     "Emit",
     "HookFailed",
     "ModelRetry",
