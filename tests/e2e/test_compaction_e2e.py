@@ -82,5 +82,6 @@ async def test_300_rounds_never_overflow_and_resume_from_the_compacted_history(t
         assert more[-1].content == "Counted to 20."  # type: ignore[attr-defined]  # a new kernel counts anew
         assert of(ContextCompacted, more) and all(e.trigger == "auto" for e in of(ContextCompacted, more))
         assert limit.refused == refused and limit.largest <= WINDOW
+    sizes = [(e.tokens_before, e.tokens_after) for e in compactions[:3]]
     print(f"\n300 rounds: {first_run:.1f} s, {len(compactions)} compactions, {len(usage)} responses; largest request "
-          f"{limit.largest} tokens; tokens before/after: {[(e.tokens_before, e.tokens_after) for e in compactions[:3]]}")
+          f"{limit.largest} tokens; tokens before/after: {sizes}")
