@@ -17,10 +17,13 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from rich.console import Console
 
 from freeact_sub import Agent, AgentConfig, ContextCompacted, SubagentFinished
 from freeact_sub.agent.compaction_text import SUMMARY_SYSTEM_PROMPT
 from freeact_sub.sessions import open_session
+from freeact_sub.terminal.session import Session
+from freeact_sub.terminal.sessions_cmd import print_transcript
 from tests.scripting import drive, of
 
 CELL = "n = globals().get('n', 0) + 1\nrows_{i} = list(range(n))\nprint(n)\nprint('word ' * 400)"
@@ -110,12 +113,15 @@ async def test_an_agent_compacts_with_its_kernels_names_and_keeps_tool_pairs(tmp
         history = agent.history
         assert history[0].metadata["compaction"]["trigger"] == "auto"  # type: ignore[union-attr,index]
         assert "rows_" in str(history[0].parts[-1].content)  # type: ignore[union-attr]  # the names, verbatim
-        # between turns: a manual compaction with a focus; a hook's deny skips one
-        event = await agent.compact(focus="the rows")
-        assert event is not None and event.trigger == "manual" and "the rows" in (event.focus or "")
+        # between turns: `/compact the rows` in the terminal (which calls `Agent.compact(focus=…)`); a hook's deny
+        # skips one
+        console = Console(record=True, width=200, force_terminal=False)
+        await Session(agent, console, ask_keys=False).compact("the rows")
+        assert "context compacted (asked):" in console.export_text(clear=False)
         assert "Focus the summary on: the rows; keep the counter" in worker.summary_requests[-1]
+        assert agent.history[0].metadata["compaction"]["trigger"] == "manual"  # type: ignore[union-attr,index]
         assert await agent.compact(focus="skip me") is None
-        assert moments[-1]["trigger"] == "manual"
+        assert moments[-1]["trigger"] == "manual" and moments[-1]["focus"] == "skip me"
         # the kernel's variables survived every compaction
         rows = await agent.kernel.execute("print(len(rows_12), n)")  # type: ignore[union-attr]
         assert rows.text.split() == ["12", "12"]
@@ -128,6 +134,8 @@ async def test_an_agent_compacts_with_its_kernels_names_and_keeps_tool_pairs(tmp
     shown = of(ContextCompacted, saved.events())
     assert [e.trigger for e in shown] == ["auto"] * len(compactions) + ["manual"]
     assert shown[0].tokens_before == compactions[0].tokens_before and shown[0].summary.startswith("SUMMARY 1")
+    print_transcript(console, saved, saved.main_id)  # `sessions show`
+    assert console.export_text().count("context compacted (window nearly full)") == len(compactions)
 
 
 async def test_a_child_compacts_its_own_history(tmp_path: Path) -> None:
