@@ -74,3 +74,11 @@ class ContextCompacted(AgentEvent):
     """What the summary was asked to focus on (`/compact <focus>`, `Agent.compact(focus=…)`, a hook's note)."""
     started: float | None = None
     """When the compaction began (`time.time()`); `at` is when it ended."""
+
+    @property
+    def reason(self) -> str:
+        """Why, in a few words: `window nearly full`, `asked`, `the provider refused a request as too long`."""
+        return _WHY.get(self.trigger, self.trigger)
+
+
+_WHY = {"auto": "window nearly full", "manual": "asked", "overflow": "the provider refused a request as too long"}

@@ -30,9 +30,8 @@ def retry_note(retry: ModelRetry) -> str:
 
 def compacted_note(event: ContextCompacted) -> str:
     """`context compacted (window nearly full): 151,204 → 9,812 tokens · 212 messages summarized, 4 kept`."""
-    why = {"auto": "window nearly full", "manual": "asked", "overflow": "the provider refused a request as too long"}
     focus = f" · focus: {one_line(event.focus, 80)}" if event.focus else ""
-    return (f"context compacted ({why.get(event.trigger, event.trigger)}): {event.tokens_before:,} → "
+    return (f"context compacted ({event.reason}): {event.tokens_before:,} → "
             f"{event.tokens_after:,} tokens · {event.messages_summarized} messages summarized, {event.messages_kept} "
             f"kept{focus}")
 
