@@ -16,11 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from freeact_sub import Agent, AgentConfig, ContextCompacted, ModelUsage
 from freeact_sub.agent.compaction_text import SUMMARY_SYSTEM_PROMPT
 from freeact_sub.demo import DemoServer
 from freeact_sub.demo.faults import ContextLimit
 from freeact_sub.demo.scenario import Reply, ToolCall
+from freeact_sub.models.context import is_overflow
 from freeact_sub.sessions import RESUME_NOTE, open_session
 from tests.scripting import drive, of
 
@@ -85,3 +88,20 @@ async def test_300_rounds_never_overflow_and_resume_from_the_compacted_history(t
     sizes = [(e.tokens_before, e.tokens_after) for e in compactions[:3]]
     print(f"\n300 rounds: {first_run:.1f} s, {len(compactions)} compactions, {len(usage)} responses; largest request "
           f"{limit.largest} tokens; tokens before/after: {sizes}")
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+async def test_the_providers_real_overflow_errors_read_as_overflow(tmp_path: Path, wire: str) -> None:
+    """OpenAI's 400 `context_length_exceeded` and Anthropic's 400 "prompt is too long", as the demo server sends them,
+    reach us as pydantic-ai's `ModelContextWindowExceededError` (what triggers a compaction and one retry)."""
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.messages import ModelRequest
+
+    limit = ContextLimit(10)
+    with DemoServer(responder=respond, chunk_delay=0, faults=limit).start() as server:
+        model = _config(server, tmp_path, wire).resolve_model()
+        with pytest.raises(ModelHTTPError) as raised:
+            await model_request(model, [ModelRequest.user_text_prompt("Count to 100. " * 20)])
+    assert raised.value.status_code == 400 and is_overflow(raised.value) and limit.refused == 1
+    assert ("context_length_exceeded" if wire == "openai" else "prompt is too long") in str(raised.value.body)
