@@ -196,7 +196,7 @@ class AgentConfig(BaseModel):
     disallowed_tools: list[str] = Field(default_factory=list)
     """Names or glob patterns of tools not offered. Without `execute_ipython_cell` the agent gets no kernel."""
 
-    @field_validator("max_model_requests", "stream_idle_timeout", mode="before")
+    @field_validator("max_model_requests", "stream_idle_timeout", "compact_at", "context_window", mode="before")
     @classmethod
     def _none_in_words(cls, value: Any) -> Any:
         return None if isinstance(value, str) and value.strip().lower() in ("none", "unbounded", "off") else value

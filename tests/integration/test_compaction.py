@@ -21,6 +21,7 @@ from rich.console import Console
 
 from freeact_sub import Agent, AgentConfig, ContextCompacted, SubagentFinished
 from freeact_sub.agent.compaction_text import SUMMARY_SYSTEM_PROMPT
+from freeact_sub.notebook import AgentView
 from freeact_sub.sessions import open_session
 from freeact_sub.terminal.session import Session
 from freeact_sub.terminal.sessions_cmd import print_transcript
@@ -122,17 +123,23 @@ async def test_an_agent_compacts_with_its_kernels_names_and_keeps_tool_pairs(tmp
         assert agent.history[0].metadata["compaction"]["trigger"] == "manual"  # type: ignore[union-attr,index]
         assert await agent.compact(focus="skip me") is None
         assert moments[-1]["trigger"] == "manual" and moments[-1]["focus"] == "skip me"
+        # in the notebook: a run, then `view.compact()`, whose line joins the run's panel
+        view = AgentView(agent)
+        await view.run("one more cell")
+        assert view.answer == "done after 13 cells"
+        assert await view.compact("the notebook") is not None
+        assert "context compacted (asked)" in view.panel.static_text()  # type: ignore[union-attr]
         # the kernel's variables survived every compaction
         rows = await agent.kernel.execute("print(len(rows_12), n)")  # type: ignore[union-attr]
-        assert rows.text.split() == ["12", "12"]
+        assert rows.text.split() == ["12", "13"]
         session = agent.session_id
     # the saved session keeps the full record for showing, and resumes from the compacted history
     saved = open_session(session, tmp_path)  # type: ignore[arg-type]
     record, resumed = saved.messages(record=True), saved.messages(repaired=True)
     assert len(record) > len(resumed) and resumed[0].metadata["compaction"]["trigger"] == "manual"  # type: ignore
-    assert sum(1 for m in record if (m.metadata or {}).get("compaction")) == len(compactions) + 1
+    assert sum(1 for m in record if (m.metadata or {}).get("compaction")) == len(compactions) + 2
     shown = of(ContextCompacted, saved.events())
-    assert [e.trigger for e in shown] == ["auto"] * len(compactions) + ["manual"]
+    assert [e.trigger for e in shown] == ["auto"] * len(compactions) + ["manual", "manual"]
     assert shown[0].tokens_before == compactions[0].tokens_before and shown[0].summary.startswith("SUMMARY 1")
     print_transcript(console, saved, saved.main_id)  # `sessions show`
     assert console.export_text().count("context compacted (window nearly full)") == len(compactions)
