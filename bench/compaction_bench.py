@@ -13,6 +13,7 @@ provider would have refused them past the window).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import sys
 import tempfile
@@ -42,7 +43,7 @@ async def one_run(rounds: int, window: int, mode: str) -> dict[str, float]:
     summaries = [events[i - 1] for i, e in enumerate(events) if isinstance(e, ContextCompacted)]
     usage = [e for e in events if isinstance(e, ModelUsage) and e not in summaries]
     round_inputs = [u.input_tokens for u in usage]
-    growth = statistics.median(b - a for a, b in zip(round_inputs, round_inputs[1:], strict=False) if b > a)
+    growth = statistics.median(b - a for a, b in itertools.pairwise(round_inputs) if b > a)
     without = sum(round_inputs[0] + growth * i for i in range(len(round_inputs)))
     return {
         "seconds": seconds, "compactions": len(compactions), "refused": limit.refused,
