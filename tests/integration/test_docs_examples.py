@@ -123,3 +123,10 @@ def test_fragments_print_what_they_promise(ran: dict[str, Any]) -> None:
     assert "running_code" in timeline["stdout"] or "running code" in timeline["stdout"]
     usage = next(r for code, r in by_code.items() if "usage = agent.usage" in code)
     assert re.search(r"^agent-[0-9a-f]+ \d+ \d+ None$", usage["stdout"], flags=re.M), usage["stdout"]
+
+
+def test_compaction_example_compacts_and_goes_on(ran: dict[str, Any]) -> None:
+    out = output(ran, program_with(ran, "await agent.compact(focus="))
+    assert re.search(r"^[\d,]+ → [\d,]+ tokens$", out, flags=re.M), out
+    assert "The person asked: Run one cell, please. Tool calls so far: 1." in out
+    assert re.search(r"^\d+ messages in the history$", out, flags=re.M), out
