@@ -58,7 +58,8 @@ def next_request_tokens(owner: TurnOwner) -> int:
     conversation = owner.conversation
     tools = sum(len(d.description or "") + len(json.dumps(d.parameters_json_schema))
                 for d in owner.parts.toolbox.definitions())
-    return estimate_tokens(conversation.messages, measured_from=conversation.measured_from, extra_chars=tools)
+    return estimate_tokens(conversation.messages, measured_from=conversation.measured_from, extra_chars=tools,
+                           cache=conversation.sizes)
 
 
 async def round_with_room(

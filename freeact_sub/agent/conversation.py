@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ToolReturnPart
 
+    from ..models.context import SizeCache
     from ..sessions import AgentLog, SessionStore
     from ..sessions.index import SavedAgent
     from ..tree.registry import ChildSpec
@@ -34,6 +35,8 @@ class Conversation:
         """Whether the next prompt tells the model that its kernel is new (a resumed conversation)."""
         self.measured_from = len(self.messages)
         """Responses before this index were measured against another history (a compacted or a resumed one)."""
+        self.sizes: SizeCache = {}
+        """Each message's size, counted once (the next request is estimated before every round)."""
         self.compactions = 0
         """How often this history was compacted."""
         self.after_compaction: list[ModelMessage] = []

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models import Model
 
-__all__ = ["CHARS_PER_TOKEN", "context_window", "estimate_tokens", "is_overflow", "message_chars", "tokens_of_text"]
+__all__ = ["CHARS_PER_TOKEN", "SizeCache", "context_window", "estimate_tokens", "is_overflow", "message_chars"]
 
 CHARS_PER_TOKEN = 4
 """The estimate of characters per token where no provider counted them (English prose and code average 3–4)."""
@@ -40,11 +40,6 @@ def context_window(model: Model, configured: int | None) -> tuple[int | None, st
     if isinstance(window, int) and window > 0:
         return window, "profile"
     return None, "unknown"
-
-
-def tokens_of_text(text: str) -> int:
-    """The estimated tokens of `text`."""
-    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 def message_chars(message: ModelMessage) -> int:
@@ -71,21 +66,66 @@ def message_chars(message: ModelMessage) -> int:
     return total
 
 
-def estimate_tokens(messages: Sequence[ModelMessage], *, measured_from: int = 0, extra_chars: int = 0) -> int:
+SizeCache = dict[int, tuple[Any, Any, int, int]]
+"""Per message, by `id`: the message itself (a reused id is not mistaken), the history's first message when it was
+counted, its characters, and the characters of the history up to and with it. A history is estimated before every
+round; it grows at its end and its messages are replaced, never changed, so each is counted once."""
+
+
+def estimate_tokens(
+    messages: Sequence[ModelMessage], *, measured_from: int = 0, extra_chars: int = 0, cache: SizeCache | None = None
+) -> int:
     """The tokens a request of `messages` holds: the latest response at or after `measured_from` that reports
     usage, as the provider counted it, plus the estimate of every message after it; or the estimate of it all
     (with `extra_chars`, what the request adds besides its messages: tool definitions), whichever is larger.
 
     The larger, because a provider (or a test double, or a proxy) may count low or not at all, and an
-    estimate alone may undercount code and non-English text.
+    estimate alone may undercount code and non-English text. `cache` (one per history) makes a round's
+    estimate cost the messages added since the last one.
     """
-    chars, measured = 0, 0
-    for index in range(len(messages) - 1, -1, -1):
+    cache = {} if cache is None else cache
+    sizes = _Sizes(messages, cache)
+    measured, after = 0, 0
+    for index in range(len(messages) - 1, measured_from - 1, -1):
         message = messages[index]
-        if not measured and index >= measured_from and message.kind == "response" and message.usage.input_tokens:
-            measured = message.usage.input_tokens + (message.usage.output_tokens or 0) + -(-chars // CHARS_PER_TOKEN)
-        chars += message_chars(message)
-    return max(measured, -(-(chars + extra_chars) // CHARS_PER_TOKEN))
+        if message.kind == "response" and message.usage.input_tokens:
+            measured = message.usage.input_tokens + (message.usage.output_tokens or 0) + -(-after // CHARS_PER_TOKEN)
+            break
+        after += sizes.of(index)
+    return max(measured, -(-(sizes.total() + extra_chars) // CHARS_PER_TOKEN))
+
+
+class _Sizes:
+    def __init__(self, messages: Sequence[ModelMessage], cache: SizeCache) -> None:
+        self.messages, self.cache = messages, cache
+        self.root = messages[0] if messages else None
+
+    def _known(self, index: int) -> tuple[Any, Any, int, int] | None:
+        message = self.messages[index]
+        known = self.cache.get(id(message))
+        return known if known is not None and known[0] is message else None
+
+    def of(self, index: int) -> int:
+        known = self._known(index)
+        return known[2] if known is not None else message_chars(self.messages[index])
+
+    def total(self) -> int:
+        """The characters of the whole history: from the last message whose running total is known, onwards."""
+        messages, start, running = self.messages, 0, 0
+        for index in range(len(messages) - 1, -1, -1):
+            known = self._known(index)
+            if known is not None and known[1] is self.root:
+                start, running = index + 1, known[3]
+                break
+        for index in range(start, len(messages)):
+            size = self.of(index)
+            running += size
+            self.cache[id(messages[index])] = (messages[index], self.root, size, running)
+        if len(self.cache) > 2 * len(messages) + 64:  # drop what the history no longer holds
+            keep = {id(m) for m in messages}
+            for key in [k for k in self.cache if k not in keep]:
+                del self.cache[key]
+        return running
 
 
 def is_overflow(exc: BaseException | None) -> bool:

@@ -73,6 +73,20 @@ def test_the_estimate_is_the_providers_count_or_the_text_whichever_is_larger() -
     messages[-2] = ModelResponse(parts=messages[-2].parts, usage=RequestUsage(input_tokens=5_000, output_tokens=20))
     assert estimate_tokens(messages) == 5_020 + -(-len("x" * 400 + " " * 20) // 4)
     assert estimate_tokens(messages, measured_from=len(messages)) == text_only  # measured before a compaction
+    # counted once per message: the cache gives what a fresh count gives as the history grows, loses its last
+    # message, has it replaced, or starts over from a summary
+    cache: dict = {}
+    history = rounds(5)
+    for change in range(5):
+        assert estimate_tokens(history, cache=cache) == estimate_tokens(history)
+        if change == 0:
+            history += rounds(2)[1:]
+        elif change == 1:
+            history.pop()
+        elif change == 2:
+            history[-1] = ModelRequest(parts=[UserPromptPart("y" * 4_000)])
+        else:
+            history = [ModelRequest(parts=[UserPromptPart("summary")]), *history[-3:]]
 
 
 def test_a_session_file_keeps_the_full_record_and_resumes_compacted(tmp_path: Path) -> None:
