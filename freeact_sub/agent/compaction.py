@@ -87,8 +87,9 @@ async def compact(
     owner: TurnOwner, emit: Emit, model: Model, *, trigger: Trigger, focus: str | None = None,
     tokens: int | None = None,
 ) -> ContextCompacted | None:
-    """Compact `owner`'s history now; the event, or None if nothing was compacted (a hook said `deny`, or there is
-    nothing older than the rounds kept). A failed summary request raises `ModelError` and changes nothing."""
+    """Compact `owner`'s history now; the event, or None if nothing was compacted (a hook said `deny`, there is
+    nothing older than the rounds kept, or the summary came back empty). A failed summary request raises
+    `ModelError` and changes nothing."""
     started = time.time()
     settings, conversation = owner.settings, owner.conversation
     window, _ = context_window(model, settings.context_window)
@@ -101,8 +102,7 @@ async def compact(
         notes = [answer.note for answer in answers if answer.note]
         focus = "; ".join([*([focus] if focus else []), *notes]) or None
     messages = list(conversation.messages)
-    reference = window * (settings.compact_at or 1.0) if window is not None else before
-    cut = cut_point(messages, settings.compact_keep_rounds, int(reference * TAIL_SHARE))
+    cut = cut_point(messages, settings.compact_keep_rounds, int((window or before) * TAIL_SHARE))
     if cut < 2:
         return None  # nothing older than what is kept
     names = await kernel_names(owner)
@@ -111,8 +111,11 @@ async def compact(
     request_text = summary_prompt(older, names, focus=focus, budget_tokens=budget)
     response = await _summary_response(owner, emit, model, request_text)
     summary = "".join(p.content for p in response.parts if p.part_kind == "text")
+    if not summary.strip():
+        return None  # a summary request answered without text: the history stays as it is
     prompt = latest_prompt(older) if latest_prompt(kept) is None else None
     record: dict[str, Any] = {"trigger": trigger, "focus": focus, "tokens_before": before, "started": started,
+                              "context_window": window,
                               "messages_summarized": len(older), "messages_kept": len(kept), "prompt": prompt}
     first = compacted_request(messages[0], summary, names, prompt, focus=focus,  # type: ignore[arg-type]
                               continue_note=not kept, metadata=record)

@@ -141,6 +141,7 @@ async def test_an_agent_compacts_with_its_kernels_names_and_keeps_tool_pairs(tmp
     shown = of(ContextCompacted, saved.events())
     assert [e.trigger for e in shown] == ["auto"] * len(compactions) + ["manual", "manual"]
     assert shown[0].tokens_before == compactions[0].tokens_before and shown[0].summary.startswith("SUMMARY 1")
+    assert shown[0].context_window == 4_000 and shown[0].started == compactions[0].started
     print_transcript(console, saved, saved.main_id)  # `sessions show`
     assert console.export_text().count("context compacted (window nearly full)") == len(compactions)
 
