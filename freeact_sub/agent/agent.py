@@ -129,7 +129,7 @@ class Agent:
         read, is saved in its parent's session and reports (`task_report`) to its parent.
         """
         if spec.history is not None:
-            self.conversation.messages = list(spec.history)
+            self.conversation.continue_from(spec.history)
         self.turns.first_note = spec.note
         self.budgets = Budgets(max_tokens=spec.max_tokens, max_tool_calls=spec.max_tool_calls, max_cost=spec.max_cost)
         self._sandbox = spec.sandbox
@@ -199,9 +199,7 @@ class Agent:
     def usage(self) -> TreeUsage:
         """Tokens and cost so far, per agent id and for the tree (this agent and every subagent).
 
-        `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD, None if the
-        model's price is unknown).
-        """
+        `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD; None: price unknown)."""
         return self.tree.usage.snapshot()
 
     @property
@@ -367,7 +365,7 @@ class Agent:
                 yield event
 
     async def compact(self, focus: str | None = None) -> ContextCompacted | None:
-        """Compact the history now, between turns (`/compact [focus]`): see `compaction.between_turns`."""
+        """Compact now, between turns (`/compact [focus]`): older rounds become a summary; the event, or None."""
         return await compaction.between_turns(self, focus)
 
     # -- the person's commands and `@type` prompts --------------------------------------------

@@ -109,6 +109,11 @@ class Conversation:
         if self.log is not None:
             self.log.call_finished(ModelRequest(parts=[part]))
 
+    def continue_from(self, history: list[ModelMessage]) -> None:
+        """Start from a saved or forked history (a child's `resume`, a fork); its responses measured other requests."""
+        self.messages = list(history)
+        self.measured_from = len(self.messages)
+
     def compacted(self, history: list[ModelMessage], *, kept: int, summary_response: ModelMessage) -> None:
         """Replace the history by its compacted form: a summary request, then its last `kept` messages.
 
