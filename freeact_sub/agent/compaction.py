@@ -108,8 +108,14 @@ async def compact(
     names = await kernel_names(owner)
     older, kept = messages[:cut], messages[cut:]
     budget = int((window or before) * SUMMARY_INPUT_SHARE)
-    request_text = summary_prompt(older, names, focus=focus, budget_tokens=budget)
-    response = await _summary_response(owner, emit, model, request_text)
+    try:
+        response = await _summary_response(owner, emit, model, summary_prompt(older, names, focus=focus,
+                                                                              budget_tokens=budget))
+    except ModelError as error:  # the window is smaller than we thought: once more, in a quarter of the room
+        if not is_overflow(error):
+            raise
+        response = await _summary_response(owner, emit, model, summary_prompt(older, names, focus=focus,
+                                                                              budget_tokens=budget // 4))
     summary = "".join(p.content for p in response.parts if p.part_kind == "text")
     if not summary.strip():
         return None  # a summary request answered without text: the history stays as it is

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from pydantic_ai.exceptions import ModelContextWindowExceededError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from rich.console import Console
@@ -34,8 +35,11 @@ class Worker:
     """A model that runs cells until the kernel's counter reaches `rounds`, then answers; it summarizes when asked
     (a request with the summary system prompt), and, with a `task` tool, first hands the job to a child."""
 
-    def __init__(self, rounds: int) -> None:
+    def __init__(self, rounds: int, summary_limit: int | None = None) -> None:
         self.rounds = rounds
+        self.summary_limit = summary_limit
+        """A summary request longer than this (characters) is refused as overflowing the window."""
+        self.refused = 0
         self.summary_requests: list[str] = []
         self.requests: list[list[ModelMessage]] = []
         self.model = FunctionModel(stream_function=self._stream, model_name="worker")
@@ -43,7 +47,11 @@ class Worker:
     def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         first = messages[0].parts[0] if messages else None
         if isinstance(first, SystemPromptPart) and first.content == SUMMARY_SYSTEM_PROMPT:
-            self.summary_requests.append(str(messages[0].parts[1].content))  # type: ignore[union-attr]
+            text = str(messages[0].parts[1].content)  # type: ignore[union-attr]
+            if self.summary_limit is not None and len(text) > self.summary_limit:
+                self.refused += 1
+                raise ModelContextWindowExceededError(model_name="worker", message="prompt is too long")
+            self.summary_requests.append(text)
             return _say(f"SUMMARY {len(self.summary_requests)}: cells ran; the counter n and rows_* hold the data.")
         self.requests.append(list(messages))
         tools = {t.name for t in info.function_tools}
@@ -147,11 +155,15 @@ async def test_an_agent_compacts_with_its_kernels_names_and_keeps_tool_pairs(tmp
 
 
 async def test_a_child_compacts_its_own_history(tmp_path: Path) -> None:
-    worker = Worker(rounds=8)
+    # its model's window is smaller than the child thinks: the first summary request overflows, and is sent once
+    # more in a quarter of the room
+    worker = Worker(rounds=8, summary_limit=4_000)
     async with Agent(_config(worker.model, tmp_path)) as agent:
         events = await drive(agent.stream("MAIN: delegate the counting"))
     finished = of(SubagentFinished, events)
     assert len(finished) == 1 and finished[0].status == "done"
     compactions = of(ContextCompacted, events)
     assert compactions and all(e.agent_id == finished[0].subagent_id for e in compactions)
+    assert worker.refused >= 1 and len(worker.summary_requests) == len(compactions)
+    assert all(len(text) <= 4_000 for text in worker.summary_requests)
     assert "done after 8 cells" in events[-1].content  # type: ignore[attr-defined]
