@@ -24,7 +24,7 @@ Event family::
     ├── SubagentMessage              a message to a running background child (its parent's model or the person)
     ├── SubagentReport               a running child tells its parent something before it finishes
     ├── ContextCompacted             older rounds became a summary the model wrote (tokens before and after)
-    ├── TurnCancelled                the turn was cancelled; the history says how far it got
+    ├── RunCancelled                the turn was cancelled; the history says how far it got
     └── HookFailed                   a hook failed; the moment went on as if it did not exist
 
 All events are frozen dataclasses; dispatch on them with `match`. They are defined by kind —
@@ -52,7 +52,7 @@ from .subagents import (
     SubagentStatus,
 )
 from .tool_results import CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
-from .turn import ContextCompacted, HookFailed, TurnCancelled, TurnStarted
+from .turn import ContextCompacted, HookFailed, RunCancelled, TurnStarted
 
 __all__ = [
     "AgentEvent",
@@ -77,7 +77,7 @@ __all__ = [
     "Thoughts",
     "ThoughtsChunk",
     "ToolOutput",
-    "TurnCancelled",
+    "RunCancelled",
     "TurnStarted",
 ]
 

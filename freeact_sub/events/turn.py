@@ -7,7 +7,7 @@ from typing import Literal
 
 from .base import AgentEvent
 
-__all__ = ["ContextCompacted", "HookFailed", "TurnCancelled", "TurnStarted"]
+__all__ = ["ContextCompacted", "HookFailed", "RunCancelled", "TurnStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,7 +20,7 @@ class TurnStarted(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TurnCancelled(AgentEvent):
+class RunCancelled(AgentEvent):
     """The turn was cancelled (`Agent.cancel()`, a closed stream, a new `stream()`).
 
     The history keeps what completed; unfinished calls are answered as interrupted by the user,
