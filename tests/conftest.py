@@ -78,6 +78,7 @@ SLOWEST_FIRST = (
     "tests/e2e/test_terminal_first_run.py",
     "tests/e2e/test_terminal_directed.py",
     "tests/e2e/test_cross_provider_types.py",
+    "tests/e2e/test_compaction_e2e.py",
 )
 """The files that take longest (seconds of worker time, measured), longest first. With `-n 2` each file runs
 whole on one worker (`--dist loadfile`), in the order the files are collected (`--no-loadscope-reorder`);

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.agent_config import AgentConfig
 from ..config.definitions import GENERAL, AgentType
-from ..events import AgentEvent
+from ..events import AgentEvent, ContextCompacted
 from ..policy.approvals import ApprovalPolicy, ApprovalRules
 from ..policy.hooks import Hooks
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
 from ..tree.agent_ids import new_agent_id, reserve_agent_id
 from ..tree.registry import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from ..usage import TreeUsage
-from . import direct
+from . import compaction, direct
 from ._abandoned import release
 from .conversation import Conversation, saved_main_agent
 from .inbox import Inbox
@@ -128,7 +128,7 @@ class Agent:
         read, is saved in its parent's session and reports (`task_report`) to its parent.
         """
         if spec.history is not None:
-            self.conversation.messages = list(spec.history)
+            self.conversation.continue_from(spec.history)
         self.turns.first_note = spec.note
         self.budgets = Budgets(max_tokens=spec.max_tokens, max_tool_calls=spec.max_tool_calls, max_cost=spec.max_cost)
         self._sandbox = spec.sandbox
@@ -181,11 +181,8 @@ class Agent:
 
     def own_processes(self) -> list[int]:
         """PIDs of the processes this agent started and owns: its kernel, and a main agent's kernel zygote."""
-        kernel = self.kernel
-        owned = [kernel.pid if kernel is not None else None]
-        if not self.is_subagent:
-            owned.append(self.tree.supplies.zygote.pid)
-        return [pid for pid in owned if pid is not None]
+        zygote = None if self.is_subagent else self.tree.supplies.zygote.pid
+        return [pid for pid in (self.kernel.pid if self.kernel is not None else None, zygote) if pid is not None]
 
     @property
     def tool_names(self) -> list[str]:
@@ -201,9 +198,7 @@ class Agent:
     def usage(self) -> TreeUsage:
         """Tokens and cost so far, per agent id and for the tree (this agent and every subagent).
 
-        `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD, None if the
-        model's price is unknown).
-        """
+        `agent.usage.total.total_tokens`, `agent.usage.of("agent-3fa2").cost` (USD; None: price unknown)."""
         return self.tree.usage.snapshot()
 
     @property
@@ -368,6 +363,10 @@ class Agent:
         async with contextlib.aclosing(events):  # closing this stream ends the turn at once
             async for event in events:
                 yield event
+
+    async def compact(self, focus: str | None = None) -> ContextCompacted | None:
+        """Compact now, between turns (`/compact [focus]`): older rounds become a summary; the event, or None."""
+        return await compaction.between_turns(self, focus)
 
     # -- the person's commands and `@type` prompts --------------------------------------------
 

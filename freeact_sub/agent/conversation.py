@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ToolReturnPart
 
+    from ..models.context import SizeCache
     from ..sessions import AgentLog, SessionStore
     from ..sessions.index import SavedAgent
     from ..tree.registry import ChildSpec
@@ -32,6 +33,14 @@ class Conversation:
         """Where this agent's conversation is saved (None: not saved)."""
         self.resumed = False
         """Whether the next prompt tells the model that its kernel is new (a resumed conversation)."""
+        self.measured_from = len(self.messages)
+        """Responses before this index were measured against another history (a compacted or a resumed one)."""
+        self.sizes: SizeCache = {}
+        """Each message's size, counted once (the next request is estimated before every round)."""
+        self.compactions = 0
+        """How often this history was compacted."""
+        self.after_compaction: list[ModelMessage] = []
+        """The history as the latest compaction left it: where a turn that fails after it rolls back to."""
         self._store: SessionStore | None = None
 
     @property
@@ -52,6 +61,7 @@ class Conversation:
                 store.close()
                 raise
             self.messages = history  # what the file holds (after a stop() and start(), the same conversation)
+            self.measured_from = len(history)
             self.resumed = bool(history)
         elif save:
             store = SessionStore.create(working_dir)
@@ -98,6 +108,24 @@ class Conversation:
 
         if self.log is not None:
             self.log.call_finished(ModelRequest(parts=[part]))
+
+    def continue_from(self, history: list[ModelMessage]) -> None:
+        """Start from a saved or forked history (a child's `resume`, a fork); its responses measured other requests."""
+        self.messages = list(history)
+        self.measured_from = len(self.messages)
+
+    def compacted(self, history: list[ModelMessage], *, kept: int, summary_response: ModelMessage) -> None:
+        """Replace the history by its compacted form: a summary request, then its last `kept` messages.
+
+        The transcript keeps the full record and marks where the compaction stands; a turn that fails
+        after this rolls back to the compacted history, not to the one before it.
+        """
+        if self.log is not None:
+            self.log.compacted(self.messages, kept=kept, summary=history[0], response=summary_response)
+        self.messages = history
+        self.measured_from = len(history)
+        self.compactions += 1
+        self.after_compaction = list(history)
 
     def add_user_parts(self, parts: list[Any], system_prompt: str) -> None:
         """Put the parts of a new prompt into the history: a first request (with the system prompt), the

@@ -1,9 +1,10 @@
 """The turn engine: one `stream()` turn of an agent, from the prompt to its final answer.
 
 `TurnEngine` is a part of `Agent`: it puts the prompt and its notes into the conversation, runs
-model rounds (`model_round`) and the batches of tool calls they ask for (run together, cancelled
-together, saved as they finish), tells the model of background children and messages, ends an
-interrupted turn with a note, and asks the `UserPromptSubmit` / `Stop` hooks. It keeps the
+model rounds (`model_round`; `compaction.py` makes room first) and the batches of tool calls
+they ask for (run together, cancelled together, saved as they finish), tells the model of
+background children and messages, ends an interrupted turn with a note, and asks the
+`UserPromptSubmit` / `Stop` hooks. It keeps the
 counts of the turn (rounds, limit, rejection, budget); what it works on belongs to its owner,
 named by `TurnOwner`. `Reader` is the consumer's side of one stream.
 
@@ -29,7 +30,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..events import AgentEvent, Response, RunCancelled, TurnStarted
-from .model_round import model_round
+from .compaction import round_with_room
 from .turn_owner import TurnOwner
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ class TurnEngine:
         from .direct import direct_turn
 
         owner, conversation = self._owner, self._owner.conversation
-        before = list(conversation.messages)
+        before, compactions = list(conversation.messages), conversation.compactions
         self._told = []
         if not owner.is_subagent:
             conversation.prompt(prompt)
@@ -189,7 +190,9 @@ class TurnEngine:
                 conversation.note_interruption([owner.parts.calls.interrupted(call) for call in calls])
             raise
         except BaseException:
-            conversation.messages = before
+            # back to the history before the turn, or to what a compaction during the turn left
+            compacted = conversation.compactions != compactions
+            conversation.messages = list(conversation.after_compaction) if compacted else before
             if owner.parts.subagents is not None:
                 owner.parts.subagents.put_back(self._told)  # the history that told them is gone: tell them again
             raise
@@ -235,7 +238,7 @@ class TurnEngine:
             def ran_nothing(before: int = calls_before) -> bool:
                 return self.tool_calls_used == before
 
-            response = await model_round(owner, emit, turn_model or owner.model, ran_nothing=ran_nothing)
+            response = await round_with_room(owner, emit, turn_model or owner.model, ran_nothing=ran_nothing)
             conversation.messages.append(response)
             calls = [p for p in response.parts if p.part_kind == "tool-call"]
             conversation.save(durable=not calls)  # with calls, the round ends with their results

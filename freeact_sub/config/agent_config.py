@@ -132,6 +132,16 @@ class AgentConfig(BaseModel):
     request beyond it waits for a slot. None (`"none"` in the environment or on the command line): no bound."""
     auto_approve: bool = False
     """Approve every action of every agent (still emitted as decided `ApprovalRequest`s)."""
+    context_window: int | None = Field(default=None, gt=0)
+    """The model's context window in tokens; None: from pydantic-ai's model profile (the provider's table, else
+    `genai-prices`). Set it for a model neither knows (a local server, a proxy); unknown: no compaction before a
+    request, only when the provider refuses one as too long."""
+    compact_at: float | None = Field(default=0.85, gt=0, le=1)
+    """Compact the history first when the next request would fill this share of the context window; None: never
+    before a request (a provider's "context length exceeded" still compacts once and retries)."""
+    compact_keep_rounds: int = Field(default=3, ge=0)
+    """The latest model rounds a compaction keeps verbatim (fewer if they would fill more than a quarter of the
+    window); the older ones become the summary."""
     max_output_chars: int = Field(default=20_000, ge=200)
     """A cell's output longer than this is shortened (head and tail kept) before it reaches the model."""
     images_dir: Path | None = None
@@ -153,7 +163,8 @@ class AgentConfig(BaseModel):
 
     hooks: HookTable = Field(default_factory=dict)
     """Hooks by event name (`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `SubagentStart`, `SubagentStop`,
-    `Stop`): callables, `HookSpec`s, or tables `{"matcher": "execute_*", "agents": [...], "command": "..."}`."""
+    `Stop`, `PreCompact`): callables, `HookSpec`s, or tables `{"matcher": "execute_*", "agents": [...],
+    "command": "..."}`."""
     sandbox: SandboxSetting = None
     """What the kernels of the tree may read, write and reach, enforced by the operating system.
 
@@ -185,7 +196,7 @@ class AgentConfig(BaseModel):
     disallowed_tools: list[str] = Field(default_factory=list)
     """Names or glob patterns of tools not offered. Without `execute_ipython_cell` the agent gets no kernel."""
 
-    @field_validator("max_model_requests", "stream_idle_timeout", mode="before")
+    @field_validator("max_model_requests", "stream_idle_timeout", "compact_at", "context_window", mode="before")
     @classmethod
     def _none_in_words(cls, value: Any) -> Any:
         return None if isinstance(value, str) and value.strip().lower() in ("none", "unbounded", "off") else value

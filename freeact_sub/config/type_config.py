@@ -54,6 +54,8 @@ def configure(
             update["model"] = model
         if definition.model_settings is not None:
             update["model_settings"] = definition.model_settings
+    if "api_key_env" in update and update.get("model") is not None:
+        update["context_window"] = None  # the parent's window was set for the parent's model
     if definition.mcp_servers:
         update["mcp_servers"] = {**base.mcp_servers, **definition.mcp_servers}
     if definition.tools is not None:

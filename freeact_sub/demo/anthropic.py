@@ -30,8 +30,9 @@ def anthropic_routes(server: ScriptedModel) -> list[Any]:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-        kind = ANTHROPIC_ERROR_TYPES.get(status, "invalid_request_error")
+    def error(status: int, message: str, headers: dict[str, str] | None = None, *, kind: str | None = None,
+              code: str | None = None) -> Response:
+        kind = kind or ANTHROPIC_ERROR_TYPES.get(status, "invalid_request_error")
         return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status,
                             headers=headers)
 

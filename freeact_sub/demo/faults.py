@@ -16,7 +16,10 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Fault", "FaultChooser", "FaultPlan", "RandomFaults", "conversation_of", "fault_headers", "faulty_stream"]
+__all__ = [
+    "ContextLimit", "Fault", "FaultChooser", "FaultPlan", "RandomFaults", "conversation_of", "fault_headers",
+    "faulty_stream",
+]
 
 FaultKind = Literal["status", "cut", "silent", "malformed", "error_event"]
 
@@ -37,6 +40,10 @@ class Fault:
     """Chunks (OpenAI) or events (Anthropic) sent before a stream breaks."""
     silence: float = 60.0
     """Seconds a `silent` stream stays silent before it ends without finishing."""
+    error_type: str | None = None
+    """The error body's `type` of a `status` fault; None: the one the protocol sends for the status."""
+    code: str | None = None
+    """The error body's `code` (OpenAI's `context_length_exceeded`, …); None: none."""
 
     def text(self) -> str:
         return self.message or _MESSAGES.get(self.status, f"scripted failure {self.status}")
@@ -181,3 +188,32 @@ class RandomFaults:
                 return fault
             draw -= rate
         return None
+
+
+class ContextLimit:
+    """A model with a context window of `tokens`: a request whose messages hold more (four characters a token, as the
+    server counts usage) is refused with the provider's real error, a 400 that pydantic-ai reads as
+    `ModelContextWindowExceededError`: OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long".
+    `refused` counts them; `largest` is the largest request (tokens) that was let through. Use it as a server's
+    `faults`, alone or before another chooser (`then`)."""
+
+    def __init__(self, tokens: int, then: FaultChooser | None = None) -> None:
+        self.tokens = tokens
+        self.then = then
+        self.refused = 0
+        self.largest = 0
+
+    def __call__(self, wire: str, body: Mapping[str, Any]) -> Fault | None:
+        import json
+
+        used = len(json.dumps(body.get("messages", []))) // 4
+        if used <= self.tokens:
+            self.largest = max(self.largest, used)
+            return self.then(wire, body) if self.then is not None else None
+        self.refused += 1
+        if wire == "anthropic":
+            return Fault(status=400, error_type="invalid_request_error",
+                         message=f"prompt is too long: {used} tokens > {self.tokens} maximum")
+        return Fault(status=400, error_type="invalid_request_error", code="context_length_exceeded",
+                     message=f"This model's maximum context length is {self.tokens} tokens. However, your messages "
+                             f"resulted in {used} tokens. Please reduce the length of the messages.")

@@ -31,8 +31,10 @@ def openai_routes(server: ScriptedModel) -> list[Any]:
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-        body = {"error": {"message": message, "type": _ERROR_TYPES.get(status, "invalid_request_error"), "code": None}}
+    def error(status: int, message: str, headers: dict[str, str] | None = None, *, kind: str | None = None,
+              code: str | None = None) -> Response:
+        kind = kind or _ERROR_TYPES.get(status, "invalid_request_error")
+        body = {"error": {"message": message, "type": kind, "param": "messages" if code else None, "code": code}}
         return JSONResponse(body, status_code=status, headers=headers)
 
     async def completions(request: Request) -> Response:

@@ -34,6 +34,9 @@ Main agent scripts, chosen by words in the user's prompt:
   turn; a later prompt mentioning ``background`` is answered with the note the agent adds when
   that subagent has ended (its result), or with "nothing has ended" when no note came.
 
+A request to summarize (a compaction's, by its system prompt) is answered with a summary made from the
+request: the first prompt, how many calls ran, and the kernel's names.
+
 A subagent whose latest user message is a message sent to it while it works (`task_send`, `/send`)
 answers that it read it (quoting it) and ends. Subagents follow the script their prompt names
 (review, primes or π); each thinks aloud, asks
@@ -48,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..agent.compaction_text import SUMMARY_SYSTEM_PROMPT
 from .main_scripts import main_reply
 from .replies import ModelErrorReply, Reply, ToolCall, read_request
 from .subagent_scripts import subagent_reply
@@ -58,4 +62,16 @@ __all__ = ["ModelErrorReply", "Reply", "ToolCall", "respond"]
 def respond(request: Mapping[str, Any]) -> Reply | ModelErrorReply:
     """The scripted answer to one chat-completions request."""
     conversation = read_request(request)
+    if conversation.system == SUMMARY_SYSTEM_PROMPT:
+        return _summary(conversation.prompt)
     return main_reply(conversation) if conversation.is_main else subagent_reply(conversation)
+
+
+def _summary(text: str) -> Reply:
+    """A compaction's summary, made from its request: the first prompt, how many calls ran, the kernel's names."""
+    asked = text.partition("[user]\n")[2].split("\n\n", 1)[0].strip() or "(no prompt)"
+    calls = text.count("[call ")
+    names = [line.split()[0] for line in text.partition("<kernel>\n")[2].partition("\n</kernel>")[0].splitlines()
+             if line.strip() and not line.startswith(("Variable", "-", "(", "Interactive"))]
+    kernel = f" The kernel holds: {', '.join(f'`{n}`' for n in names[:20])}." if names else ""
+    return Reply(text=f"The person asked: {asked[:300].rstrip('.')}. Tool calls so far: {calls}.{kernel}")

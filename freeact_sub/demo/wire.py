@@ -41,7 +41,7 @@ async def read_model_request(
 ) -> tuple[dict[str, Any], Fault | None] | Any:
     """A model request's body, logged, and the fault chosen for it; or the error response that refuses it.
 
-    `request` is Starlette's; `error(status, message, headers=None)` makes the protocol's error
+    `request` is Starlette's; `error(status, message, headers=None, *, kind=None, code=None)` makes the protocol's error
     response; `no_messages` says, in the protocol's words, that the body has no list of messages.
     A `status` fault is answered here, with its retry headers.
     """
@@ -54,5 +54,5 @@ async def read_model_request(
     server.log(protocol, body)
     fault = server.faults(protocol, body) if server.faults is not None else None
     if fault is not None and fault.kind == "status":
-        return error(fault.status, fault.text(), fault_headers(fault))
+        return error(fault.status, fault.text(), fault_headers(fault), kind=fault.error_type, code=fault.code)
     return body, fault

@@ -24,6 +24,7 @@ Event family::
     ├── SubagentMessage              a message to a running background child (its parent's model or the person)
     ├── SubagentReport               a running child tells its parent something before it finishes
     ├── RunCancelled                 the run (a `stream()` call) was cancelled; the history says how far it got
+    ├── ContextCompacted             older rounds became a summary the model wrote (tokens before and after)
     └── HookFailed                   a hook failed; the moment went on as if it did not exist
 
 All events are frozen dataclasses; dispatch on them with `match`. They are defined by kind —
@@ -51,7 +52,7 @@ from .subagents import (
     SubagentStatus,
 )
 from .tool_results import CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
-from .turn import HookFailed, RunCancelled, TurnStarted
+from .turn import ContextCompacted, HookFailed, RunCancelled, TurnStarted
 
 __all__ = [
     "AgentEvent",
@@ -59,6 +60,7 @@ __all__ = [
     "CallSource",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
+    "ContextCompacted",
     "Emit",
     "HookFailed",
     "ModelRetry",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from .base import AgentEvent
 
-__all__ = ["HookFailed", "RunCancelled", "TurnStarted"]
+__all__ = ["ContextCompacted", "HookFailed", "RunCancelled", "TurnStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,10 +39,46 @@ class HookFailed(AgentEvent):
     """
 
     hook_event_name: str
-    """`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `SubagentStart`, `SubagentStop` or `Stop`."""
+    """`PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `SubagentStart`, `SubagentStop`, `Stop` or `PreCompact`."""
     hook: str
     """The hook's label: its command, or the callable's name."""
     message: str
     """What went wrong."""
     tool_call_id: str | None = None
     """For the tool moments: the call it was asked about."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextCompacted(AgentEvent):
+    """The agent's history was compacted: its older rounds became a summary the model wrote; the latest stay.
+
+    Emitted after the summary replaced them (a saved session keeps the full record as well).
+    """
+
+    trigger: Literal["auto", "manual", "overflow"]
+    """`auto`: the next request would have passed `compact_at` of the window; `manual`: `Agent.compact()` or
+    `/compact`; `overflow`: the provider refused a request as longer than the model's context window."""
+    tokens_before: int
+    """The history's tokens before (the provider's count of the latest request plus an estimate of the rest)."""
+    tokens_after: int
+    """The compacted history's tokens (estimated: four characters a token)."""
+    context_window: int | None
+    """The model's context window in tokens, where known."""
+    summary: str
+    """The summary the model wrote."""
+    messages_summarized: int
+    """Messages of the history the summary replaced."""
+    messages_kept: int
+    """Messages kept verbatim after it (the latest rounds)."""
+    focus: str | None = None
+    """What the summary was asked to focus on (`/compact <focus>`, `Agent.compact(focus=…)`, a hook's note)."""
+    started: float | None = None
+    """When the compaction began (`time.time()`); `at` is when it ended."""
+
+    @property
+    def reason(self) -> str:
+        """Why, in a few words: `window nearly full`, `asked`, `the provider refused a request as too long`."""
+        return _WHY.get(self.trigger, self.trigger)
+
+
+_WHY = {"auto": "window nearly full", "manual": "asked", "overflow": "the provider refused a request as too long"}

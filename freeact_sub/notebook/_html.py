@@ -13,7 +13,7 @@ from typing import Any
 
 from ._style import CODE_CLASS_PREFIX
 
-__all__ = ["code", "escape", "markdown", "preformatted", "tool_arguments"]
+__all__ = ["code", "escape", "event_note", "markdown", "preformatted", "tool_arguments"]
 
 _MAX_SHOWN = 20_000
 """Characters of a cell's output kept on screen (the tail); the full text stays in the event."""
@@ -21,6 +21,18 @@ _MAX_SHOWN = 20_000
 
 def escape(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+def event_note(event: Any) -> str:
+    """A one-line note in an agent's panel: a hook that failed (`HookFailed`), a compaction (`ContextCompacted`)."""
+    if hasattr(event, "tokens_before"):  # ContextCompacted
+        focus = f" · focus: {escape(event.focus)}" if event.focus else ""
+        return (f'<div class="freeact-compacted" title="{escape(event.summary)}">⇣ context compacted '
+                f"({escape(event.reason)}): {event.tokens_before:,} → {event.tokens_after:,} "
+                f"tokens · {event.messages_summarized} messages summarized, {event.messages_kept} kept{focus}</div>")
+    return (f'<div class="freeact-hook-error">⚠ hook <code>{escape(event.hook)}</code> failed at '
+            f"{escape(event.hook_event_name)}: {escape(event.message)} (left out: the step went on as without it)"
+            "</div>")
 
 
 @cache

@@ -158,6 +158,7 @@ _RULES = """
   background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 18%, var(--jp-layout-color1, #fff)); }
 .freeact-reason, .freeact-rule { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); font-style: italic; }
 .freeact-hook-error { color: var(--jp-warn-color0, #f57c00); font-size: 90%; margin: 2px 0; }
+.freeact-compacted { color: var(--jp-info-color0, #0097a7); font-size: 90%; margin: 2px 0; }
 pre.freeact-code, pre.freeact-pre, div.freeact-static pre.freeact-code, div.freeact-static pre.freeact-pre {
   margin: 2px 0; padding: 4px 6px; white-space: pre-wrap; word-break: break-word;
   background: var(--jp-cell-editor-background, #f5f5f5); color: var(--jp-content-font-color1, rgba(0,0,0,.87));

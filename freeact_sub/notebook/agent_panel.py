@@ -15,6 +15,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ContextCompacted,
     HookFailed,
     ModelRetry,
     ModelSlot,
@@ -325,13 +326,8 @@ class AgentPanel(widgets.VBox):
             case ToolOutput(tool_call_id=call_id):
                 call = self.calls.get(call_id) or self._add_refused_call(event)
                 call.set_result(event)
-            case HookFailed():
-                note = widgets.HTML(
-                    f'<div class="freeact-hook-error">⚠ hook <code>{_html.escape(event.hook)}</code> failed at '
-                    f"{_html.escape(event.hook_event_name)}: {_html.escape(event.message)} (left out: the step "
-                    "went on as without it)</div>"
-                )
-                self._append(note)
+            case HookFailed() | ContextCompacted():
+                self._append(widgets.HTML(_html.event_note(event)))
             case SubagentMessage(content=text, sender=sender):
                 source = "you" if sender == "user" else f"its parent {event.agent_id}"
                 self._append(widgets.HTML(f'<div class="freeact-message">→ message from {_html.escape(source)}: '

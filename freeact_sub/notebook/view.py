@@ -14,6 +14,7 @@ from freeact_sub import (
     Agent,
     AgentEvent,
     ConfigError,
+    ContextCompacted,
     Response,
     RunCancelled,
     ToolOutput,
@@ -125,6 +126,16 @@ class AgentView:
                 "and restart the kernel, or use `view.start(...)`, which returns from the cell at once."
             )
         await self.start(prompt, max_turns=max_turns)
+
+    async def compact(self, focus: str | None = None) -> ContextCompacted | None:
+        """Compact the agent's history now, between runs (as `/compact [focus]` in the terminal); the compaction's
+        line joins the last run's panel. None if there was nothing to compact (or a `PreCompact` hook said no)."""
+        if self.running:
+            raise RuntimeError("this view is running a turn; compact after it")
+        event = await self.agent.compact(focus)
+        if event is not None and self.panel is not None:
+            self.panel.handle(event)
+        return event
 
     def start(self, prompt: str, *, max_turns: int | None = None) -> asyncio.Task[None]:
         """Show the run in this cell and run it as a background task; returns the task at once."""

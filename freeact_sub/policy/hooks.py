@@ -15,6 +15,8 @@ opinion) or an object (a command prints it on stdout):
 - `UserPromptSubmit` (`prompt`): a `note` goes to the model with the prompt.
 - `SubagentStart` / `SubagentStop` (`subagent_id`, `agent_type`, `model`, `prompt`; at the
   stop also `status`, `turns_used`, `usage`) and `Stop` (`final_answer`): told, not asked.
+- `PreCompact` (`trigger`: `auto`, `manual` or `overflow`; `focus`, `tokens`, `context_window`): before
+  an agent compacts its history. `deny` skips the compaction; a `note` joins the summary's focus.
 
 A hook that raises, exits non-zero, prints something that is not a JSON object or runs past
 its `timeout` changes nothing: the moment goes on as if it did not exist, and a `HookFailed`
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 HOOK_EVENTS: tuple[str, ...] = (
-    "PreToolUse", "PostToolUse", "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop"
+    "PreToolUse", "PostToolUse", "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop", "PreCompact"
 )
 _DECISIONS = ("allow", "deny", "ask")
 

@@ -109,16 +109,19 @@ class SavedSession:
             return [a for a in self.agents.values() if a.parent_id is not None]
         return self.summary.children(agent_id)
 
-    def messages(self, agent_id: str | None = None, *, repaired: bool = False) -> list[ModelMessage]:
-        """An agent's transcript (default: the main agent) as pydantic-ai messages.
+    def messages(
+        self, agent_id: str | None = None, *, repaired: bool = False, record: bool = False
+    ) -> list[ModelMessage]:
+        """An agent's transcript (default: the main agent) as pydantic-ai messages: its history as the model has it.
 
         With `repaired=True`, calls left without a result by a crash get an "interrupted" result,
-        as a resumed agent sends them to the model.
+        as a resumed agent sends them to the model. With `record=True`, the rounds a compaction
+        replaced are kept, before its summary request (`metadata["compaction"]`): the full record.
         """
         agent_id = agent_id or self.main_id
         if agent_id not in self.agents:
             raise SessionError(f"session {self.session_id} has no agent {agent_id!r}")
-        messages = read_messages(self.path / f"{agent_id}.jsonl")
+        messages = read_messages(self.path / f"{agent_id}.jsonl", record=record)
         return valid_for_model(messages) if repaired else messages
 
     def events(self, agent_id: str | None = None, *, children: bool = True) -> list[AgentEvent]:
@@ -133,11 +136,14 @@ class SavedSession:
         def by_call(parent: str) -> dict[str, SavedAgent]:
             return {a.tool_call_id: a for a in self.summary.children(parent) if a.tool_call_id}
 
+        def full(agent: str) -> list[ModelMessage]:
+            return self.messages(agent, record=True)
+
         return replay(
-            self.messages(agent_id),
+            full(agent_id),
             agent_id,
             children=by_call(agent_id) if children else None,
-            child_messages=self.messages if children else None,
+            child_messages=full if children else None,
             grandchildren=by_call if children else None,
             shown=read_shown(self.path),
         )

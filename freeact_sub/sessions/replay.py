@@ -26,6 +26,7 @@ from ..events import (
     AgentEvent,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ContextCompacted,
     ModelRetry,
     Response,
     SubagentFinished,
@@ -180,6 +181,9 @@ def replay(
                     if args.get("run_in_background"):  # it ended on its own, after its call had returned
                         events.append(_finished(agent_id, child, call.tool_call_id, _epoch(child.ended, decided)))
             continue
+        if (compaction := (message.metadata or {}).get("compaction")) is not None:
+            events.append(_compacted(agent_id, message, compaction))
+            continue
         for part in message.parts:
             if isinstance(part, UserPromptPart):
                 if isinstance(part.content, str) and not _is_note(part.content):
@@ -296,3 +300,16 @@ def _seconds(start: str | None, end: str | None) -> float:
         return (datetime.datetime.fromisoformat(end) - datetime.datetime.fromisoformat(start)).total_seconds()
     except ValueError:
         return 0.0
+
+
+def _compacted(agent_id: str, message: ModelMessage, saved: dict[str, Any]) -> ContextCompacted:
+    """The `ContextCompacted` event a saved compaction stands for (its summary request and what it recorded)."""
+    text = "".join(p.content for p in message.parts if p.part_kind == "user-prompt" and isinstance(p.content, str))
+    summary = text.partition("<summary>\n")[2].partition("\n</summary>")[0]
+    return ContextCompacted(
+        agent_id=agent_id, at=message.timestamp.timestamp() if message.timestamp else 0.0,
+        trigger=saved.get("trigger", "auto"), tokens_before=int(saved.get("tokens_before") or 0),
+        tokens_after=int(saved.get("tokens_after") or 0), context_window=saved.get("context_window"),
+        summary=summary, messages_summarized=int(saved.get("messages_summarized") or 0),
+        messages_kept=int(saved.get("messages_kept") or 0), focus=saved.get("focus"), started=saved.get("started"),
+    )

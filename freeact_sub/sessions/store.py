@@ -261,6 +261,10 @@ class AgentLog:
         if self.store.closed or not self._writer.sync(history, durable=durable):
             return
         self.store.mark_used()
+        self._count_usage()
+
+    def _count_usage(self) -> None:
+        """Add the responses written since the last count to the agent's usage record in the index."""
         if self._writer.responses:
             for response in self._writer.responses:
                 usage = response.usage
@@ -278,6 +282,17 @@ class AgentLog:
                     "output_tokens": output_tokens,
                 },
             )
+
+    def compacted(self, history: Sequence[ModelMessage], *, kept: int, summary: ModelMessage,
+                  response: ModelMessage) -> None:
+        """The agent compacted `history` to `[summary, *history[-kept:]]`; `response` wrote the summary (its
+        tokens count in the agent's usage, though it is in no history)."""
+        if self.store.closed:
+            return
+        self.sync(history)
+        self._writer.compacted(history, kept, summary)
+        self._writer.responses.append(response)
+        self._count_usage()
 
     def call_finished(self, result: ModelMessage) -> None:
         """One call's result, saved as it finishes (before the other calls of its response end)."""

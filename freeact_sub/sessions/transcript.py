@@ -44,6 +44,7 @@ INTERRUPTED_RESULT = (
     "The kernel it ran in is gone.]"
 )
 _TRUNCATE = b'{"kind":"truncate"'
+_COMPACTED = b'{"kind":"compacted"'
 
 
 class TranscriptWarning(UserWarning):
@@ -199,6 +200,18 @@ class TranscriptWriter:
             self._saved = list(history)
         return True
 
+    def compacted(self, history: Sequence[ModelMessage], kept: int, summary: ModelMessage) -> None:
+        """The agent replaced `history` by `[summary, *history[-kept:]]`: one record saying so, with the summary.
+
+        The lines before it stay (the full record); a reader for the model starts over from it.
+        """
+        self.sync(history)
+        record = b'{"kind":"compacted","kept":%d,"summary":%s}' % (kept, dump_message(summary))
+        self._file.write(record + b"\n")
+        self._file.flush()
+        self._durable.request()
+        self._saved = [summary, *self._saved[len(self._saved) - kept:]] if kept else [summary]
+
     def close(self) -> None:
         self._durable.close()
 
@@ -230,8 +243,13 @@ def _drop_torn_line(path: Path) -> None:
             handle.truncate(keep)
 
 
-def read_messages(path: Path) -> list[ModelMessage]:
-    """Replay a transcript file into the history it records; unreadable lines are skipped with a warning."""
+def read_messages(path: Path, *, record: bool = False) -> list[ModelMessage]:
+    """Replay a transcript file into the history it records; unreadable lines are skipped with a warning.
+
+    A compaction starts the history over from its summary request (what the agent sends the model);
+    with `record=True` the messages it replaced stay, and its summary request (its `metadata` has
+    `compaction`) stands between them and the rounds it kept: the full record, for showing.
+    """
     from pydantic import ValidationError
 
     data = path.read_bytes() if path.exists() else b""
@@ -264,18 +282,31 @@ def read_messages(path: Path) -> list[ModelMessage]:
         batch_numbers.clear()
 
     batch_numbers: list[tuple[int, bytes]] = []
+    base = 0  # with `record`: where the history the model has starts in the full record
     for number, line in enumerate(raw_lines, start=1):
         if not line.strip():
             continue
-        if line.startswith(_TRUNCATE):
+        if line.startswith((_TRUNCATE, _COMPACTED)):
             flush_batch()
             try:
-                keep = int(json.loads(line)["keep"])
-            except (ValueError, KeyError, TypeError):
+                control = json.loads(line)
+                if control["kind"] == "compacted":
+                    kept = int(control["kept"])
+                    summary = _adapter().validate_python([control["summary"]])[0]
+                else:
+                    keep = int(control["keep"])
+            except (ValueError, KeyError, TypeError, ValidationError):
                 warnings.warn(f"{path}: skipped line {number}, a broken control record", TranscriptWarning,
                               stacklevel=2)
                 continue
-            del messages[keep:]
+            if control["kind"] == "truncate":
+                del messages[base + keep:]
+            elif record:
+                at = max(base, len(messages) - kept)
+                messages.insert(at, summary)
+                base = at
+            else:
+                messages[:] = [summary, *messages[len(messages) - kept:]] if kept else [summary]
             continue
         batch.append(line)
         batch_numbers.append((number, line))

@@ -28,6 +28,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
+    ContextCompacted,
     HookFailed,
     ModelRetry,
     ModelSlot,
@@ -53,6 +54,7 @@ from .palette import Palette
 from .safe_text import clean, visible
 from .status import SubagentBoard
 from .wording import (
+    compacted_note,
     markdown,
     one_line,
     retry_note,
@@ -213,6 +215,8 @@ class Renderer:
                 body = Text.assemble(Text("reports to ", style="dim"), self.palette.label(parent),
                                      Text(": ", style="dim"), Text(clean(text)))
                 self._row(agent, Text("↑", style=self.palette.colour(agent)), body)
+            case ContextCompacted() as compacted:
+                self._row(agent, Text("⇣", style="cyan"), Text(clean(compacted_note(compacted)), style="cyan"))
             case RunCancelled():
                 self.cell_lines.flush()
                 self._partials.clear()

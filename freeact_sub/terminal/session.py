@@ -55,6 +55,7 @@ BUILT_IN_COMMANDS = {
     "/y": ("/y", "approve the oldest waiting question"),
     "/n": ("/n [reason]", "reject it"),
     "/s": ("/s", "stop the subagent that asks it"),
+    "/compact": ("/compact [focus]", "compact the conversation now: older rounds become a summary"),
     "/help": ("/help", "this list"),
 }
 
@@ -177,9 +178,25 @@ class Session:
             if first_undecodable(prompt) is not None:
                 prompt = replace_undecodable(prompt)
                 self.renderer.note("Your text held bytes that are not UTF-8; they are sent as �.", style="yellow")
+            if prompt.strip().partition(" ")[0] == "/compact":
+                await self.compact(prompt.strip().partition(" ")[2].strip() or None)
+                continue
             if self.command(prompt.strip()):
                 continue
             self.after_turn(await self.run_turn(prompt))
+
+    async def compact(self, focus: str | None) -> None:
+        """`/compact [focus]`: the main agent's older rounds become a summary now (on `focus`, if given)."""
+        self.renderer.note("Compacting the conversation…", style="dim")
+        try:
+            event = await self.agent.compact(focus)
+        except (FreeactError, RuntimeError) as exc:
+            self.renderer.note("Not compacted:", style="red", detail=str(exc))
+            return
+        if event is None:
+            self.renderer.note("Nothing to compact (or a PreCompact hook said no).", style="dim")
+        else:
+            self.renderer.handle(event)
 
     def after_turn(self, outcome: TurnOutcome) -> None:
         """Say how the turn ended, and ask again the questions of background subagents that it left open."""

@@ -9,11 +9,11 @@ from typing import Any
 
 from rich.markdown import Markdown
 
-from freeact_sub import ApprovalRequest, ModelRetry
+from freeact_sub import ApprovalRequest, ContextCompacted, ModelRetry
 
 from .safe_text import clean
 
-__all__ = ["PLAIN_PATH", "SAVED_IMAGE", "markdown", "near", "one_line", "retry_note", "running_state",
+__all__ = ["PLAIN_PATH", "SAVED_IMAGE", "compacted_note", "markdown", "near", "one_line", "retry_note", "running_state",
            "seconds", "title_line", "waiting_for", "what_it_runs"]
 
 
@@ -26,6 +26,14 @@ def retry_note(retry: ModelRetry) -> str:
     """`attempt 2/6 · rate limited`."""
     of = f"/{retry.attempts}" if retry.attempts else ""
     return f"attempt {retry.attempt}{of} · {retry.reason}"
+
+
+def compacted_note(event: ContextCompacted) -> str:
+    """`context compacted (window nearly full): 151,204 → 9,812 tokens · 212 messages summarized, 4 kept`."""
+    focus = f" · focus: {one_line(event.focus, 80)}" if event.focus else ""
+    return (f"context compacted ({event.reason}): {event.tokens_before:,} → "
+            f"{event.tokens_after:,} tokens · {event.messages_summarized} messages summarized, {event.messages_kept} "
+            f"kept{focus}")
 
 
 def one_line(text: str, limit: int = 160) -> str:

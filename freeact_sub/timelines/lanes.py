@@ -10,6 +10,7 @@ knowing that call:
     thinking               a model request is out: from `TurnStarted` until the response is complete
     waiting_for_model      a model request waits for a slot: the tree has `max_model_requests` in flight
     retrying               a model request failed before it acted and waits to be sent again (`ModelRetry`)
+    compacting             the history is being compacted: the kernel's names, the summary request (`ContextCompacted`)
     waiting_for_approval   an `ApprovalRequest` nobody has decided yet
     running_code           an approved `execute_ipython_cell` call, until its output is complete
     calling_tool           any other approved call (an MCP tool, `reset_kernel`, a `task` running its child)
@@ -34,6 +35,7 @@ from ..events import (
     AgentEvent,
     ApprovalRequest,
     CodeExecutionOutput,
+    ContextCompacted,
     ModelRetry,
     ModelSlot,
     ModelUsage,
@@ -50,7 +52,7 @@ from ..events import (
 __all__ = ["SPAN_STATES", "Lane", "LaneStatus", "Span", "SpanState", "TimelineBuilder", "TimelineData", "job_title"]
 
 SpanState = Literal[
-    "waiting_for_slot", "starting", "thinking", "waiting_for_model", "retrying", "waiting_for_approval",
+    "waiting_for_slot", "starting", "thinking", "waiting_for_model", "retrying", "compacting", "waiting_for_approval",
     "running_code", "calling_tool", "finishing",
 ]
 SPAN_STATES: tuple[SpanState, ...] = (
@@ -59,6 +61,7 @@ SPAN_STATES: tuple[SpanState, ...] = (
     "thinking",
     "waiting_for_model",
     "retrying",
+    "compacting",
     "waiting_for_approval",
     "running_code",
     "calling_tool",
@@ -203,6 +206,16 @@ class TimelineBuilder:
                 lane.spans.append(Span(state="retrying", start=at, end=at + event.wait,
                                        label=f"attempt {event.attempt}/{event.attempts} · {event.reason}"))
                 self._open_span(event.agent_id, Span(state="thinking", start=at + event.wait))
+            case ContextCompacted():
+                began = event.started or at
+                for span in lane.spans:  # the summary request's usage closed the round's thinking late
+                    if span.state == "thinking" and span.end is not None and span.end > began:
+                        span.end = max(span.start, began)
+                self._close(event.agent_id, "thinking", began)
+                lane.spans.append(Span(state="compacting", start=began, end=at, label=event.reason +
+                                       f": {event.tokens_before:,} → {event.tokens_after:,} tokens"))
+                if event.trigger != "manual":  # within a turn: its round goes on
+                    self._open_span(event.agent_id, Span(state="thinking", start=at))
             case ModelSlot(waiting=True):
                 self._close(event.agent_id, "thinking", at)
                 self._open_span(event.agent_id, Span(state="waiting_for_model", start=at,

@@ -58,6 +58,11 @@ class MemberTurns(Protocol):
     last_turn_rejected: bool
     budget_reached: str | None
 
+    @property
+    def running(self) -> bool:
+        """Whether a turn is under way."""
+        ...
+
 
 class TreeMember(Protocol):
     """What the tree and the `task` runner need of an agent."""

@@ -131,3 +131,8 @@ def test_the_skills_example_shows_names_and_descriptions_but_not_the_body(ran: d
     assert out.startswith("## Instructions") and "Run the tests with `pytest -q`" in out, out
     assert "- release-notes: Write release notes from the git log since the last tag." in out, out
     assert "git describe" not in out  # the body waits for `load_skill`
+def test_compaction_example_compacts_and_goes_on(ran: dict[str, Any]) -> None:
+    out = output(ran, program_with(ran, "await agent.compact(focus="))
+    assert re.search(r"^[\d,]+ → [\d,]+ tokens$", out, flags=re.M), out
+    assert "The person asked: Run one cell, please. Tool calls so far: 1." in out
+    assert re.search(r"^\d+ messages in the history$", out, flags=re.M), out
