@@ -3,10 +3,11 @@ started by one cell (`map_tasks`) or by N `task` calls in one response, in the s
 
     python -m bench.code_tasks_bench [--children 50] [--bound 10] [--cell 0.5] [--runs 1]
 
-Measured for each: the wall time of the parent's turn, whether every child answered, the input tokens of
-the parent's second model request (the one that reads the results) and the characters of the results it
-read. The scripted model counts tokens as pydantic-ai's `FunctionModel` estimates them (words), so the
-token numbers compare the two ways with each other, not with a provider's bill.
+Measured for each: the wall time of the parent's turn, whether every child answered, and what the parent's
+second model request (the one that reads the results) holds: the results' characters and tokens, and the whole
+request's tokens. A streamed `FunctionModel` reports no input tokens, so tokens are estimated here as words
+and punctuation marks (about what a tokenizer makes of English and code, no provider's exact count): the
+numbers compare the two ways with each other, not with a provider's bill.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 from bench.spawning import cell_children, first_prompt, wait_for_pool
@@ -36,12 +38,28 @@ class CodeTasksRun:
     wall: float
     done: int
     """Children whose answer was `child done`."""
-    results_input_tokens: int
-    """The input tokens of the parent's request that read the results."""
-    first_input_tokens: int
-    """The input tokens of the parent's first request (the same prompt both ways)."""
     results_chars: int
-    """Characters of tool results in the parent's request that read them."""
+    """Characters of tool results in the parent's request that reads them."""
+    results_tokens: int
+    """Their tokens (estimated: words and punctuation marks)."""
+    request_tokens: int
+    """The tokens of that whole request (system prompt, prompt, first response, results; estimated alike)."""
+
+
+def tokens(text: str) -> int:
+    """An estimate of `text`'s tokens: its words and its punctuation marks."""
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def request_text(messages: list[ModelMessage]) -> str:
+    """Everything a model request sends as text: every part's content, tool calls' arguments included."""
+    texts: list[str] = []
+    for message in messages:
+        if isinstance(message, ModelRequest | ModelResponse):
+            for part in message.parts:
+                content = getattr(part, "content", None)
+                texts.append(content if isinstance(content, str) else json.dumps(getattr(part, "args", "") or ""))
+    return "\n".join(texts)
 
 
 def map_cell_parent(children: int, cell: float) -> Any:
@@ -67,11 +85,12 @@ def map_cell_parent(children: int, cell: float) -> Any:
 async def code_tasks_run(children: int, bound: int, cell: float, *, from_code: bool) -> CodeTasksRun:
     """One run: `children` children of one `cell`-second cell each under `bound`, from one cell or from `task` calls."""
     script = map_cell_parent(children, cell) if from_code else cell_children(children, cell, background=False)
-    results: list[str] = []
+    seen: dict[str, Any] = {}
 
     async def recording(messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
         if not first_prompt(messages).startswith("child"):
-            results[:] = [p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+            seen["results"] = [p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+            seen["request"] = request_text(messages)
         async for item in script(messages, info):
             yield item
 
@@ -80,22 +99,19 @@ async def code_tasks_run(children: int, bound: int, cell: float, *, from_code: b
                              auto_approve=True, save_sessions=False)
         async with Agent(config) as agent:
             await wait_for_pool(agent)
-            ledger, me = agent.tree.usage, agent.agent_id
-            first = None
+            me = agent.agent_id
             done = 0
             began = time.perf_counter()
             async for event in agent.stream("fan out"):
-                if first is None and event.agent_id == me and isinstance(event, ToolOutput | CodeExecutionOutput):
-                    first = ledger.of(me)  # its first response is in: what its first request cost
                 if isinstance(event, ToolOutput) and event.agent_id == me and event.tool_name == "task":
                     done += event.content == "child done"
                 if isinstance(event, CodeExecutionOutput) and event.agent_id == me:
-                    done += int(event.text.split()[0]) if event.text.split()[0].isdigit() else 0
+                    first = (event.text.split() or [""])[0]
+                    done += int(first) if first.isdigit() else 0
             wall = time.perf_counter() - began
-            total = ledger.of(me)
-    first_input = first.input_tokens if first is not None else 0
-    return CodeTasksRun(wall=wall, done=done, results_input_tokens=total.input_tokens - first_input,
-                        first_input_tokens=first_input, results_chars=sum(len(r) for r in results))
+    results = "\n".join(seen.get("results", []))
+    return CodeTasksRun(wall=wall, done=done, results_chars=len(results), results_tokens=tokens(results),
+                        request_tokens=tokens(seen.get("request", "")))
 
 
 async def compare(children: int, bound: int, cell: float, runs: int = 1) -> dict[str, Any]:
@@ -110,21 +126,24 @@ async def compare(children: int, bound: int, cell: float, runs: int = 1) -> dict
         found[way] = {key: statistics.median(getattr(m, key) for m in measured) for key in asdict(measured[0])}
         found[way]["walls"] = [m.wall for m in measured]
     found["wall_ratio"] = found["code"]["wall"] / found["calls"]["wall"]
-    found["token_ratio"] = found["code"]["results_input_tokens"] / max(found["calls"]["results_input_tokens"], 1)
+    found["token_ratio"] = found["code"]["results_tokens"] / max(found["calls"]["results_tokens"], 1)
+    found["request_token_ratio"] = found["code"]["request_tokens"] / max(found["calls"]["request_tokens"], 1)
     return found
 
 
 def describe(found: dict[str, Any]) -> str:
-    code, calls = found["code"], found["calls"]
-    return (
-        f"{found['children']} children x {found['cell']:g} s cell, max_subagents={found['bound']}:\n"
-        f"  from one cell (map_tasks): {code['wall']:.2f} s, {code['done']:.0f} done, the parent's results request "
-        f"{code['results_input_tokens']:.0f} input tokens ({code['results_chars']:.0f} characters of results)\n"
-        f"  {found['children']} task calls:          {calls['wall']:.2f} s, {calls['done']:.0f} done, the parent's "
-        f"results request {calls['results_input_tokens']:.0f} input tokens ({calls['results_chars']:.0f} characters "
-        f"of results)\n"
-        f"  code / calls: wall {found['wall_ratio']:.3f}, tokens {found['token_ratio']:.3f}"
-    )
+    """The comparison in a few lines."""
+    lines = [f"{found['children']} children x {found['cell']:g} s cell, max_subagents={found['bound']}, "
+             f"median of {found['runs']} run(s) each:"]
+    for way, label in (("code", "from one cell (map_tasks)"), ("calls", f"{found['children']} task calls")):
+        m = found[way]
+        walls = ", ".join(f"{w:.2f}" for w in m["walls"])
+        lines.append(f"  {label:<26} {m['wall']:.2f} s ({walls}), {m['done']:.0f} done; the parent reads "
+                     f"{m['results_chars']:.0f} characters of results (~{m['results_tokens']:.0f} tokens) in a "
+                     f"request of ~{m['request_tokens']:.0f} tokens")
+    lines.append(f"  code / calls: wall {found['wall_ratio']:.3f}, results tokens {found['token_ratio']:.3f}, "
+                 f"whole request {found['request_token_ratio']:.3f}")
+    return "\n".join(lines)
 
 
 def main() -> None:
