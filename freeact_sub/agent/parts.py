@@ -121,7 +121,7 @@ async def start_parts(agent: Starter) -> AgentParts:
             parts.code_tools = await open_code_tools(
                 agent_id=agent.agent_id, config=settings, kernel=kernel, mcp=mcp, ask=gate.ask,
                 packages=agent.tree.supplies.code_packages, allowed=allowed,
-                tasks=CodeTasks(subagents, gate.ask) if subagents is not None else None,
+                tasks=CodeTasks(subagents, gate.ask, agent.agent_id) if subagents is not None else None,
             )
         calls.code_tools = parts.code_tools
         _warn_unmatched_patterns(agent, [t.qualified_name for t in mcp.tools])

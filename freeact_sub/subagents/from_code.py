@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.agent_types import GENERAL
-from ..events import AgentEvent, ApprovalRequest, Emit, SubagentStarted
+from ..events import AgentEvent, ApprovalRequest, Emit, SubagentStarted, ToolOutput
 from ..tools import jsonschema_module
 from .runner import SubagentRunner
 
@@ -60,7 +60,9 @@ class _Options:
 class CodeTasks:
     """Runs the subagents one agent's cells start; `await tasks(request, cell_call_id, emit)` gives the reply."""
 
-    def __init__(self, runner: SubagentRunner, ask: Ask) -> None:
+    def __init__(self, runner: SubagentRunner, ask: Ask, agent_id: str) -> None:
+        self.agent_id = agent_id
+        """The agent whose cells start these children (their results are its `ToolOutput`s from code)."""
         self._runner = runner
         self._ask = ask
         self._numbers = itertools.count(1)
@@ -104,6 +106,15 @@ class CodeTasks:
             return _failure("rejected", f"the subagent was not approved{because}; it did not run")
         asked = decided.tool_args.get("prompt")  # as a PreToolUse hook may have rewritten it
         prompt = asked if isinstance(asked, str) and asked.strip() else prompt
+        reply = await self._run(call_id, prompt, options, emit)
+        value = reply.get("value") if reply["ok"] else reply["message"]
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        emit(ToolOutput(agent_id=self.agent_id, content=text, tool_name="task", tool_call_id=call_id,
+                        is_error=not reply["ok"], source="code", cell_call_id=cell_call_id))
+        return reply
+
+    async def _run(self, call_id: str, prompt: str, options: _Options, emit: Emit) -> dict[str, Any]:
+        """Run one approved child (and, if its answer does not fit `output`, once more to correct it)."""
         started: list[str] = []
 
         def watch(event: AgentEvent) -> None:

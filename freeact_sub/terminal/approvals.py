@@ -45,7 +45,8 @@ __all__ = ["ApprovalDesk"]
 MAX_LISTED = 9
 """How many questions the list shows and numbers (one key each); later ones wait below a count."""
 
-_QUESTIONS = {"execute_ipython_cell": "Run this code?", "task": "Start this subagent?", "reset_kernel": "Reset the kernel?"}
+_QUESTIONS = {"execute_ipython_cell": "Run this code?", "task": "Start this subagent?",
+              "reset_kernel": "Reset the kernel?"}
 _ENTER = ("\r", "\n")
 _BACKSPACE = ("\x7f", "\b")
 _CLEAR_LINE = "\x15"  # Ctrl-U

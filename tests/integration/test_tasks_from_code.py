@@ -25,9 +25,11 @@ from freeact_sub import (
     CodeExecutionOutput,
     SubagentFinished,
     SubagentStarted,
+    ToolOutput,
     TurnCancelled,
 )
 from freeact_sub.config.definitions import AgentDefinition
+from freeact_sub.sessions import open_session
 from tests.processes import kernel_processes
 from tests.scripting import Call, Script, drive, first_prompt, of, until
 
@@ -89,7 +91,7 @@ async def shared(tmp_path_factory: pytest.TempPathFactory):
     children = Children(script)
     config = AgentConfig(
         model=children.model, working_dir=tmp_path_factory.mktemp("tasks-from-code"), kernel_pool_size=0,
-        mcp_pool_size=0, max_subagents=5, save_sessions=False,
+        mcp_pool_size=0, max_subagents=5,
         agents={"labeler": AgentDefinition(description="Labels one row.", tools=[])},
     )
     async with Agent(config) as agent:
@@ -144,6 +146,18 @@ async def test_a_cell_maps_30_rows_through_children_and_gets_objects_and_one_err
     statuses = sorted(e.status for e in of(SubagentFinished, events))
     assert statuses == ["done"] * 30 + ["failed"]
     assert agent.tree.usage.of(started[0].subagent_id) is not None
+    outputs = [e for e in of(ToolOutput, events) if e.source == "code"]  # each child's result, in its cell
+    assert len(outputs) == 30 and all(o.cell_call_id == "cell" and o.agent_id == agent.agent_id for o in outputs)
+    assert sorted(o.is_error for o in outputs) == [False] * 29 + [True]
+    # the saved session tells the children inside the cell, each after its decision, as the live view did
+    saved = open_session(agent.session_id, agent.config.working_dir)
+    assert len(saved.children(agent.agent_id)) == 30
+    replayed = saved.events()
+    kinds = [(type(e).__name__, getattr(e, "tool_call_id", "")) for e in replayed]
+    first = each[0].tool_call_id
+    at = kinds.index(("SavedDecision", first))
+    assert kinds[at + 1] == ("SubagentStarted", first) and ("SubagentFinished", first) in kinds[at + 2:]
+    assert len(of(SubagentStarted, replayed)) == 30
     # the parent's model reads the cell's three lines, not thirty answers
     assert script.tool_results(1)["cell"].strip().splitlines()[0] == "29 [13]"
     assert kernel_processes() == [agent.kernel.pid], "the children ran no kernels, and none is left"
