@@ -8,6 +8,7 @@ from rich.console import Console
 
 from freeact_sub import ApprovalPolicy, ApprovalRequest, ToolOutput
 from freeact_sub.notebook.agent_panel import AgentPanel
+from freeact_sub.terminal.approvals import ApprovalDesk
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
 from freeact_sub.terminal.status import SubagentBoard
@@ -68,10 +69,14 @@ async def test_the_terminal_asks_for_a_batch_of_subagents_from_code_in_one_quest
     output = io.StringIO()
     palette = Palette()
     renderer = Renderer(Console(file=output, width=100), palette, SubagentBoard(palette), main_id=AGENT)
-    renderer.show_request(batch_request())
+    desk = ApprovalDesk(renderer, palette, ApprovalPolicy())
+    desk.submit(batch_request())  # shows the call, and asks at the bottom of the live view
     text = " ".join(output.getvalue().split())
     assert "task from code in its cell" in text and "Label row {n}" in text
     assert "a batch of 30 subagents, one per item: approving it starts them all · labeler" in text
+    screen = Console(width=100, record=True, file=io.StringIO())
+    screen.print(desk.view())
+    assert f"[{AGENT}] Start these 30 subagents?" in screen.export_text()
 
 
 async def test_the_notebook_asks_for_a_batch_inside_its_cell_and_nests_its_children_there() -> None:
