@@ -76,19 +76,25 @@ class CodeTasks:
             prompts, template, approve = _batch(request)
         except _BadRequest as exc:
             return _failure("arguments", str(exc))
-        granted = False
+        granted, batch_id = False, None
         if approve == "batch" and prompts:
             arguments = {**_arguments(template, options), "count": len(prompts)}
             if (problem := self._runner.check("task", arguments)) is not None:
                 return _failure("failed", problem)
-            call_id = f"{cell_call_id}/code-tasks-{next(self._numbers)}"
-            decided = await self._ask("task", arguments, call_id, emit, source="code", cell_call_id=cell_call_id)
+            batch_id = f"{cell_call_id}/code-tasks-{next(self._numbers)}"
+            decided = await self._ask("task", arguments, batch_id, emit, source="code", cell_call_id=cell_call_id)
             if not await decided.approved():
                 because = f": {decided.reason}" if decided.reason else ""
                 return _failure("rejected", f"the batch of {len(prompts)} subagents was not approved{because}; "
                                             "none of them ran")
             granted = True
         results = await asyncio.gather(*(self._one(p, options, cell_call_id, emit, granted) for p in prompts))
+        if batch_id is not None:  # the batch's own end: what its question started came back
+            failed = sum(not r["ok"] for r in results)
+            emit(ToolOutput(agent_id=self.agent_id, tool_name="task", tool_call_id=batch_id, source="code",
+                            cell_call_id=cell_call_id, is_error=failed == len(results),
+                            content=f"{len(results) - failed} of {len(results)} subagents answered"
+                                    + (f"; {failed} failed or were not approved" if failed else "")))
         return {"ok": True, "results": results}
 
     async def _one(
