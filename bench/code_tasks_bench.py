@@ -103,7 +103,8 @@ async def code_tasks_run(children: int, bound: int, cell: float, *, from_code: b
             done = 0
             began = time.perf_counter()
             async for event in agent.stream("fan out"):
-                if isinstance(event, ToolOutput) and event.agent_id == me and event.tool_name == "task":
+                if isinstance(event, ToolOutput) and event.agent_id == me and event.tool_name == "task" \
+                        and event.source == "model":  # a child from code is counted by the cell's line
                     done += event.content == "child done"
                 if isinstance(event, CodeExecutionOutput) and event.agent_id == me:
                     first = (event.text.split() or [""])[0]
