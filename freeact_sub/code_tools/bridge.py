@@ -163,10 +163,11 @@ class CodeTools:
             return await asyncio.shield(execution)
         except asyncio.CancelledError:
             # Pending calls end first, with ToolCancelled in the cell, which then has a moment to end by
-            # itself (its traceback names the cancelled call); only then is it interrupted.
+            # itself (its traceback names the cancelled call); only then is it interrupted. A cell with no
+            # call pending is interrupted at once.
             try:
-                await self._channel.end_calls("the turn was cancelled")
-                await asyncio.wait({execution}, timeout=_CELL_GRACE)
+                if await self._channel.end_calls("the turn was cancelled"):
+                    await asyncio.wait({execution}, timeout=_CELL_GRACE)
             finally:
                 execution.cancel()
                 with contextlib.suppress(BaseException):
