@@ -73,11 +73,11 @@ def _value(output: Any, value: Any) -> Any:
 
 
 def _options(
-    agent_type: str | None, subagent_type: str | None, model: str | None, max_turns: int | None, output: Any
+    agent_type: str | None, agent_type: str | None, model: str | None, max_turns: int | None, output: Any
 ) -> dict[str, Any]:
-    if agent_type is not None and subagent_type is not None and agent_type != subagent_type:
-        raise TypeError("give agent_type or its old name subagent_type, not both")
-    return {"agent_type": agent_type or subagent_type, "model": model, "max_turns": max_turns,
+    if agent_type is not None and agent_type is not None and agent_type != agent_type:
+        raise TypeError("give agent_type or its old name agent_type, not both")
+    return {"agent_type": agent_type or agent_type, "model": model, "max_turns": max_turns,
             "output": _schema(output)}
 
 
@@ -89,7 +89,7 @@ def task_sync(
     output: Any = None,
     max_turns: int | None = None,
     description: str | None = None,
-    subagent_type: str | None = None,
+    agent_type: str | None = None,
 ) -> Any:
     """Run one subagent on `prompt` and return its answer; blocks until it ends.
 
@@ -99,7 +99,7 @@ def task_sync(
     `TaskFailed` or `TaskCancelled`.
     """
     payload = {"kind": "task", "prompt": prompt, "description": description,
-               **_options(agent_type, subagent_type, model, max_turns, output)}
+               **_options(agent_type, agent_type, model, max_turns, output)}
     reply = request(payload)
     if not reply.get("ok"):
         raise _error(reply)
@@ -120,7 +120,7 @@ def map_tasks_sync(
     output: Any = None,
     max_turns: int | None = None,
     approve: Literal["batch", "each"] = "batch",
-    subagent_type: str | None = None,
+    agent_type: str | None = None,
 ) -> list[Any]:
     """One subagent per item, at most as many at a time as the agent tree allows; returns their answers in the
     order of `items`. A failed, rejected or malformed item's value is its `TaskError` (it is not raised).
@@ -133,7 +133,7 @@ def map_tasks_sync(
     rows = list(items)
     prompts = [_render(prompt_template, item) for item in rows]
     payload = {"kind": "map", "template": prompt_template, "prompts": prompts, "approve": approve,
-               **_options(agent_type, subagent_type, model, max_turns, output)}
+               **_options(agent_type, agent_type, model, max_turns, output)}
     reply = request(payload)
     if not reply.get("ok"):
         raise _error(reply)
@@ -182,11 +182,11 @@ async def task(
     output: Any = None,
     max_turns: int | None = None,
     description: str | None = None,
-    subagent_type: str | None = None,
+    agent_type: str | None = None,
 ) -> Any:
     """`task_sync` for `await` (several at once with `asyncio.gather`)."""
     return await _in_thread(task_sync, prompt, agent_type=agent_type, model=model, output=output,
-                            max_turns=max_turns, description=description, subagent_type=subagent_type)
+                            max_turns=max_turns, description=description, agent_type=agent_type)
 
 
 async def map_tasks(
@@ -198,8 +198,8 @@ async def map_tasks(
     output: Any = None,
     max_turns: int | None = None,
     approve: Literal["batch", "each"] = "batch",
-    subagent_type: str | None = None,
+    agent_type: str | None = None,
 ) -> list[Any]:
     """`map_tasks_sync` for `await`."""
     return await _in_thread(map_tasks_sync, prompt_template, list(items), agent_type=agent_type, model=model,
-                            output=output, max_turns=max_turns, approve=approve, subagent_type=subagent_type)
+                            output=output, max_turns=max_turns, approve=approve, agent_type=agent_type)

@@ -131,7 +131,7 @@ class CodeTasks:
         try:
             text, is_error = await self._runner.run(
                 call_id, prompt + _shape_note(options.schema), options.max_turns, watch,
-                subagent_type=options.agent_type, model=options.model, description=options.description,
+                agent_type=options.agent_type, model=options.model, description=options.description,
             )
             if is_error:
                 return _failure("failed", text)
@@ -141,7 +141,7 @@ class CodeTasks:
             if problem is not None and started:  # asked once to correct itself
                 text, is_error = await self._runner.run(
                     f"{call_id}-fix", _FIX_NOTE.format(problem=problem), options.max_turns, emit,
-                    subagent_type=options.agent_type, resume=started[0], description=options.description,
+                    agent_type=options.agent_type, resume=started[0], description=options.description,
                 )
                 if is_error:
                     return _failure("failed", text)

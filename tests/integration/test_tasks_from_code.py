@@ -26,9 +26,9 @@ from freeact_sub import (
     SubagentFinished,
     SubagentStarted,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
 )
-from freeact_sub.config.definitions import AgentDefinition
+from freeact_sub.config.definitions import AgentType
 from freeact_sub.sessions import open_session
 from tests.processes import kernel_processes
 from tests.scripting import Call, Script, drive, first_prompt, of, until
@@ -92,7 +92,7 @@ async def shared(tmp_path_factory: pytest.TempPathFactory):
     config = AgentConfig(
         model=children.model, working_dir=tmp_path_factory.mktemp("tasks-from-code"), kernel_pool_size=0,
         mcp_pool_size=0, max_subagents=5,
-        agents={"labeler": AgentDefinition(description="Labels one row.", tools=[])},
+        agents={"labeler": AgentType(description="Labels one row.", tools=[])},
     )
     async with Agent(config) as agent:
         yield agent, script, children
@@ -217,7 +217,7 @@ async def test_approvals_one_by_one_rejected_batches_bad_requests_and_cancelling
         events = await turn
     finally:
         agent.approvals.clear(agent.agent_id)
-    assert isinstance(events[-1], TurnCancelled)
+    assert isinstance(events[-1], RunCancelled)
     finished = of(SubagentFinished, events)
     assert len(finished) == 8 and {e.status for e in finished} == {"cancelled"}
     assert list(agent.tree.agents) == [agent.agent_id], "no child is left in the tree"
