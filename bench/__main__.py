@@ -13,6 +13,8 @@ server from `tests/servers/`; no API key, no network). It measures, on this mach
 - fan-out against a misbehaving provider: 50 children over real HTTP while 20 % of requests get
   `429` (`Retry-After: 0.2`) and 5 % of streams drop, against the same fan-out without faults
   (`bench/retry_bench.py`): all done, the wall-time ratio, and the peak of requests in flight;
+- subagents from code: the same children started by one cell (`map_tasks`) against `task` calls in one
+  response, same run (`bench/code_tasks_bench.py`): wall time and the tokens of the results the parent reads;
 - approval round trip: the `ApprovalRequest` leaves the agent -> the consumer decides ->
   the cell starts in the kernel (read from the kernel's own clock);
 - per-cell overhead: a trivial cell's round trip through our kernel client against raw
@@ -55,6 +57,8 @@ class Sizes:
     """(children, bound, cell seconds) per fan-out row."""
     faulty_fan_out: tuple[int, int, float, int]
     """(children, bound, cell seconds, runs of each) of the fan-out against a provider that misbehaves."""
+    code_tasks: tuple[int, int, float]
+    """(children, bound, cell seconds) of subagents from one cell against as many `task` calls."""
     approvals: int
     cell_rounds: int
     store_rounds: int
@@ -65,12 +69,14 @@ FULL = Sizes(
     spawns=20,
     fan_outs=((10, 5, 1.0), (50, 10, 0.5), (200, 20, 0.5)),
     faulty_fan_out=(50, 10, 0.5, 3),
+    code_tasks=(50, 10, 0.5),
     approvals=40,
     cell_rounds=200,
     store_rounds=100,
     session_messages=1000,
 )
-QUICK = Sizes(spawns=3, fan_outs=((4, 2, 0.2),), faulty_fan_out=(4, 2, 0.2, 1), approvals=5, cell_rounds=20,
+QUICK = Sizes(spawns=3, fan_outs=((4, 2, 0.2),), faulty_fan_out=(4, 2, 0.2, 1), code_tasks=(4, 2, 0.2), approvals=5,
+              cell_rounds=20,
               store_rounds=20, session_messages=50)
 
 
@@ -151,6 +157,13 @@ async def retries(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
 
     children, bound, cell, repeats = sizes.faulty_fan_out
     return await compare(children, bound, cell, repeats)
+
+
+async def tasks_from_code(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench.code_tasks_bench import compare
+
+    children, bound, cell = sizes.code_tasks
+    return await compare(children, bound, cell, 1 if sizes is QUICK else 3)
 
 
 async def approval_round_trip(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
@@ -253,6 +266,7 @@ async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
         ("spawn", spawn),
         ("fan_out", fan_out),
         ("retries", retries),
+        ("tasks_from_code", tasks_from_code),
         ("session", session_store),
         ("network", network),
     )

@@ -57,6 +57,14 @@ def table(results: dict[str, Any]) -> Any:
         f"{faulty['ratio']:.2f} x the {faulty['clean_wall']:.2f} s without faults; {faulty['retries']} retries; "
         f"peak {faulty['peak_in_flight']} requests in flight (max {faulty['max_model_requests']})",
     )
+    if (code := results.get("tasks_from_code")) is not None:
+        rows.add_row(
+            f"subagents from one cell (map_tasks): {code['children']} children x {code['cell']:g} s cell, "
+            f"bound {code['bound']}",
+            f"{code['code']['wall']:.2f} s, results ~{code['code']['results_tokens']:.0f} tokens",
+            f"{code['wall_ratio']:.2f} x the wall and {code['token_ratio']:.2f} x the results tokens of "
+            f"{code['children']} task calls ({code['calls']['wall']:.2f} s, ~{code['calls']['results_tokens']:.0f})",
+        )
     approval = results["approval"]
     total, seen, started = (
         approval[key] for key in ("request_to_cell_start", "request_to_consumer", "decision_to_cell_start")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..code_tools import CodeTools, mcp_prompt, open_code_tools
+from ..code_tools import CodeTools, mcp_prompt, open_code_tools, tasks_prompt
 from ..config.agent_config import DEFAULT_SYSTEM_PROMPT, default_system_prompt
 from ..config.agent_types import compose_system_prompt, task_tool
 from ..config.definitions import GENERAL, AgentType
@@ -24,6 +24,7 @@ from ..kernels.cell_images import accepts_images
 from ..kernels.pending import PendingKernel
 from ..mcp.servers import McpConnections
 from ..policy.gate import ApprovalGate
+from ..subagents.from_code import CodeTasks
 from ..subagents.runner import SubagentRunner
 from ..tools import BUILTIN_TOOL_NAMES, Toolbox, ToolSpec, builtin_tool
 from ..tools.names import server_may_offer, tool_allowed, unmatched_patterns
@@ -125,6 +126,7 @@ async def start_parts(agent: Starter) -> AgentParts:
             parts.code_tools = await open_code_tools(
                 agent_id=agent.agent_id, config=settings, kernel=kernel, mcp=mcp, ask=gate.ask,
                 packages=agent.tree.supplies.code_packages, allowed=allowed,
+                tasks=CodeTasks(subagents, gate.ask, agent.agent_id) if subagents is not None else None,
             )
         calls.code_tools = parts.code_tools
         _warn_unmatched_patterns(agent, [t.qualified_name for t in mcp.tools])
@@ -215,7 +217,9 @@ def system_prompt(settings: AgentConfig, definition: AgentType | None, tool_name
                                 if _allowed(settings)(name)}
     if base == DEFAULT_SYSTEM_PROMPT:
         base = default_system_prompt(runs_code="execute_ipython_cell" in names, starts_subagents="task" in names)
-    tools_section = mcp_prompt(settings, parts.mcp if parts else None, parts.code_tools if parts else None)
+    code_tools = parts.code_tools if parts else None
+    sections = [mcp_prompt(settings, parts.mcp if parts else None, code_tools), tasks_prompt(code_tools)]
+    tools_section = "\n\n".join(section for section in sections if section)
     seen = parts.calls.skills if parts is not None else None
     told, skills = (files or PromptFiles()).sections(definition, can_load="load_skill" in names, seen=seen)
     return compose_system_prompt(base, definition.prompt if definition else "", tools_section, instructions=told,

@@ -9,6 +9,10 @@ on this agent's own MCP session, and send the result back to the waiting cell. C
 the cell that makes them: when the cell ends, is cancelled or the agent stops, calls still
 pending end with `ToolCancelled` in the kernel. Time spent waiting for a decision does not count
 against the cell's execution timeout.
+
+Requests of `freeact_sub_tasks` (`{"kind": "task" | "map", ...}`) go to the agent's `tasks` handler
+(the subagent runner's, injected: this floor knows no subagents), with the cell's call id and emit; the
+time their subagents run does not count against the cell's timeout either.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..events import ApprovalRequest, Emit, ToolOutput
 from ..tools import Toolbox, ToolSpec
 from .channel import Channel
-from .generate import PACKAGE, GeneratedModule
+from .generate import PACKAGE, TASKS_MODULE, GeneratedModule
 from .packages import SharedPackage
 
 if TYPE_CHECKING:
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from ..mcp.connection import McpTool
     from ..mcp.servers import McpConnections
 
-__all__ = ["Ask", "CodeTools", "McpToolsMode"]
+__all__ = ["Ask", "CodeTools", "McpToolsMode", "Tasks"]
 
 _CELL_GRACE = 2.0
 """Seconds a cancelled cell may take to end by itself after its pending calls were cancelled."""
@@ -45,6 +49,8 @@ Ask = Callable[..., Awaitable[ApprovalRequest]]
 """`ask(tool_name, arguments, call_id, emit, *, source, cell_call_id)`: the agent's approval step.
 
 It returns the request once it is decided."""
+Tasks = Callable[[dict[str, Any], str, Emit], Awaitable[dict[str, Any]]]
+"""`tasks(request, cell_call_id, emit)`: runs a `freeact_sub_tasks` request from a cell; returns the reply."""
 
 
 @dataclass
@@ -90,6 +96,7 @@ class CodeTools:
         package: SharedPackage,
         call_timeout: float | None = None,
         tools: list[McpTool] | None = None,
+        tasks: Tasks | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.kernel = kernel
@@ -100,6 +107,8 @@ class CodeTools:
         self.modules: list[GeneratedModule] = package.modules
         """The generated modules, one per server."""
         self._ask = ask
+        self.tasks = tasks
+        """Runs the subagents a cell starts (`freeact_sub_tasks`); None: this agent starts none from code."""
         self._call_timeout = call_timeout
         offered = mcp.tools if tools is None else tools
         self.tools = offered
@@ -154,10 +163,11 @@ class CodeTools:
             return await asyncio.shield(execution)
         except asyncio.CancelledError:
             # Pending calls end first, with ToolCancelled in the cell, which then has a moment to end by
-            # itself (its traceback names the cancelled call); only then is it interrupted.
+            # itself (its traceback names the cancelled call); only then is it interrupted. A cell with no
+            # call pending is interrupted at once.
             try:
-                await self._channel.end_calls("the turn was cancelled")
-                await asyncio.wait({execution}, timeout=_CELL_GRACE)
+                if await self._channel.end_calls("the turn was cancelled"):
+                    await asyncio.wait({execution}, timeout=_CELL_GRACE)
             finally:
                 execution.cancel()
                 with contextlib.suppress(BaseException):
@@ -186,7 +196,8 @@ class CodeTools:
             "    if root not in sys.path:\n"
             "        sys.path.insert(0, root)\n"
             "    importlib.invalidate_caches()\n"
-            f"    for name in [n for n in sys.modules if n == {PACKAGE!r} or n.startswith({PACKAGE + '.'!r})]:\n"
+            f"    ours = {(PACKAGE, TASKS_MODULE)!r}\n"
+            f"    for name in [n for n in sys.modules if n in ours or n.startswith({PACKAGE + '.'!r})]:\n"
             "        del sys.modules[name]\n"
             f"    from {PACKAGE} import _runtime\n"
             f"    _runtime.configure({self._channel.secret!r})\n"
@@ -198,6 +209,13 @@ class CodeTools:
 
     async def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         cell, clock = self._cell, self._clock
+        if request.get("kind") in ("task", "map"):
+            if self.tasks is None:
+                return _failure("tool_error", "this agent cannot start subagents (its type, depth or settings)")
+            if cell is None or clock is None:
+                return _failure("cancelled", "subagents can be started from code only while a cell runs")
+            with clock.pause():  # its subagents' time is not the cell's
+                return await self.tasks(request, cell.call_id, cell.emit)
         server, name, arguments = request.get("server"), request.get("tool"), request.get("arguments")
         tool = self._tools.get((server, name)) if isinstance(server, str) and isinstance(name, str) else None
         if tool is None:

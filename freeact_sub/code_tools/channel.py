@@ -91,11 +91,13 @@ class Channel:
             call.cancel()
         return len(pending)
 
-    async def end_calls(self, reason: str, wait: float = 1.0) -> None:
-        """`cancel_calls(reason)`, then wait (at most `wait` s) until the answers are sent."""
+    async def end_calls(self, reason: str, wait: float = 1.0) -> int:
+        """`cancel_calls(reason)`, then wait (at most `wait` s) until the answers are sent. Returns how many."""
         sent = [event for event in self._busy.values() if not event.is_set()]
-        if self.cancel_calls(reason) and sent:
+        ended = self.cancel_calls(reason)
+        if ended and sent:
             await asyncio.wait([asyncio.ensure_future(event.wait()) for event in sent], timeout=wait)
+        return ended
 
     async def close(self, reason: str = "the agent stopped") -> None:
         """End every pending call with `reason` and close every connection."""

@@ -30,6 +30,7 @@ __all__ = [
     "ToolRejected",
     "call_tool",
     "configure",
+    "request",
 ]
 
 _HEADER = struct.Struct(">I")
@@ -90,16 +91,7 @@ def call_tool(
     Arguments named in `omit_none` are left out when they are None (optional, not given).
     """
     arguments = {key: value for key, value in arguments.items() if value is not None or key not in omit_none}
-    payload = {"server": server, "tool": tool, "arguments": arguments}
-    connection = _connection()
-    try:
-        _send(connection, payload)
-        reply = _receive(connection)
-    except BaseException:
-        connection.close()  # a half-finished exchange (an interrupt, a lost agent): never reused
-        raise
-    with _lock:
-        _idle.append(connection)
+    reply = request({"server": server, "tool": tool, "arguments": arguments})
     if not reply.get("ok"):
         error = _ERRORS.get(reply.get("error", ""), ToolCallError)
         raise error(reply.get("message", "the call failed"))
@@ -109,6 +101,22 @@ def call_tool(
             return value["result"]
         return value
     return reply.get("text", "")
+
+
+def request(payload: dict[str, Any]) -> dict[str, Any]:
+    """Send one request to the agent and wait for its reply (a dict; `ok` false with `error` and `message` when
+    the request was refused or failed). Blocks the calling thread; used by the tool functions and by
+    `freeact_sub_tasks`."""
+    connection = _connection()
+    try:
+        _send(connection, payload)
+        reply = _receive(connection)
+    except BaseException:
+        connection.close()  # a half-finished exchange (an interrupt, a lost agent): never reused
+        raise
+    with _lock:
+        _idle.append(connection)
+    return reply
 
 
 def _connection() -> socket.socket:

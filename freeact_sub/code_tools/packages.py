@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..sandbox import kernel_folders
 from ..sandbox.safe_files import make_folder
-from .generate import PACKAGE, GeneratedModule, package_sources
+from .generate import PACKAGE, TASKS_MODULE, TASKS_SHIM, GeneratedModule, package_sources
 
 if TYPE_CHECKING:
     from ..mcp.connection import McpTool
@@ -102,8 +102,11 @@ class PackageShelf:
         package.mkdir(parents=True)
         for name, source in sources.items():
             (package / name).write_text(source, encoding="utf-8")
+        shim = root / f"{TASKS_MODULE}.py"
+        shim.write_text(TASKS_SHIM, encoding="utf-8")
         compileall.compile_dir(package, quiet=2, workers=1)
-        for path in package.rglob("*.py*"):
+        compileall.compile_file(shim, quiet=2)
+        for path in [*package.rglob("*.py*"), *root.glob("__pycache__/*.pyc"), shim]:
             path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         return SharedPackage(root=root, modules=modules)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from .replies import Conversation, ModelErrorReply, Reply, ToolCall, cell, result_value
 from .tasks import BACKGROUND_TASK, PI_TASK, PRIMES_TASK, REVIEW_TASK
 
-__all__ = ["main_reply"]
+__all__ = ["ROWS_CELL", "main_reply"]
 
 
 _IMAGE_CELL = '''\
@@ -215,6 +215,44 @@ def _tools_from_code(c: Conversation) -> Reply:
     )
 
 
+ROWS_CELL = """\
+from pydantic import BaseModel
+from freeact_sub_tasks import map_tasks, TaskError
+
+class Letters(BaseModel):
+    word: str
+    letters: int
+
+words = ["kernel", "subagent", "approval", "sandbox"]
+try:  # one subagent per row of a DataFrame
+    import pandas as pd
+    rows = pd.DataFrame({"word": words}).to_dict("records")
+except ImportError:  # no pandas in this kernel: the same rows as dicts
+    rows = [{"word": word} for word in words]
+counted = await map_tasks("Count the letters of the word {word!r}.", rows, output=Letters)
+for row in counted:
+    print(f"{row.word}: {row.letters} letters" if isinstance(row, Letters) else f"failed: {row}")"""
+"""The cell of the `per row` script: one subagent per row, answers as `Letters` objects."""
+
+
+def _per_row(c: Conversation) -> Reply:
+    if c.step == 0:
+        if "freeact_sub_tasks" not in c.system:
+            return Reply(text="My code cannot start subagents here (no kernel, or no `task` tool).")
+        return Reply(
+            reasoning="The same small job for every row: one cell that maps the rows through subagents.",
+            text="One subagent per row, started from one cell; their answers come back as objects.",
+            tool_calls=(cell(ROWS_CELL),),
+        )
+    counted = re.findall(r"^(\w+): (\d+) letters$", c.results[-1] if c.results else "", re.MULTILINE)
+    if not counted:
+        return Reply(text=f"The cell did not finish:\n\n```\n{(c.results or [''])[-1].strip()[-600:]}\n```")
+    return Reply(
+        reasoning="Every row's subagent answered; the cell printed one line per row.",
+        text=f"{len(counted)} subagents, one per row, counted: "
+        + ", ".join(f"**{word}** {letters}" for word, letters in counted) + ".",
+    )
+
 
 _BACKGROUND_NOTE = "[the background subagent "
 
@@ -242,6 +280,7 @@ _SCRIPTS: tuple[tuple[str, Callable[[Conversation], Reply]], ...] = (
     ("slow", _slow),
     ("one cell", _one_cell),
     ("draw", _draw),
+    ("per row", _per_row),
     ("from code", _tools_from_code),
     ("background", _background),
 )

@@ -28,6 +28,9 @@ Main agent scripts, chosen by words in the user's prompt:
   with the result (a model that accepts images gets it) or only its saved path;
 - ``from code``: run one cell whose code calls the demo MCP server's tools as Python functions
   (`from mcptools.demo import constant, word_count`), each call approved on its own, then answer;
+- ``per row``: run one cell that starts one subagent per row of a small table from code
+  (`freeact_sub_tasks.map_tasks`, answers as pydantic objects; each subagent answers the JSON its
+  row asks for), then answer with what they counted;
 - ``model error``: the server answers the request with HTTP 400 (a failing model).
 - ``in the background``: start a subagent with `run_in_background` (it counts the words of a
   sentence, thinking aloud first, so its question comes after the turn ended) and end the

@@ -142,6 +142,14 @@ def _generic_subagent(c: Conversation) -> Reply:
     return Reply(text=f"Done: the prompt had {value} characters.")
 
 
+def _letters_subagent(c: Conversation) -> Reply:
+    """A row of the `per row` script: answers with the JSON object the cell asked for."""
+    word = re.search(r"the word '([^']*)'", c.prompt)
+    text = word.group(1) if word else ""
+    return Reply(reasoning=f"The word {text!r} has {len(text)} letters.",
+                 text=json.dumps({"word": text, "letters": len(text)}))
+
+
 def subagent_reply(conversation: Conversation) -> Reply:
     """A subagent's next reply: a stop after a rejection, an answer to a message, else the script its prompt names."""
     prompt = conversation.prompt.lower()
@@ -153,6 +161,7 @@ def subagent_reply(conversation: Conversation) -> Reply:
         return Reply(reasoning="A message came while I worked; I take it into account and finish.",
                      text=f"I read your message ({message!r}) and finish here.")
     chosen = (
+        ("count the letters of the word" in prompt, _letters_subagent),
         ("review" in prompt, _reviewer_subagent),
         ("pi" in re.findall(r"[a-z]+", prompt), _pi_subagent),
         ("prime" in prompt, _primes_subagent),

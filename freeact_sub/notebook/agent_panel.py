@@ -341,7 +341,7 @@ class AgentPanel(widgets.VBox):
 
     def attach_subagent(self, tool_call_id: str, panel: AgentPanel) -> None:
         """Nest a subagent's panel under the `task` call that started it."""
-        if call := self.calls.get(tool_call_id):
+        if call := self.calls.get(tool_call_id) or self.calls.get(tool_call_id.removesuffix("-fix")):  # from code
             call.attach_subagent(panel)
         else:
             self._append(panel)

@@ -209,7 +209,8 @@ def _describe(tool_name: str, arguments: dict) -> str:
     if tool_name == "task" and isinstance(arguments.get("prompt"), str):
         notes = task_call_notes(arguments)
         note = f' <span class="freeact-meta">({html.escape(" · ".join(notes))})</span>' if notes else ""
-        return f"<b>Job for a subagent</b>{note}{_html.preformatted(arguments['prompt'])}"
+        job = "Job for each subagent of a batch" if "count" in arguments else "Job for a subagent"
+        return f"<b>{job}</b>{note}{_html.preformatted(arguments['prompt'])}"
     if tool_name == "reset_kernel":
         return '<span class="freeact-meta">restart the kernel: all variables are lost</span>'
     return _html.tool_arguments(arguments) if arguments else ""

@@ -82,11 +82,14 @@ class ApprovalGate:
         *,
         source: CallSource = "model",
         cell_call_id: str | None = None,
+        granted: bool = False,
     ) -> ApprovalRequest:
         """Emit the `ApprovalRequest` for a call; returns it once decided.
 
         A `deny` rule rejects it and an `allow` rule approves it at once (nobody is asked); with
-        no rule (or `ask`) a standing decision approves it, else the consumer decides.
+        no rule (or `ask`) a standing decision approves it, else the consumer decides. `granted`: the
+        person approved it already as part of a batch (subagents from code): it is approved like under a
+        standing decision, still after hooks and rules.
         """
         verdict = None
         if self.hooks is not None and self.hooks.wants("PreToolUse"):
@@ -101,7 +104,7 @@ class ApprovalGate:
         elif hook_says == "allow" or (match is not None and match.rule == "allow"):
             decision = True
         else:
-            decision = True if self.approvals.is_approved(self.agent_id) else None
+            decision = True if granted or self.approvals.is_approved(self.agent_id) else None
         by_rule = match is not None and match.rule != "ask" and hook_says != "deny" and not (
             hook_says == "allow" and match.rule == "allow"
         )

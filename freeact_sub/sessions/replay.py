@@ -154,21 +154,7 @@ def replay(
                 if call.tool_name == "task" and child is not None and args.get("run_in_background"):
                     background.add(call.tool_call_id)
                 if call.tool_name == "task" and child is not None:
-                    events.append(
-                        SubagentStarted(
-                            agent_id=agent_id,
-                            at=when.get("started", decided),
-                            subagent_id=child.agent_id,
-                            tool_call_id=call.tool_call_id,
-                            prompt=str(args.get("prompt", child.prompt)),
-                            max_turns=int(args.get("max_turns") or 0),
-                            agent_type=child.agent_type if child.agent_type != "main" else "general",
-                            description=" ".join(str(args.get("description") or "").split()),
-                            model=(child.model or "").partition(":")[2] or (child.model or ""),  # as sent
-                            sandbox=child.sandbox or "",
-                            sandbox_limits=child.sandbox_limits if child.sandbox else "",
-                        )
-                    )
+                    events.append(_started(agent_id, child, call.tool_call_id, args, when.get("started", decided)))
                     if child_messages is not None:
                         events += replay(
                             child_messages(child.agent_id),
@@ -199,7 +185,16 @@ def replay(
                     continue  # nothing reported it live: its request says it was not approved
                 at = part.timestamp.timestamp()
                 if mine is not None and part.tool_name == "execute_ipython_cell":
-                    events += code_calls(agent_id, mine.code_calls.get(part.tool_call_id, []), at)
+                    for event in code_calls(agent_id, mine.code_calls.get(part.tool_call_id, []), at):
+                        events.append(event)  # a subagent the cell's code started: inline after its decision
+                        if not isinstance(event, SavedDecision) or not event.approved:
+                            continue
+                        child = children.get(event.tool_call_id) or children.get(f"{event.tool_call_id}-fix")
+                        if child is not None:
+                            events.append(_started(agent_id, child, event.tool_call_id, {}, at))
+                            if child_messages is not None:
+                                events += replay(child_messages(child.agent_id), child.agent_id, shown=shown)
+                            events.append(_finished(agent_id, child, event.tool_call_id, at))
                 events += _result(agent_id, part.tool_name, content, part.tool_call_id,
                                   {k: v for k, v in children.items() if k not in background}, at,
                                   kernel_wait=times.get(part.tool_call_id, {}).get("kernel_wait", 0.0))
@@ -271,6 +266,22 @@ def _result(
     events.append(ToolOutput(agent_id=agent_id, content=content, tool_name=tool_name, tool_call_id=call_id, at=at,
                              is_error=refused or content.startswith(("Invalid arguments", "Unknown tool"))))
     return events
+
+
+def _started(agent_id: str, child: SavedAgent, call_id: str, args: dict[str, Any], at: float) -> SubagentStarted:
+    return SubagentStarted(
+        agent_id=agent_id,
+        at=at,
+        subagent_id=child.agent_id,
+        tool_call_id=call_id,
+        prompt=str(args.get("prompt", child.prompt)),
+        max_turns=int(args.get("max_turns") or 0),
+        agent_type=child.agent_type if child.agent_type != "main" else "general",
+        description=" ".join(str(args.get("description") or "").split()),
+        model=(child.model or "").partition(":")[2] or (child.model or ""),  # as sent
+        sandbox=child.sandbox or "",
+        sandbox_limits=child.sandbox_limits if child.sandbox else "",
+    )
 
 
 def _finished(agent_id: str, child: SavedAgent, call_id: str, at: float) -> SubagentFinished:

@@ -21,6 +21,8 @@ def task_call_notes(arguments: Mapping[str, Any]) -> list[str]:
     of the wrong type are left out (the call itself reports them to the model).
     """
     notes: list[str] = []
+    if batch := _count(arguments.get("count"), "subagent", "subagents"):  # `map_tasks` from code: one question
+        notes.append(f"a batch of {batch}, one per item: approving it starts them all")
     kind = arguments.get("subagent_type")
     if isinstance(kind, str) and kind and kind != "general":
         notes.append(kind)

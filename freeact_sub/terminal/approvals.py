@@ -45,11 +45,8 @@ __all__ = ["ApprovalDesk"]
 MAX_LISTED = 9
 """How many questions the list shows and numbers (one key each); later ones wait below a count."""
 
-_QUESTIONS = {
-    "execute_ipython_cell": "Run this code?",
-    "task": "Start this subagent?",
-    "reset_kernel": "Reset the kernel?",
-}
+_QUESTIONS = {"execute_ipython_cell": "Run this code?", "task": "Start this subagent?",
+              "reset_kernel": "Reset the kernel?"}
 _ENTER = ("\r", "\n")
 _BACKSPACE = ("\x7f", "\b")
 _CLEAR_LINE = "\x15"  # Ctrl-U
@@ -330,7 +327,9 @@ class ApprovalDesk:
 
     def _line(self, request: ApprovalRequest, *, selected: bool, indent: int = 0) -> Text:
         agent = request.agent_id
-        question = _QUESTIONS.get(request.tool_name, f"Call {visible(request.tool_name)}?")
+        count = request.tool_args.get("count") if request.tool_name == "task" else None  # a batch from code
+        question = f"Start these {count} subagents?" if isinstance(count, int) else _QUESTIONS.get(
+            request.tool_name, f"Call {visible(request.tool_name)}?")
         line = Text.assemble(self._palette.tag(agent), " ")
         if not selected:
             room = self._renderer.console.width - indent - line.cell_len - len(question) - 2

@@ -103,10 +103,21 @@ def test_code_tools_example_asks_for_each_call_from_code(ran: dict[str, Any]) ->
         assert re.search(rf"\[agent-[0-9a-f]+\] code in \S+ calls demo_constant\(\{{'name': '{name}'\}}\)", out), out
     assert "demo_constant -> 3.141592653589793" in out
     assert "the sentence has **13** words" in out
-    (cell,) = [r["code"] for r in ran.values() if r["kind"] == "kernel cell"]
+    (cell,) = [r["code"] for k, r in ran.items() if r["kind"] == "kernel cell" and k.startswith("docs/mcp.md#")]
     for line in cell.splitlines():  # the page's "cell the model writes" is the cell that ran
         if line.strip() and not line.startswith("#"):
             assert line in out, line
+
+
+def test_subagents_from_code_example_asks_once_for_a_batch_and_reads_objects(ran: dict[str, Any]) -> None:
+    from freeact_sub.demo.main_scripts import ROWS_CELL
+
+    out = output(ran, program_with(ran, 'tool_args={"count": count}'))
+    assert re.search(r"\[agent-[0-9a-f]+\] a batch of 4 subagents: Count the letters of the word \{word!r\}\.", out)
+    assert len(re.findall(r"^agent-[0-9a-f]+ done$", out, flags=re.M)) == 4, out
+    assert "4 subagents, one per row, counted: **kernel** 6, **subagent** 8, **approval** 8, **sandbox** 7." in out
+    (cell,) = [r["code"] for k, r in ran.items() if r["kind"] == "kernel cell" and k.startswith("docs/subagents-")]
+    assert cell.strip() == ROWS_CELL.strip() and ROWS_CELL in out  # the page shows the cell that ran
 
 
 def test_directed_turn_and_command_example_runs_the_persons_own_subagents(ran: dict[str, Any]) -> None:

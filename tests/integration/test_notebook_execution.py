@@ -59,7 +59,8 @@ def test_the_notebooks_mark_the_one_line_to_switch_to_a_real_provider() -> None:
 
 
 def test_every_notebook_is_tested() -> None:
-    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == ["parallel_subagents.ipynb", "quickstart.ipynb"]
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == [
+        "parallel_subagents.ipynb", "quickstart.ipynb", "subagents_from_code.ipynb"]
 
 
 def test_quickstart_runs_headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,3 +142,23 @@ def test_parallel_subagents_runs_headless(tmp_path: Path, monkeypatch: pytest.Mo
     endings = next(text for text in printed if "turns" in text)
     assert f"{ids[0]}: done after 2 turns" in endings and f"{ids[1]}: done after 3 turns" in endings
     assert f"{ids[2]}: done after 2 turns" in endings
+
+
+def test_subagents_from_code_runs_headless_with_the_batch_inside_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook = execute("subagents_from_code.ipynb", tmp_path, monkeypatch)
+    printed = "\n".join(stream_text(notebook))
+    assert "one question for 4 subagents: Count the letters of the word {word!r}." in printed
+    assert "4 subagents done" in printed
+    assert "**kernel** 6, **subagent** 8, **approval** 8, **sandbox** 7." in printed
+
+    models = widgets(notebook)
+    (run,) = ws.runs(models)
+    (main,) = ws.with_classes(models, "freeact-main", under=run)
+    calls = ws.with_classes(models, "freeact-call", under=main)
+    (cell,) = [c for c in calls if "map_tasks" in ws.text(models, c) and "execute_ipython_cell" in ws.text(models, c)]
+    shown = ws.text(models, cell)
+    assert "Job for each subagent of a batch" in shown and "a batch of 4 subagents" in shown  # the one question
+    assert len(ws.subagent_panels(models, cell)) == 4  # each child's panel inside the cell that started it
+    assert [ws.panel_state(models, p) for p in ws.subagent_panels(models, run)] == ["done"] * 4

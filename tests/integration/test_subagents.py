@@ -407,10 +407,14 @@ async def test_child_inherits_model_settings_prompt_and_mcp_config_with_new_conn
     assert "task" in parent_tools and "calc_server_pid" in parent_tools
     for script in (parent, *children.values()):
         for messages, info in zip(script.requests, script.infos, strict=True):
-            # the configured prompt, then the section on the agent's MCP tools (the same for parent and child)
+            # the configured prompt, then the section on the agent's MCP tools (the same for parent and child), and
+            # for the parent, who can start subagents, the section on starting them from code
             assert system_prompt(messages).startswith("You are the scripted test agent.")
-            same = [re.sub(r"agent-[0-9a-f]+", "agent-X", system_prompt(m)) for m in (messages, parent.requests[0])]
-            assert same[0] == same[1]
+            assert ("## Subagents from code" in system_prompt(messages)) == (script is parent)
+            same = [re.sub(r"\n\n## Subagents from code\n.*?(?=\n\n## |\Z)", "\n",
+                           re.sub(r"agent-[0-9a-f]+", "agent-X", system_prompt(m)), flags=re.S)
+                    for m in (messages, parent.requests[0])]
+            assert same[0].rstrip() == same[1].rstrip()
             assert info.model_settings is not None
             assert {k: info.model_settings.get(k) for k in settings} == settings
     for script in children.values():
