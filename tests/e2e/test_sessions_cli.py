@@ -144,7 +144,7 @@ def test_killed_while_subagents_run_leaves_every_transcript_readable(workdir: Pa
     assert saved is not None
     children = saved.children()
     assert len(children) == 3 and {c.status for c in children} <= {"interrupted", "done"}
-    assert sorted(c.type for c in children) == ["general", "general", "reviewer"]
+    assert sorted(c.agent_type for c in children) == ["general", "general", "reviewer"]
     assert {c.model for c in children if c.agent_type == "reviewer"} <= {"claude-demo", "anthropic:claude-demo"}
     for child in children:
         messages = saved.messages(child.agent_id)

@@ -108,7 +108,7 @@ async def test_cancelling_a_turn_and_stopping_leave_no_kernel_on_the_gateway(
         started: set[str] = set()
 
         def on_event(event: Any) -> None:
-            if "KERNEL=" in getattr(event, "text", ""):
+            if "KERNEL=" in getattr(event, "content", ""):
                 started.add(event.agent_id)
                 if len(started) == 2:
                     running.set()
@@ -129,7 +129,7 @@ async def test_stop_during_a_running_cell_deletes_the_kernel(gateway: GatewaySer
     await agent.start()
 
     def on_event(event: Any) -> None:
-        if "KERNEL=" in getattr(event, "text", ""):
+        if "KERNEL=" in getattr(event, "content", ""):
             started.set()
 
     turn = asyncio.create_task(drive(agent.stream("go"), on_event=on_event, limit=180))
