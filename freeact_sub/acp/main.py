@@ -50,6 +50,8 @@ def acp_main(argv: list[str]) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:  # everything is stopped: a late SIGTERM (a client that waited less) must not cut the exit short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _own_stdio() -> tuple[int, int]:
@@ -90,7 +92,12 @@ async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
     except asyncio.CancelledError:
         _uncancel(task)
     finally:
-        await asyncio.shield(_close(agent, demo))
+        closing = asyncio.ensure_future(_close(agent, demo))
+        while not closing.done():  # a signal while the sessions stop does not cut the stop short
+            try:
+                await asyncio.shield(closing)
+            except asyncio.CancelledError:
+                _uncancel(task)
     return 0
 
 
