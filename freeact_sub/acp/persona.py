@@ -10,6 +10,7 @@ variables, the chat folder's `.env` and agent types). Flags for it go in `FREEAC
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -54,4 +55,4 @@ class FreeactSubPersona(BaseAcpPersona):
 
     async def process_message(self, message: Any) -> None:
         body = _MENTION.sub("", message.body).strip()
-        await super().process_message(message.model_copy(update={"body": body}))
+        await super().process_message(dataclasses.replace(message, body=body))
