@@ -81,6 +81,12 @@ async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
 
     demo = start_demo() if args.demo else None
     agent = FreeactAcpAgent(args, demo)
+    try:
+        agent.check_config()  # a bad flag, file or key: said on stderr at once, before any client waits on it
+    except UsageError:
+        if demo is not None:
+            demo.close()
+        raise
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()

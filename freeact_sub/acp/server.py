@@ -95,6 +95,14 @@ class FreeactAcpAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None
 
+    def check_config(self) -> None:
+        """Build the configuration once for the folder the process starts in: `UsageError` names the problem."""
+        working_dir = Path(self.args.working_dir or Path.cwd()).expanduser().resolve()
+        try:
+            build_config(self.args, working_dir, self.demo).resolve_model()
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+
     def _config(self, cwd: str, mcp_servers: list[Any] | None) -> Any:
         folder = self.args.working_dir or cwd
         working_dir = Path(folder).expanduser().resolve()
