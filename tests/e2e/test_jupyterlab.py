@@ -13,7 +13,7 @@ after its kernel is gone (the static copy of the run shows). Screenshots land in
 A chat test @-mentions the `freeact-sub` persona (Jupyter AI's ACP client starting `freeact-sub acp
 --demo`): it asks the person's own `general` subagent to count primes, and the start of that subagent
 and then its cell are approved in the chat's permission cards; the answer shows in the chat. It needs
-the `jupyter-ai` extra (`jupyter-ai-acp-client`), which is not in `test`, and is skipped without it.
+`jupyter-ai-acp-client` (the `jupyter-ai` extra, also in `test`) and is skipped without it.
 
 A second test opens a notebook run headless (nbclient, as papermill and CI do) the way a person
 who gets such a file does: not trusted (JupyterLab sanitizes its HTML), then trusted (the widgets
