@@ -91,7 +91,7 @@ async def spawn(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
         "kernel": percentiles(await spawn_latencies(sizes.spawns, pool_size=2, mcp=False)),
         "mcp": percentiles(await spawn_latencies(sizes.spawns, pool_size=2, mcp=True, mcp_pool_size=1)),
         "kernel_less": percentiles(
-            await spawn_latencies(sizes.spawns, pool_size=0, mcp=False, subagent_type="thinker")
+            await spawn_latencies(sizes.spawns, pool_size=0, mcp=False, agent_type="thinker")
         ),
     }
 

@@ -31,10 +31,10 @@ def first_prompt(messages: list[ModelMessage]) -> str:
 class SpawnScript:
     """Parent: one round of `task` calls, then done. Child: note the time of its first request, answer at once."""
 
-    def __init__(self, children: int, child_code: str | None = None, subagent_type: str = "general") -> None:
+    def __init__(self, children: int, child_code: str | None = None, agent_type: str = "general") -> None:
         self.children = children
         self.child_code = child_code
-        self.subagent_type = subagent_type
+        self.agent_type = agent_type
         self.first_request: dict[str, float] = {}
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo):  # type: ignore[no-untyped-def]
@@ -53,7 +53,7 @@ class SpawnScript:
             return
         yield {
             i: DeltaToolCall(name="task", tool_call_id=f"task-{i}",
-                             json_args=json.dumps({"prompt": f"child {i}", "subagent_type": self.subagent_type}))
+                             json_args=json.dumps({"prompt": f"child {i}", "subagent_type": self.agent_type}))
             for i in range(self.children)
         }
 

@@ -54,12 +54,12 @@ KERNEL_LESS = {"thinker": {"description": "Reasons without code.", "disallowedTo
 
 
 async def spawn_latencies(
-    spawns: int, pool_size: int, mcp: bool, mcp_pool_size: int = 1, subagent_type: str = "general"
+    spawns: int, pool_size: int, mcp: bool, mcp_pool_size: int = 1, agent_type: str = "general"
 ) -> list[float]:
     """One child per parent turn, `spawns` turns; latency = child's first request - approval of the task call."""
     samples = []
     with tempfile.TemporaryDirectory() as work:
-        script = SpawnScript(children=1, subagent_type=subagent_type)
+        script = SpawnScript(children=1, agent_type=agent_type)
         servers = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
         config = AgentConfig(model=FunctionModel(stream_function=script), working_dir=work, mcp_pool_size=mcp_pool_size,
                              kernel_pool_size=pool_size, mcp_servers=servers, agents=KERNEL_LESS)
@@ -250,7 +250,7 @@ async def main(spawns: int) -> None:
     unpooled = await spawn_latencies(spawns, pool_size=0, mcp=False)
     pooled_mcp = await spawn_latencies(spawns, pool_size=2, mcp=True, mcp_pool_size=0)
     warm_mcp = await spawn_latencies(spawns, pool_size=2, mcp=True, mcp_pool_size=1)
-    kernel_less = await spawn_latencies(spawns, pool_size=0, mcp=False, subagent_type="thinker")
+    kernel_less = await spawn_latencies(spawns, pool_size=0, mcp=False, agent_type="thinker")
     wall = await fan_out()
 
     slower = max(statistics.median(base_kernel), statistics.median(base_mcp))

@@ -17,7 +17,7 @@ from .config.agent_config import (
 )
 from .config.builtin_types import BUILTIN_TYPES
 from .config.commands import Command, CommandFiles
-from .config.definitions import AgentDefinition
+from .config.definitions import AgentType
 from .config.project_trust import ProjectPowers, forget_folder, trusted_folders
 from .errors import ConfigError, ConfigWarning, FreeactError, KernelError, McpServerError, ModelError, SessionError
 from .events import (
@@ -39,7 +39,7 @@ from .events import (
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
     TurnStarted,
     deprecated_name,
 )
@@ -60,7 +60,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",
-    "AgentDefinition",
+    "AgentType",
     "AgentEvent",
     "ApprovalPolicy",
     "ApprovalRequest",
@@ -97,7 +97,7 @@ __all__ = [
     "TimelineBuilder",
     "ToolOutput",
     "TreeUsage",
-    "TurnCancelled",
+    "RunCancelled",
     "TurnStarted",
     "Usage",
     "__version__",

@@ -18,7 +18,7 @@ from typing import Any
 from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
 from acp.schema import PromptResponse, Usage
 
-from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, Thoughts, ToolOutput, TurnCancelled
+from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, Thoughts, ToolOutput, RunCancelled
 
 from .permissions import answer, options_for
 from .updates import EventUpdates
@@ -98,12 +98,12 @@ class AcpSession:
         self.view.new_turn()
         cancelled = False
         try:
-            prompt, subagent_type, model = agent.read_prompt(text)
-            async for event in agent.stream(prompt, subagent_type=subagent_type, model=model):
+            prompt, agent_type, model = agent.read_prompt(text)
+            async for event in agent.stream(prompt, agent_type=agent_type, model=model):
                 await self.handle(event)
-                if isinstance(event, TurnCancelled) and event.agent_id == agent.agent_id:
+                if isinstance(event, RunCancelled) and event.agent_id == agent.agent_id:
                     cancelled = True
-                elif isinstance(event, ToolOutput) and event.agent_id == agent.agent_id and subagent_type is not None:
+                elif isinstance(event, ToolOutput) and event.agent_id == agent.agent_id and agent_type is not None:
                     await self.send(update_agent_message_text(event.content))  # `@type …`: the answer is the child's
         except (FreeactError, ValueError) as exc:  # a failed model request, a bad command file, an unknown type
             await self.send(update_agent_message_text(f"\n\nThe turn failed: {exc}"))

@@ -85,7 +85,7 @@ class EventUpdates:
                 return self._output(event.agent_id, event.tool_call_id, event.content, done=True,
                                     failed=event.is_error)
             case SubagentQueued():
-                self.plan[event.subagent_id] = (self._plan_text(event.subagent_id, event.subagent_type,
+                self.plan[event.subagent_id] = (self._plan_text(event.subagent_id, event.agent_type,
                                                                 event.description or event.prompt), "pending")
                 return [self._plan()]
             case SubagentStarted():
@@ -127,15 +127,15 @@ class EventUpdates:
 
     def _child_started(self, event: SubagentStarted) -> list[Any]:
         child = event.subagent_id
-        self.who[child] = f"{child} ({event.subagent_type})"
-        self.plan[child] = (self._plan_text(child, event.subagent_type, event.description or event.prompt),
+        self.who[child] = f"{child} ({event.agent_type})"
+        self.plan[child] = (self._plan_text(child, event.agent_type, event.description or event.prompt),
                             "in_progress")
         updates: list[Any] = [self._plan()]
         task = self.calls.get(self.acp_id(event.agent_id, event.tool_call_id))
         if task is not None:
             self.task_of[child] = task.acp_id
             parent = self.label(event.agent_id)
-            task.title = (f"{parent} → " if parent else "") + f"{child} ({event.subagent_type})" + (
+            task.title = (f"{parent} → " if parent else "") + f"{child} ({event.agent_type})" + (
                 f": {event.description}" if event.description else "")
             updates.append(tool_call_update(task.acp_id, title=task.title, status="in_progress"))
         return updates

@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..config.agent_config import AgentConfig
-from ..config.definitions import GENERAL, AgentDefinition
+from ..config.definitions import GENERAL, AgentType
 from ..events import AgentEvent
 from ..policy.approvals import ApprovalPolicy, ApprovalRules
 from ..policy.hooks import Hooks
@@ -89,9 +89,9 @@ class Agent:
         """What this agent shares with the other agents of its tree (approvals, bound, kernel pool, registry)."""
         self.approvals = tree.approvals
         """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
-        self.subagent_type = GENERAL
+        self.agent_type = GENERAL
         """The agent type this agent runs as (`config.agent` for a main agent, the `task` call's for a subagent)."""
-        self.definition: AgentDefinition | None = None
+        self.definition: AgentType | None = None
         """Its type's definition (known after `start()` for a main agent)."""
         self.rules = ApprovalRules()
         """Allow / ask / deny rules: its type's, then its parent's type's, then `config.approvals`."""
@@ -133,10 +133,10 @@ class Agent:
         self.turns.first_note = spec.note
         self.budgets = Budgets(max_tokens=spec.max_tokens, max_tool_calls=spec.max_tool_calls, max_cost=spec.max_cost)
         self._sandbox = spec.sandbox
-        self.subagent_type, self.definition = spec.subagent_type, spec.definition
+        self.agent_type, self.definition = spec.agent_type, spec.definition
         parent = tree.agents[spec.parent_id].agent
         parent_rules = parent.rules if isinstance(parent, Agent) else ApprovalRules()
-        self.rules = parent_rules.under(f"agent type {spec.subagent_type}", spec.definition.approvals)
+        self.rules = parent_rules.under(f"agent type {spec.agent_type}", spec.definition.approvals)
         if isinstance(parent, Agent):
             self.turns.upstream = parent.turns.wait_for_reader  # it, too, acts only while its parent's consumer reads
             self.conversation.log = parent.conversation.child_log(self.agent_id, spec)
@@ -249,7 +249,7 @@ class Agent:
         """The hooks that apply to this agent: the config's, plus its agent type's own."""
         if self._hooks is None:
             own = self.definition.hooks if self.definition is not None else {}
-            self._hooks = self.tree.hooks.plus(own, self.subagent_type) if own else self.tree.hooks
+            self._hooks = self.tree.hooks.plus(own, self.agent_type) if own else self.tree.hooks
         return self._hooks
 
     def hook_context(self) -> dict[str, Any]:
@@ -257,7 +257,7 @@ class Agent:
         return {
             "agent_id": self.agent_id,
             "parent_id": self.parent_id,
-            "subagent_type": self.subagent_type,
+            "subagent_type": self.agent_type,
             "session_id": getattr(self.tree.root, "session_id", None),
             "cwd": str(self.settings.working_dir),
         }
@@ -278,7 +278,7 @@ class Agent:
 
     def _take_main_type(self) -> None:
         chosen = choose_main_type(self.config, self.tree, trust_project=self.trust_project)
-        self._sandbox, self.subagent_type, self.definition = chosen.sandbox, chosen.name, chosen.definition
+        self._sandbox, self.agent_type, self.definition = chosen.sandbox, chosen.name, chosen.definition
         self._settings, self.rules, self._hooks = chosen.settings, chosen.rules, None
 
     async def stop(self) -> None:
@@ -328,7 +328,7 @@ class Agent:
             yield event
 
     async def stream(
-        self, prompt: str, max_turns: int | None = None, *, subagent_type: str | None = None,
+        self, prompt: str, max_turns: int | None = None, *, agent_type: str | None = None,
         model: str | Model | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn and yield its events as they happen (subagents' events included).
@@ -347,7 +347,7 @@ class Agent:
         only once you have taken every event so far. Leaving the loop early (`break`) leaves the
         turn waiting; closing the stream (`contextlib.aclosing`, `await events.aclose()`) or the
         next `stream()` call ends it as cancelled. A `stream()` call while a turn is unfinished
-        ends that turn first (its consumer, if still reading, gets `TurnCancelled`).
+        ends that turn first (its consumer, if still reading, gets `RunCancelled`).
         """
         if (bad := _LONE_SURROGATE.search(prompt)) is not None:  # no file, JSON body or model can carry one
             raise ValueError(f"the prompt is not valid Unicode text: character {bad.start() + 1} is a lone surrogate "
@@ -355,15 +355,15 @@ class Agent:
         if not self._started:
             raise RuntimeError("the agent is not running: use `async with agent:` or call `await agent.start()`")
         turn_model, child_model = None, None
-        if subagent_type is not None:
+        if agent_type is not None:
             parts = self.parts
             can_start = parts.subagents is not None and "task" in parts.toolbox
-            child_model = direct.check_direct(can_start, subagent_type, model, self.tree.types)
+            child_model = direct.check_direct(can_start, agent_type, model, self.tree.agent_types)
         elif model is not None:
             turn_model = self.settings.model_copy(update={"model": model}).resolve_model()
         limit = max_turns if max_turns is not None else self.settings.max_turns
         background = self.tree.background if not self.is_subagent else None
-        events = self.turns.stream(prompt, limit, subagent_type=subagent_type, model=child_model,
+        events = self.turns.stream(prompt, limit, agent_type=agent_type, model=child_model,
                                    turn_model=turn_model, background=background)
         async with contextlib.aclosing(events):  # closing this stream ends the turn at once
             async for event in events:
@@ -377,11 +377,11 @@ class Agent:
 
     def command_files(self) -> CommandFiles:
         """The command files, read afresh: the good commands and each bad file's problems (every field named)."""
-        return direct.command_files(self.settings.working_dir, self.tree.types)
+        return direct.command_files(self.settings.working_dir, self.tree.agent_types)
 
     def read_prompt(self, text: str, *, reserved: Iterable[str] = ()) -> tuple[str, str | None, str | None]:
-        """What a person's prompt asks for, as `(prompt, subagent_type, model)` (see `direct.read_prompt`)."""
-        return direct.read_prompt(text, self.settings.working_dir, self.tree.types, reserved=reserved)
+        """What a person's prompt asks for, as `(prompt, agent_type, model)` (see `direct.read_prompt`)."""
+        return direct.read_prompt(text, self.settings.working_dir, self.tree.agent_types, reserved=reserved)
 
     def stream_command(
         self, name: str, arguments: str = "", max_turns: int | None = None
@@ -392,7 +392,7 @@ class Agent:
         turn. `ConfigError` for an unknown command or a bad file.
         """
         command = self.command_files().get(name)
-        return self.stream(command.prompt(arguments), max_turns, subagent_type=command.agent, model=command.model)
+        return self.stream(command.prompt(arguments), max_turns, agent_type=command.agent, model=command.model)
 
 
 def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:

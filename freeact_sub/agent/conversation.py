@@ -143,7 +143,7 @@ class Conversation:
             return None
         if spec.agent_id is not None and self.log.has_saved_child(spec.agent_id):
             return self.log.resume_child(spec.agent_id, model=spec.config.model)
-        return self.log.child(child_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.subagent_type,
+        return self.log.child(child_id, tool_call_id=spec.tool_call_id, prompt=spec.prompt, type=spec.agent_type,
                               model=spec.config.model, sandbox=spec.sandbox.name,
                               sandbox_limits=spec.sandbox.detail())
 

@@ -57,7 +57,7 @@ def command_files(working_dir: Path, types: Iterable[str]) -> CommandFiles:
 def read_prompt(
     text: str, working_dir: Path, types: Iterable[str], *, reserved: Iterable[str] = ()
 ) -> tuple[str, str | None, str | None]:
-    """What a person's prompt asks for, as `(prompt, subagent_type, model)`: a command of theirs (`/name args`,
+    """What a person's prompt asks for, as `(prompt, agent_type, model)`: a command of theirs (`/name args`,
     unless `/name` is one of the `reserved` commands of the surface), `@type prompt` (a known agent type), else
     the prompt itself for the main agent. `ConfigError` for `/name` whose file is bad (naming it and its fields)."""
     known = list(types)
@@ -67,11 +67,11 @@ def read_prompt(
         if name[1:] in files.commands or name[1:] in files.problems:
             command = files.get(name[1:])
             return command.prompt(rest), command.agent, command.model
-    subagent_type, prompt = split_type_prompt(text, known)
-    return prompt, subagent_type, None
+    agent_type, prompt = split_type_prompt(text, known)
+    return prompt, agent_type, None
 
 
-def check_direct(can_start_subagents: bool, subagent_type: str, model: Any, known: Iterable[str]) -> str | None:
+def check_direct(can_start_subagents: bool, agent_type: str, model: Any, known: Iterable[str]) -> str | None:
     """Raise `ValueError` if the agent cannot start `subagent_type` directly (before any turn begins); returns
     the subagent's model string."""
     if not can_start_subagents:
@@ -80,24 +80,24 @@ def check_direct(can_start_subagents: bool, subagent_type: str, model: Any, know
             "`tools` leave out `task`)"
         )
     names = list(known)
-    if subagent_type not in names:
+    if agent_type not in names:
         raise ValueError(
-            f"subagent_type: unknown agent type {subagent_type!r}; the known types are {', '.join(sorted(names))}"
+            f"subagent_type: unknown agent type {agent_type!r}; the known types are {', '.join(sorted(names))}"
         )
     if model is not None and not isinstance(model, str):
         raise ValueError("model: a directed subagent's model is a model string (`provider:name`)")
     return model
 
 
-async def direct_turn(owner: TurnOwner, prompt: str, subagent_type: str, model: str | None, emit: Emit) -> bool:
+async def direct_turn(owner: TurnOwner, prompt: str, agent_type: str, model: str | None, emit: Emit) -> bool:
     """The person's `task` call: asked, run and recorded as if the main agent's model had made it. Returns whether
     the person rejected it."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 
     conversation = owner.conversation
-    user = [UserPromptPart(DIRECT_NOTE.format(type=subagent_type)), UserPromptPart(prompt)]
+    user = [UserPromptPart(DIRECT_NOTE.format(type=agent_type)), UserPromptPart(prompt)]
     conversation.add_user_parts(user, owner.system_prompt)
-    arguments: dict[str, Any] = {"prompt": prompt, "subagent_type": subagent_type, "description": _title(prompt)}
+    arguments: dict[str, Any] = {"prompt": prompt, "subagent_type": agent_type, "description": _title(prompt)}
     if model is not None:
         arguments["model"] = model
     call = ToolCallPart(tool_name="task", args=arguments, tool_call_id=f"direct-{secrets.token_hex(4)}")

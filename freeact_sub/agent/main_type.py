@@ -18,7 +18,7 @@ from ..config.agent_types import (
     load_agent_types,
     project_agent_types,
 )
-from ..config.definitions import GENERAL, AgentDefinition
+from ..config.definitions import GENERAL, AgentType
 from ..errors import ConfigError
 from ..policy.approvals import ApprovalRules
 from ..policy.hooks import Hooks
@@ -40,7 +40,7 @@ class MainType:
     """What the main agent's type makes of it."""
 
     name: str
-    definition: AgentDefinition
+    definition: AgentType
     settings: AgentConfig
     """The config with the type applied (model, tools, MCP servers, turns)."""
     sandbox: SandboxProfile
@@ -71,7 +71,7 @@ def choose_main_type(config: AgentConfig, tree: AgentTree, *, trust_project: boo
     tree.sandbox = sandbox
     tree.hooks = Hooks(config.hooks, cwd=str(config.working_dir))
     check_types(settings, types, sandbox)
-    tree.types = types
+    tree.agent_types = types
     rules = ApprovalRules([(f"agent type {name}", definition.approvals), ("approvals", config.approvals)])
     return MainType(name=name, definition=definition, settings=settings, sandbox=sandbox, rules=rules)
 

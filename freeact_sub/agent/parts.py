@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..code_tools import CodeTools, mcp_prompt, open_code_tools
 from ..config.agent_config import DEFAULT_SYSTEM_PROMPT, default_system_prompt
 from ..config.agent_types import compose_system_prompt, task_tool
-from ..config.definitions import GENERAL, AgentDefinition
+from ..config.definitions import GENERAL, AgentType
 from ..events import Emit
 from ..kernels.backends import KernelBackend
 from ..kernels.cell_images import accepts_images
@@ -68,7 +68,7 @@ class Starter(TreeMember, Protocol):
     where its decisions are saved, and where its `task_report` goes."""
 
     tree: AgentTree
-    subagent_type: str
+    agent_type: str
     rules: ApprovalRules
     report_to_parent: Callable[[str, Emit], None] | None
 
@@ -93,7 +93,7 @@ async def start_parts(agent: Starter) -> AgentParts:
     subagents = None
     specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")] if kernel else []
     if settings.enable_subagents and agent.tree.depth(agent.agent_id) < settings.max_depth and allowed("task"):
-        specs.append(task_tool(agent.tree.types, settings))
+        specs.append(task_tool(agent.tree.agent_types, settings))
         specs += [builtin_tool(name) for name in ("task_output", "task_stop", "task_list", "task_send")]
         subagents = SubagentRunner(agent.tree, agent)
         if not agent.is_subagent:
@@ -181,7 +181,7 @@ def _warn_unmatched_patterns(agent: Starter, mcp_tool_names: list[str]) -> None:
     unstarted = [server for server in settings.mcp_servers if not server_may_offer(server, allowed, denied)]
     for field, patterns in (("tools", settings.tools or []), ("disallowed_tools", settings.disallowed_tools)):
         for pattern in unmatched_patterns(patterns, names, unstarted):
-            where = f"agent type {agent.subagent_type!r}" if agent.subagent_type != GENERAL else "config"
+            where = f"agent type {agent.agent_type!r}" if agent.agent_type != GENERAL else "config"
             warnings.warn(
                 f"{where}: {field} pattern {pattern!r} matches no tool of {agent.agent_id} "
                 f"(its tools: {', '.join(names)})",
@@ -190,7 +190,7 @@ def _warn_unmatched_patterns(agent: Starter, mcp_tool_names: list[str]) -> None:
             )
 
 
-def system_prompt(settings: AgentConfig, definition: AgentDefinition | None, tool_names: list[str],
+def system_prompt(settings: AgentConfig, definition: AgentType | None, tool_names: list[str],
                   parts: AgentParts | None) -> str:
     """An agent's system prompt: the configured one (the built-in one names only the tools the agent has), its
     type's role, then a section on its MCP tools."""

@@ -225,7 +225,7 @@ class ToolCallRunner:
 
         def on_output(text: str) -> None:
             printed.append(text)
-            emit(CodeExecutionOutputChunk(agent_id=self.agent_id, text=text, tool_call_id=call_id))
+            emit(CodeExecutionOutputChunk(agent_id=self.agent_id, content=text, tool_call_id=call_id))
 
         watching = self.sandbox is not None and self.sandbox.enforced and self.kernel is not None
         before = watched_names(self.config.working_dir) if watching else frozenset()
@@ -242,7 +242,7 @@ class ToolCallRunner:
             on_output(planted + "\n")
         reported = CodeExecutionOutput(
             agent_id=self.agent_id,
-            text=outcome.text,
+            content=outcome.text,
             images=tuple(outcome.images),
             tool_call_id=call_id,
             status=outcome.status,

@@ -28,7 +28,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from ..events import AgentEvent, Response, TurnCancelled, TurnStarted
+from ..events import AgentEvent, Response, RunCancelled, TurnStarted
 from .model_round import model_round
 from .turn_owner import TurnOwner
 
@@ -93,13 +93,13 @@ class TurnEngine:
         self._reader: Reader | None = None
 
     async def stream(
-        self, prompt: str, limit: int | None, *, subagent_type: str | None, model: str | None,
+        self, prompt: str, limit: int | None, *, agent_type: str | None, model: str | None,
         turn_model: Model | None, background: BackgroundEvents | None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn in a task of its own and yield its events, and `background`'s while it runs."""
         await self.end()
         reader = Reader()
-        body = self.run(prompt, limit, reader.emit, subagent_type=subagent_type, model=model, turn_model=turn_model)
+        body = self.run(prompt, limit, reader.emit, agent_type=agent_type, model=model, turn_model=turn_model)
         turn = asyncio.create_task(body, name=f"turn:{self._owner.agent_id}")
         if background is not None:
             background.attach(reader.emit)  # background subagents' events join this turn while it runs
@@ -115,7 +115,7 @@ class TurnEngine:
             while not isinstance(item := await reader.next(), TurnEnded):
                 yield item
             if turn.cancelled():
-                yield TurnCancelled(agent_id=self._owner.agent_id)
+                yield RunCancelled(agent_id=self._owner.agent_id)
             elif (error := turn.exception()) is not None:
                 raise error
         finally:
@@ -154,7 +154,7 @@ class TurnEngine:
             await self.upstream()
 
     async def run(
-        self, prompt: str, limit: int | None, emit: Emit, *, subagent_type: str | None = None,
+        self, prompt: str, limit: int | None, emit: Emit, *, agent_type: str | None = None,
         model: str | None = None, turn_model: Model | None = None,
     ) -> None:
         """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed.
@@ -174,9 +174,9 @@ class TurnEngine:
             answers = await hooks.ask("UserPromptSubmit", owner.hook_context(), {"prompt": prompt}, emit)
             self._prompt_notes = [f"[hook {a.hook}] {a.note}" for a in answers if a.note]
         try:
-            if subagent_type is not None:
+            if agent_type is not None:
                 self.turns_used, self.turn_limit_reached = 0, False
-                self.last_turn_rejected = await direct_turn(owner, prompt, subagent_type, model, emit)
+                self.last_turn_rejected = await direct_turn(owner, prompt, agent_type, model, emit)
             else:
                 await self._run(prompt, limit, emit, turn_model)
             if hooks.wants("Stop"):

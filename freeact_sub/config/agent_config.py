@@ -167,7 +167,7 @@ class AgentConfig(BaseModel):
     agent: str | None = None
     """Run the main agent as the named agent type (its prompt, model, tools, rules; `--agent`); None: `general`."""
     agents: dict[str, Any] = Field(default_factory=dict)
-    """Agent types by name: `AgentDefinition`s or plain dicts of their fields (the config file's `agents` table).
+    """Agent types by name: `AgentType`s or plain dicts of their fields (the config file's `agents` table).
 
     They join, and by name replace, the built-in `general` and the Markdown files in
     `~/.config/freeact-sub/agents/` and `<working_dir>/.freeact-sub/agents/`.
@@ -216,17 +216,17 @@ class AgentConfig(BaseModel):
     @field_validator("agents", mode="before")
     @classmethod
     def _agent_definitions(cls, value: Any) -> Any:
-        from .definitions import AgentDefinition, definition_fields
+        from .definitions import AgentType, definition_fields
 
         if not isinstance(value, Mapping):
             return value
         parsed: dict[str, Any] = {}
         for name, spec in value.items():
-            if isinstance(spec, AgentDefinition) or not isinstance(spec, Mapping):
-                parsed[name] = spec if isinstance(spec, AgentDefinition) else AgentDefinition.model_validate(spec)
+            if isinstance(spec, AgentType) or not isinstance(spec, Mapping):
+                parsed[name] = spec if isinstance(spec, AgentType) else AgentType.model_validate(spec)
                 continue
             try:
-                parsed[name] = AgentDefinition.model_validate(definition_fields(spec))
+                parsed[name] = AgentType.model_validate(definition_fields(spec))
             except ValidationError as exc:
                 raise with_location(exc, name) from None
         return parsed

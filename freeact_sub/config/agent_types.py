@@ -10,7 +10,7 @@ Where definitions come from, later ones replacing earlier ones by name:
    folder (`project_trust.py`);
 4. `AgentConfig.agents` — the config file's `agents` table, then the `agents` given in code.
 
-A Markdown file is YAML front matter (the fields of `AgentDefinition`, plus `name`, default
+A Markdown file is YAML front matter (the fields of `AgentType`, plus `name`, default
 the file's name) and a body that is the `prompt`. camelCase spellings (`maxTurns`,
 `disallowedTools`, `mcpServers`, …) are accepted, and so are Claude Code's and OpenCode's own
 fields (`color`, `temperature`, `permissionMode`, …: `foreign_fields.py`). Every problem is a
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..tools.names import check_tool_names, tool_allowed, unmatched_patterns
 from .builtin_types import BUILTIN_TYPES
-from .definitions import GENERAL, AgentDefinition, ApprovalRule, definition_fields
+from .definitions import GENERAL, AgentType, ApprovalRule, definition_fields
 from .system_prompt import compose_system_prompt
 from .task_tool import task_tool
 from .type_checks import check_model_options, check_server_commands, check_types
@@ -45,7 +45,7 @@ from .type_files import (
 __all__ = [
     "BUILTIN_TYPES",
     "GENERAL",
-    "AgentDefinition",
+    "AgentType",
     "ApprovalRule",
     "check_model_options",
     "check_server_commands",

@@ -11,7 +11,7 @@ same name replaces a built-in whole.
 from __future__ import annotations
 
 from ..sandbox.profiles import BUILT_IN_PROFILES
-from .definitions import GENERAL, AgentDefinition
+from .definitions import GENERAL, AgentType
 
 __all__ = ["BUILTIN_TYPES", "EXPLORE", "PLAN", "REVIEW"]
 
@@ -81,12 +81,12 @@ then risks (security, performance, behaviour that changed silently), then unclea
 Answer with the problems, most serious first, one per item: `path:line` — bug, risk or style —
 what is wrong and how to fix it. Say if you found nothing, and what you checked."""
 
-BUILTIN_TYPES: dict[str, AgentDefinition] = {
-    GENERAL: AgentDefinition(
+BUILTIN_TYPES: dict[str, AgentType] = {
+    GENERAL: AgentType(
         description="A general-purpose agent with the same model and tools as you (code execution and MCP "
         "tools), for any isolated multi-step job."
     ),
-    EXPLORE: AgentDefinition(
+    EXPLORE: AgentType(
         description="Finds and reads, never changes: searches files and data in its own read-only kernel and "
         "answers with paths, line numbers and facts. Use it to find where something is defined or used, or what "
         "files or data contain, without filling your own context. Put how thorough it should be in the prompt: "
@@ -97,7 +97,7 @@ BUILTIN_TYPES: dict[str, AgentDefinition] = {
         sandbox=_READ_ONLY_PROFILE,
         approvals={"execute_ipython_cell": "allow"},
     ),
-    PLAN: AgentDefinition(
+    PLAN: AgentType(
         description="Reads the code and data a change concerns and returns a numbered plan of changes (files, "
         "functions, order, risks, how to check); writes nothing. Use it before a change that touches several "
         "places, or when the user asks for a plan.",
@@ -106,7 +106,7 @@ BUILTIN_TYPES: dict[str, AgentDefinition] = {
         max_turns=15,
         sandbox=_READ_ONLY_PROFILE,
     ),
-    REVIEW: AgentDefinition(
+    REVIEW: AgentType(
         description="Reviews the files or the diff you name (e.g. `git diff main`) and answers with problems by "
         "file and line, most serious first; changes nothing. Use it to check code, yours or the user's, before "
         "you report it done.",

@@ -63,7 +63,7 @@ class Command:
     description: str = ""
     """What it does (shown by `/help`)."""
     agent: str | None = None
-    """An agent type: the command runs as a subagent of that type (`stream(..., subagent_type=agent)`)."""
+    """An agent type: the command runs as a subagent of that type (`stream(..., agent_type=agent)`)."""
     model: str | None = None
     """The model of the command's turn (or of its subagent); None: the usual one."""
     path: Path | None = None

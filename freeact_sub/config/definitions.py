@@ -1,4 +1,4 @@
-"""`AgentDefinition`: what one agent type is (role, model, tools, MCP servers, limits, rules, hooks, sandbox).
+"""`AgentType`: what one agent type is (role, model, tools, MCP servers, limits, rules, hooks, sandbox).
 
 A leaf: `config` reads its `agents` table with it and `agent_types` loads and applies types,
 without either importing the other.
@@ -17,7 +17,7 @@ from ..sandbox.profiles import SandboxSetting
 from ..tools.names import tool_allowed
 from .mcp_servers import McpServers
 
-__all__ = ["GENERAL", "AgentDefinition", "ApprovalRule", "definition_fields"]
+__all__ = ["GENERAL", "AgentType", "ApprovalRule", "definition_fields"]
 
 GENERAL = "general"
 
@@ -28,7 +28,7 @@ def _alias(name: str, camel: str) -> Any:
     return AliasChoices(name, camel)
 
 
-class AgentDefinition(BaseModel):
+class AgentType(BaseModel):
     """A kind of agent the main agent can start with `task(subagent_type=...)`, or run as itself.
 
     Unset fields are inherited from the parent (for a main agent: from its `AgentConfig`).

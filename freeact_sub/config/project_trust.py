@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..sandbox.profiles import BUILT_IN_PROFILES, SandboxProfile, meet
-from .definitions import AgentDefinition
+from .definitions import AgentType
 
 __all__ = [
     "ProjectFile",
@@ -75,7 +75,7 @@ def _allows(profile: SandboxProfile) -> dict[str, Any]:
     return allowed
 
 
-def powers_of(definition: AgentDefinition, working_dir: Path) -> tuple[str, ...]:
+def powers_of(definition: AgentType, working_dir: Path) -> tuple[str, ...]:
     """The fields of `definition` that carry powers, each as a person reads it (`approvals ('*': allow)`)."""
     found: list[str] = []
     events = [event for event, specs in definition.hooks.items() if specs]
@@ -111,7 +111,7 @@ class ProjectFile:
     """Its text, exactly as parsed (the hash covers this text)."""
     name: str
     """The type's name."""
-    definition: AgentDefinition
+    definition: AgentType
     """The type it defines."""
     powers: tuple[str, ...] = ()
     """Its fields with powers (`powers_of`); empty: it loads whether or not the folder is trusted."""

@@ -13,7 +13,7 @@ from ..sandbox.profiles import SandboxProfile
 from ..tools.names import tool_allowed
 from .agent_config import AgentConfig
 from .builtin_types import BUILTIN_TYPES
-from .definitions import GENERAL, AgentDefinition
+from .definitions import GENERAL, AgentType
 from .mcp_servers import McpServerConfig, StdioServerConfig
 from .type_config import configure, confine
 
@@ -21,7 +21,7 @@ __all__ = ["check_model_options", "check_server_commands", "check_types"]
 
 
 def check_types(
-    main: AgentConfig, agent_types: Mapping[str, AgentDefinition], sandbox: SandboxProfile | None = None
+    main: AgentConfig, agent_types: Mapping[str, AgentType], sandbox: SandboxProfile | None = None
 ) -> None:
     """Raise a `ConfigError` for any type that could not start, before the main agent starts anything.
 

@@ -10,7 +10,7 @@ from ..sandbox import check_enforceable, meet
 from ..sandbox.profiles import SandboxProfile
 from .agent_config import AgentConfig
 from .builtin_types import BUILTIN_TYPES
-from .definitions import AgentDefinition
+from .definitions import AgentType
 
 __all__ = ["configure", "confine", "model_options", "pick_model", "sandbox_for"]
 
@@ -19,7 +19,7 @@ _TYPE_WINS = ("max_turns", "mcp_tools", "max_children", "model_retries", "stream
 
 
 def configure(
-    base: AgentConfig, definition: AgentDefinition, name: str, *, model: Any = None, choice: ModelOption | None = None
+    base: AgentConfig, definition: AgentType, name: str, *, model: Any = None, choice: ModelOption | None = None
 ) -> AgentConfig:
     """The config an agent of type `name` runs with: `base` (its parent's, or the main agent's) with the type applied.
 
@@ -66,7 +66,7 @@ def configure(
     return base.model_copy(update=update) if update else base
 
 
-def sandbox_for(parent: SandboxProfile, definition: AgentDefinition, name: str, base: AgentConfig) -> SandboxProfile:
+def sandbox_for(parent: SandboxProfile, definition: AgentType, name: str, base: AgentConfig) -> SandboxProfile:
     """The sandbox profile an agent of type `name` runs under, started by an agent running under `parent`.
 
     The type's own profile narrows the parent's (`meet`); a ConfigError if the result is a
@@ -84,8 +84,8 @@ def sandbox_for(parent: SandboxProfile, definition: AgentDefinition, name: str, 
 
 
 def confine(
-    parent: SandboxProfile, definition: AgentDefinition, name: str, base: AgentConfig
-) -> tuple[SandboxProfile, AgentDefinition]:
+    parent: SandboxProfile, definition: AgentType, name: str, base: AgentConfig
+) -> tuple[SandboxProfile, AgentType]:
     """The sandbox profile an agent of type `name` runs under, and the definition it runs with.
 
     As `sandbox_for`, except for a built-in type (`explore`, `plan`, `review`) where the platform
@@ -100,13 +100,13 @@ def confine(
         return parent, definition.model_copy(update={"approvals": {}})
 
 
-def model_options(definition: AgentDefinition, settings: AgentConfig) -> list[ModelOption]:
+def model_options(definition: AgentType, settings: AgentConfig) -> list[ModelOption]:
     """The models a `task` call may pick for a child of this type: the type's `models`, else the config's."""
     return list(definition.models) if definition.models is not None else list(settings.subagent_models)
 
 
 def pick_model(
-    definition: AgentDefinition, name: str, settings: AgentConfig, model: Any, picked: str
+    definition: AgentType, name: str, settings: AgentConfig, model: Any, picked: str
 ) -> ModelOption | str:
     """The model a `task` call's `model` (`picked`) names for a child of type `name`, or the refusal the model reads.
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..tools.names import check_tool_names
 from .builtin_types import BUILTIN_TYPES
-from .definitions import AgentDefinition, definition_fields
+from .definitions import AgentType, definition_fields
 from .foreign_fields import translate_foreign_fields
 from .loading import error_lines
 from .project_trust import ProjectFile, ProjectPowers, powers_of, project_powers
@@ -35,20 +35,20 @@ def project_agents_dir(working_dir: Path) -> Path:
     return working_dir / ".freeact-sub" / "agents"
 
 
-def validated(name: str, value: Any, source: str) -> AgentDefinition:
-    """An `AgentDefinition` from `value` (a definition or a dict); a `ConfigError` names `source`, type and field."""
-    if isinstance(value, AgentDefinition):
+def validated(name: str, value: Any, source: str) -> AgentType:
+    """An `AgentType` from `value` (a definition or a dict); a `ConfigError` names `source`, type and field."""
+    if isinstance(value, AgentType):
         return value
     if not isinstance(value, Mapping):
         raise ConfigError(f"{source}: agent type {name!r} must be a table of fields, got {type(value).__name__}")
     where = f"{source}.{name}" if source == "agents" else source
     try:
-        return AgentDefinition.model_validate(translate_foreign_fields(definition_fields(value), where))
+        return AgentType.model_validate(translate_foreign_fields(definition_fields(value), where))
     except ValidationError as exc:
         raise ConfigError(f"{source}: agent type {name!r}:\n  " + "\n  ".join(error_lines(exc))) from None
 
 
-def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str, AgentDefinition]:
+def parse_agent_markdown(text: str, source: str, default_name: str) -> tuple[str, AgentType]:
     """`(name, definition)` from a Markdown file's text: YAML front matter between `---` lines, body = prompt."""
     front, body = front_matter(text, source)
     name = front.get("name", default_name)
@@ -83,13 +83,13 @@ def front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
     return front, "".join(lines[end + 1 :]).strip()
 
 
-def load_agent_file(path: Path) -> tuple[str, AgentDefinition]:
+def load_agent_file(path: Path) -> tuple[str, AgentType]:
     """Read one Markdown agent type file."""
     name, _, definition = _read_agent_file(path)
     return name, definition
 
 
-def _read_agent_file(path: Path) -> tuple[str, str, AgentDefinition]:
+def _read_agent_file(path: Path) -> tuple[str, str, AgentType]:
     """`(name, text, definition)` of one Markdown agent type file."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -99,11 +99,11 @@ def _read_agent_file(path: Path) -> tuple[str, str, AgentDefinition]:
     return name, text, definition
 
 
-def _agent_files(folder: Path) -> list[tuple[Path, str, str, AgentDefinition]]:
+def _agent_files(folder: Path) -> list[tuple[Path, str, str, AgentType]]:
     """`(path, name, text, definition)` of every `*.md` agent type in `folder` (none if it does not exist)."""
     if not folder.is_dir():
         return []
-    found: list[tuple[Path, str, str, AgentDefinition]] = []
+    found: list[tuple[Path, str, str, AgentType]] = []
     seen: dict[str, Path] = {}
     for path in sorted(folder.glob("*.md")):
         name, text, definition = _read_agent_file(path)
@@ -114,7 +114,7 @@ def _agent_files(folder: Path) -> list[tuple[Path, str, str, AgentDefinition]]:
     return found
 
 
-def load_agent_dir(folder: Path) -> dict[str, AgentDefinition]:
+def load_agent_dir(folder: Path) -> dict[str, AgentType]:
     """Every `*.md` agent type in `folder` (none if it does not exist), by name."""
     return {name: definition for _, name, _, definition in _agent_files(folder)}
 
@@ -140,7 +140,7 @@ def load_agent_types(
     trust_project: bool | None = None,
     store: Path | None = None,
     servers: Iterable[str] | None = None,
-) -> dict[str, AgentDefinition]:
+) -> dict[str, AgentType]:
     """All the agent types, by name, in precedence order: built-in < user files < project files < `agents`.
 
     The project's files with powers load only when `trust_project` is True, or when it is None and

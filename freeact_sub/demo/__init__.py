@@ -27,7 +27,7 @@ from .tasks import DEMO_ANTHROPIC_MODEL, DEMO_MODEL, PI_TASK, PRIMES_TASK, REVIE
 
 if TYPE_CHECKING:
     from freeact_sub.config.agent_config import AgentConfig
-    from freeact_sub.config.definitions import AgentDefinition
+    from freeact_sub.config.definitions import AgentType
 
 __all__ = [
     "DEMO_ANTHROPIC_MODEL",
@@ -52,7 +52,7 @@ that needs only `mcp`), at every start, and a `--demo` run starts several. `-P`:
 `sys.path` (its `openai.py` and `anthropic.py` would hide the real packages)."""
 
 
-def demo_agent_types(server: DemoServer) -> dict[str, AgentDefinition]:
+def demo_agent_types(server: DemoServer) -> dict[str, AgentType]:
     """The demo's agent types: `reviewer`, on the Anthropic protocol of `server`.
 
     Its model is `anthropic:claude-demo` (pydantic-ai's Anthropic model, pointed at the server
@@ -60,10 +60,10 @@ def demo_agent_types(server: DemoServer) -> dict[str, AgentDefinition]:
     child on another provider's protocol than its parent. It may only use the demo MCP server's
     `word_count` tool (so it gets no kernel), and its approval rule runs that tool without asking.
     """
-    from freeact_sub.config.definitions import AgentDefinition
+    from freeact_sub.config.definitions import AgentType
 
     return {
-        "reviewer": AgentDefinition(
+        "reviewer": AgentType(
             description="Reviews a short text for a newcomer and counts its words. No kernel; Anthropic protocol.",
             prompt="You are a reviewer. Check the text you are given with your tools and answer in one sentence.",
             model=f"anthropic:{DEMO_ANTHROPIC_MODEL}",

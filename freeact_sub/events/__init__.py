@@ -23,7 +23,7 @@ Event family::
     ├── SubagentFinished             that child agent ended (done, failed, cancelled, turn limit)
     ├── SubagentMessage              a message to a running background child (its parent's model or the person)
     ├── SubagentReport               a running child tells its parent something before it finishes
-    ├── TurnCancelled                the turn was cancelled; the history says how far it got
+    ├── RunCancelled                the turn was cancelled; the history says how far it got
     └── HookFailed                   a hook failed; the moment went on as if it did not exist
 
 All events are frozen dataclasses; dispatch on them with `match`. They are defined by kind —
@@ -51,7 +51,7 @@ from .subagents import (
     SubagentStatus,
 )
 from .tool_results import CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
-from .turn import HookFailed, TurnCancelled, TurnStarted
+from .turn import HookFailed, RunCancelled, TurnStarted
 
 __all__ = [
     "AgentEvent",
@@ -75,7 +75,7 @@ __all__ = [
     "Thoughts",
     "ThoughtsChunk",
     "ToolOutput",
-    "TurnCancelled",
+    "RunCancelled",
     "TurnStarted",
 ]
 

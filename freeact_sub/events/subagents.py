@@ -26,7 +26,7 @@ class SubagentStarted(AgentEvent):
     """The parent's `task` call that started the child; the child's result is a `ToolOutput` with this id."""
     prompt: str
     max_turns: int
-    subagent_type: str = "general"
+    agent_type: str = "general"
     """The agent type the child runs as."""
     description: str = ""
     """The `task` call's short title for the job (3-5 words); empty if the model gave none."""
@@ -51,7 +51,7 @@ class SubagentQueued(AgentEvent):
     subagent_id: str
     tool_call_id: str
     prompt: str
-    subagent_type: str = "general"
+    agent_type: str = "general"
     description: str = ""
 
 

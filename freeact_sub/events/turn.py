@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .base import AgentEvent
 
-__all__ = ["HookFailed", "TurnCancelled", "TurnStarted"]
+__all__ = ["HookFailed", "RunCancelled", "TurnStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,7 +19,7 @@ class TurnStarted(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TurnCancelled(AgentEvent):
+class RunCancelled(AgentEvent):
     """The turn was cancelled (`Agent.cancel()`, a closed stream, a new `stream()`).
 
     The history keeps what completed; unfinished calls are answered as interrupted by the user,

@@ -26,7 +26,7 @@ from freeact_sub import (
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
     TurnStarted,
 )
 
@@ -92,7 +92,7 @@ class AgentPanel(widgets.VBox):
         self.text = StreamedText(self._append)
         """Its streamed answer and thinking."""
         self._syncing = False
-        self.subagent_type = "general"
+        self.agent_type = "general"
         """The agent type it runs as."""
         self.description = ""
         """The `task` call's short title for its job."""
@@ -199,9 +199,9 @@ class AgentPanel(widgets.VBox):
         self.sandbox, self.sandbox_note = profile, note
         self.refresh()
 
-    def set_kind(self, subagent_type: str, description: str, model: str) -> None:
+    def set_kind(self, agent_type: str, description: str, model: str) -> None:
         """Show the agent's type, its job's title and its model in the header."""
-        self.subagent_type, self.description, self.model = subagent_type, description, model
+        self.agent_type, self.description, self.model = agent_type, description, model
         self.refresh()
 
     def _model_note_html(self) -> str:
@@ -226,7 +226,7 @@ class AgentPanel(widgets.VBox):
         turns = f"{self.turns}/{self.max_turns}" if self.max_turns else str(self.turns)
         error = f' <span class="freeact-error">{_html.escape(self.error)}</span>' if self.error else ""
         waited = f" (after {format_seconds(self.waited)} waiting for a slot)" if self.waited >= 0.1 else ""
-        kind = kind_html(self.subagent_type, self.description, self.model) if self.subagent else ""
+        kind = kind_html(self.agent_type, self.description, self.model) if self.subagent else ""
         kind += sandbox_html(self.sandbox, self.sandbox_note)
         value = (
             f'<span class="freeact-id">{_html.escape(self.agent_id)}</span> '
@@ -316,7 +316,7 @@ class AgentPanel(widgets.VBox):
                 self.text.complete_thoughts(content)
             case ApprovalRequest():
                 self._add_call(event)
-            case CodeExecutionOutputChunk(tool_call_id=call_id, text=text):
+            case CodeExecutionOutputChunk(tool_call_id=call_id, content=text):
                 if call := self.calls.get(call_id):
                     call.add_output(text)
             case CodeExecutionOutput(tool_call_id=call_id):
@@ -332,14 +332,14 @@ class AgentPanel(widgets.VBox):
                     "went on as without it)</div>"
                 )
                 self._append(note)
-            case SubagentMessage(text=text, sender=sender):
+            case SubagentMessage(content=text, sender=sender):
                 source = "you" if sender == "user" else f"its parent {event.agent_id}"
                 self._append(widgets.HTML(f'<div class="freeact-message">→ message from {_html.escape(source)}: '
                                           f"{_html.escape(text)}</div>"))
-            case SubagentReport(parent_id=parent, text=text):
+            case SubagentReport(parent_id=parent, content=text):
                 self._append(widgets.HTML(f'<div class="freeact-report">↑ reports to {_html.escape(parent)}: '
                                           f"{_html.escape(text)}</div>"))
-            case TurnCancelled():
+            case RunCancelled():
                 self.finish("cancelled")
         self.refresh()
 

@@ -9,9 +9,9 @@ from . import _html
 __all__ = ["format_seconds", "kind_html", "sandbox_html", "usage_html"]
 
 
-def kind_html(subagent_type: str, description: str, model: str) -> str:
+def kind_html(agent_type: str, description: str, model: str) -> str:
     """A subagent's type, the title of its job and its model."""
-    kind = f'<span class="freeact-type">{_html.escape(subagent_type)}</span> '
+    kind = f'<span class="freeact-type">{_html.escape(agent_type)}</span> '
     if description:
         kind += f'<span class="freeact-description">{_html.escape(description)}</span> '
     if model:

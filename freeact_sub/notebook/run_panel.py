@@ -158,7 +158,7 @@ class RunPanel(widgets.VBox):
         match event:
             case SubagentQueued(subagent_id=child_id, tool_call_id=call_id):
                 panel = self._new_panel(child_id)
-                panel.set_kind(event.subagent_type, event.description, "")
+                panel.set_kind(event.agent_type, event.description, "")
                 panel.wait_for_slot()
                 self.panels[child_id] = panel
                 self._panel(event.agent_id).attach_subagent(call_id, panel)
@@ -167,7 +167,7 @@ class RunPanel(widgets.VBox):
                 panel = queued or self._new_panel(child_id, max_turns=max_turns)
                 if queued is not None:
                     queued.start(max_turns)
-                panel.set_kind(event.subagent_type, event.description, event.model)
+                panel.set_kind(event.agent_type, event.description, event.model)
                 if event.sandbox:
                     panel.set_sandbox(event.sandbox, event.sandbox_limits)
                 if queued is None:

@@ -16,7 +16,7 @@ from freeact_sub import (
     ConfigError,
     Response,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
 )
 from freeact_sub.config.agent_config import auto_approve_from_env
 
@@ -230,16 +230,16 @@ class AgentView:
                 await self.agent.start()
             panel.main.set_sandbox(self.agent.sandbox.name, self.agent.sandbox.note or self.agent.sandbox.detail())
             panel.set_status("running")
-            prompt, subagent_type, model = self.agent.read_prompt(prompt)
-            stream = self.agent.stream(prompt, max_turns=max_turns, subagent_type=subagent_type, model=model)
+            prompt, agent_type, model = self.agent.read_prompt(prompt)
+            stream = self.agent.stream(prompt, max_turns=max_turns, agent_type=agent_type, model=model)
             try:
                 async for event in stream:
                     self.events.append(event)
-                    if isinstance(event, TurnCancelled) and event.agent_id == self.agent.agent_id:
+                    if isinstance(event, RunCancelled) and event.agent_id == self.agent.agent_id:
                         state = "cancelled"
                     elif isinstance(event, Response) and event.final and event.agent_id == self.agent.agent_id:
                         self.answer = event.content
-                    elif subagent_type is not None and isinstance(event, ToolOutput) and (
+                    elif agent_type is not None and isinstance(event, ToolOutput) and (
                             event.agent_id == self.agent.agent_id):
                         self.answer = event.content  # a directed run's answer is its subagent's
                     panel.handle(event)

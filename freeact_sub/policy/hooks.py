@@ -79,8 +79,8 @@ class HookSpec(BaseModel):
             return self.command if len(self.command) <= 60 else self.command[:57] + "..."
         return getattr(self.hook, "__qualname__", None) or repr(self.hook)
 
-    def applies(self, tool_name: str | None, subagent_type: str) -> bool:
-        if self.agents is not None and subagent_type not in self.agents:
+    def applies(self, tool_name: str | None, agent_type: str) -> bool:
+        if self.agents is not None and agent_type not in self.agents:
             return False
         return self.matcher is None or tool_name is None or fnmatch.fnmatchcase(tool_name, self.matcher)
 
@@ -150,11 +150,11 @@ class Hooks:
         self._table = {event: list(specs) for event, specs in (table or {}).items() if specs}
         self._cwd = cwd
 
-    def plus(self, table: Mapping[str, Sequence[HookSpec]], subagent_type: str) -> Hooks:
+    def plus(self, table: Mapping[str, Sequence[HookSpec]], agent_type: str) -> Hooks:
         """These hooks and a type's own (which apply to agents of that type only)."""
         merged = {event: list(specs) for event, specs in self._table.items()}
         for event, specs in table.items():
-            scoped = [spec if spec.agents is not None else spec.model_copy(update={"agents": [subagent_type]})
+            scoped = [spec if spec.agents is not None else spec.model_copy(update={"agents": [agent_type]})
                       for spec in specs]
             merged.setdefault(event, []).extend(scoped)
         return Hooks(merged, cwd=self._cwd)
@@ -170,7 +170,7 @@ class Hooks:
         """Run the hooks of `event` for the agent `context` describes; their answers. A failed hook's
         `HookFailed` is emitted (as `context["agent_id"]`'s event) and its answer dropped."""
         answers, failures = await self.run(
-            event, {**context, **fields}, subagent_type=context.get("subagent_type") or "general", tool_name=tool_name
+            event, {**context, **fields}, agent_type=context.get("subagent_type") or "general", tool_name=tool_name
         )
         for failure in failures:
             emit(HookFailed(agent_id=context["agent_id"], hook_event_name=event, hook=failure.hook,
@@ -178,14 +178,14 @@ class Hooks:
         return answers
 
     async def run(
-        self, event: str, payload: dict[str, Any], *, subagent_type: str, tool_name: str | None = None
+        self, event: str, payload: dict[str, Any], *, agent_type: str, tool_name: str | None = None
     ) -> tuple[list[HookAnswer], list[HookFailure]]:
         """Run every hook of `event` that applies, one after the other; their answers and their failures."""
         answers: list[HookAnswer] = []
         failures: list[HookFailure] = []
         message = {"hook_event_name": event, **payload}
         for spec in self._table.get(event, ()):
-            if not spec.applies(tool_name, subagent_type):
+            if not spec.applies(tool_name, agent_type):
                 continue
             try:
                 raw = await (self._call(spec, message) if spec.hook is not None else self._command(spec, message))

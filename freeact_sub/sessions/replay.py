@@ -161,7 +161,7 @@ def replay(
                             tool_call_id=call.tool_call_id,
                             prompt=str(args.get("prompt", child.prompt)),
                             max_turns=int(args.get("max_turns") or 0),
-                            subagent_type=child.type if child.type != "main" else "general",
+                            agent_type=child.type if child.type != "main" else "general",
                             description=" ".join(str(args.get("description") or "").split()),
                             model=(child.model or "").partition(":")[2] or (child.model or ""),  # as sent
                             sandbox=child.sandbox or "",
@@ -255,11 +255,11 @@ def _result(
     if tool_name == "execute_ipython_cell" and not refused:
         text = "" if content == _NOTHING_PRINTED else content
         images = tuple(Path(found) for found in _IMAGE.findall(text))
-        output = CodeExecutionOutput(agent_id=agent_id, text=text, images=images, tool_call_id=call_id, at=at,
+        output = CodeExecutionOutput(agent_id=agent_id, content=text, images=images, tool_call_id=call_id, at=at,
                                      kernel_wait=kernel_wait)
         if not text:
             return [output]
-        return [CodeExecutionOutputChunk(agent_id=agent_id, text=text, tool_call_id=call_id, at=at), output]
+        return [CodeExecutionOutputChunk(agent_id=agent_id, content=text, tool_call_id=call_id, at=at), output]
     events: list[AgentEvent] = []
     child = children.get(call_id) if tool_name == "task" else None
     if child is not None:

@@ -40,20 +40,20 @@ class TaskChecks:
         resume, fork = arguments.get("resume"), arguments.get("fork", False)
         if resume is not None and fork:
             return "Give either `resume` or `fork`, not both: no subagent started."
-        subagent_type = arguments.get("subagent_type") or agent_types.GENERAL
-        if resume is not None and subagent_type == agent_types.GENERAL:
-            subagent_type = self.resumed_type(resume)
-        startable = [name for name, definition in self._jobs.tree.types.items() if definition.mode != "primary"]
+        agent_type = arguments.get("subagent_type") or agent_types.GENERAL
+        if resume is not None and agent_type == agent_types.GENERAL:
+            agent_type = self.resumed_type(resume)
+        startable = [name for name, definition in self._jobs.tree.agent_types.items() if definition.mode != "primary"]
         known = ", ".join(f"`{name}`" for name in startable)
-        if subagent_type not in self._jobs.tree.types:
-            return f"Unknown subagent_type {subagent_type!r}: no subagent started. The agent types are {known}."
-        if self._jobs.tree.types[subagent_type].mode == "primary":
-            return (f"The agent type {subagent_type!r} runs only as the main agent (mode: primary): no subagent "
+        if agent_type not in self._jobs.tree.agent_types:
+            return f"Unknown subagent_type {agent_type!r}: no subagent started. The agent types are {known}."
+        if self._jobs.tree.agent_types[agent_type].mode == "primary":
+            return (f"The agent type {agent_type!r} runs only as the main agent (mode: primary): no subagent "
                     f"started. The types you can start are {known}.")
         if resume is None and (over := self.over_child_limit()) is not None:
             return over
         if isinstance(model := arguments.get("model"), str):
-            picked = self.pick_model(subagent_type, model)
+            picked = self.pick_model(agent_type, model)
             if isinstance(picked, str):
                 return picked
         if resume is not None:
@@ -70,9 +70,9 @@ class TaskChecks:
         if ended is not None:
             return str(getattr(ended, "subagent_type", agent_types.GENERAL))
         saved = next((s for s in self._jobs.parent.conversation.saved_children() if s.agent_id == agent_id), None)
-        return saved.type if saved is not None and saved.type in self._jobs.tree.types else agent_types.GENERAL
+        return saved.type if saved is not None and saved.type in self._jobs.tree.agent_types else agent_types.GENERAL
 
-    def resumed_model(self, agent_id: str, subagent_type: str) -> ModelOption | None:
+    def resumed_model(self, agent_id: str, agent_type: str) -> ModelOption | None:
         """The model a child to resume ran on; None: its type's default (a saved model no longer offered too)."""
         ended = self._jobs.ended.get(agent_id)
         if ended is not None:
@@ -80,16 +80,16 @@ class TaskChecks:
         saved = next((s for s in self._jobs.parent.conversation.saved_children() if s.agent_id == agent_id), None)
         if saved is None or not saved.model:
             return None
-        definition = self._jobs.tree.types[subagent_type]
+        definition = self._jobs.tree.agent_types[agent_type]
         return find_option(agent_types.model_options(definition, self._jobs.parent.settings), saved.model)
 
-    def pick_model(self, subagent_type: str, name: str) -> ModelOption | str:
+    def pick_model(self, agent_type: str, name: str) -> ModelOption | str:
         """The model a `task` call's `model` picks for a child of `subagent_type`, or the refusal the model reads."""
-        definition = self._jobs.tree.types.get(subagent_type)
+        definition = self._jobs.tree.agent_types.get(agent_type)
         if definition is None:
-            return f"Unknown subagent_type {subagent_type!r}: no subagent started."
+            return f"Unknown subagent_type {agent_type!r}: no subagent started."
         parent = self._jobs.parent
-        return agent_types.pick_model(definition, subagent_type, parent.settings, parent.model, name)
+        return agent_types.pick_model(definition, agent_type, parent.settings, parent.model, name)
 
     def over_child_limit(self) -> str | None:
         """The refusal of a new child past `max_children`; None while under it."""

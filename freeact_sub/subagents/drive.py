@@ -38,7 +38,7 @@ async def drive(
     queued = tree.bound.locked()
     if queued:
         emit(SubagentQueued(agent_id=parent.agent_id, subagent_id=child.agent_id, tool_call_id=spec.tool_call_id,
-                            prompt=spec.prompt, subagent_type=spec.subagent_type, description=spec.description))
+                            prompt=spec.prompt, agent_type=spec.agent_type, description=spec.description))
     try:
         await tree.bound.acquire()  # before the child's kernel exists: at most max_subagents child kernels
     except BaseException:  # stopped while it waited for a slot
@@ -68,7 +68,7 @@ async def drive(
                 tool_call_id=spec.tool_call_id,
                 prompt=spec.prompt,
                 max_turns=max_turns,
-                subagent_type=spec.subagent_type,
+                agent_type=spec.agent_type,
                 description=spec.description,
                 model=getattr(spec.config.model, "model_name", str(spec.config.model)),
                 # a type that runs no code has no kernel to confine: no profile to show

@@ -20,7 +20,7 @@ class Job:
 
     agent_id: str
     description: str
-    subagent_type: str
+    agent_type: str
     started_at: float
     background: bool = False
     model: str = ""
@@ -158,7 +158,7 @@ class Jobs:
             elapsed = time.monotonic() - job.started_at if record else job.elapsed
             used = self.tree.usage.of(job.agent_id)
             lines.append(
-                f"{job.agent_id} type={job.subagent_type} {'background' if job.background else 'foreground'} "
+                f"{job.agent_id} type={job.agent_type} {'background' if job.background else 'foreground'} "
                 f"state={state} turns={turns} "
                 f"elapsed={elapsed:.0f}s tokens={used.total_tokens} model={job.model}"
                 + (f" description={job.description!r}" if job.description else "")

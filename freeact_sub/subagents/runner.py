@@ -67,7 +67,7 @@ class SubagentRunner:
         announced = []
         for call_id, arguments in calls:
             name = arguments.get("subagent_type") or GENERAL
-            definition = tree.types.get(name) if isinstance(name, str) else None
+            definition = tree.agent_types.get(name) if isinstance(name, str) else None
             if definition is None or definition.sandbox is not None:
                 continue
             if tool_allowed("execute_ipython_cell", definition.tools, definition.disallowed_tools):
@@ -100,14 +100,14 @@ class SubagentRunner:
             background=arguments.get("run_in_background", False), resume=arguments.get("resume"),
             fork=arguments.get("fork", False), max_tokens=arguments.get("max_tokens"),
             max_tool_calls=arguments.get("max_tool_calls"), max_cost=arguments.get("max_cost"),
-            subagent_type=arguments.get("subagent_type") or GENERAL,
+            agent_type=arguments.get("subagent_type") or GENERAL,
             description=" ".join(str(arguments.get("description") or "").split()), model=arguments.get("model"),
         )
 
     async def run(
         self, tool_call_id: str, prompt: str, max_turns: int | None, emit: Emit, *, background: bool = False,
         resume: str | None = None, fork: bool = False, max_tokens: int | None = None,
-        max_tool_calls: int | None = None, subagent_type: str = GENERAL, description: str = "",
+        max_tool_calls: int | None = None, agent_type: str = GENERAL, description: str = "",
         max_cost: float | None = None, model: str | None = None,
     ) -> tuple[str, bool]:
         """Run one child to its end (or start it in the background); returns the `task` call's result and
@@ -119,20 +119,20 @@ class SubagentRunner:
         child keeps the model it had unless `model` names another.
         """
         parent, tree = self._parent, self._tree
-        arguments = {"prompt": prompt, "subagent_type": subagent_type, "resume": resume, "fork": fork}
+        arguments = {"prompt": prompt, "subagent_type": agent_type, "resume": resume, "fork": fork}
         if model is not None:
             arguments["model"] = model
         # checked before it was approved; again now, as calls of one response may have taken what it counted on
         if (problem := self.checks.check("task", arguments)) is not None:
             return problem, True
-        if resume is not None and subagent_type == GENERAL:  # a resumed child keeps its type
-            subagent_type = self.checks.resumed_type(resume)
-        definition = tree.types[subagent_type]
-        picked = self.checks.pick_model(subagent_type, model) if model is not None else None
+        if resume is not None and agent_type == GENERAL:  # a resumed child keeps its type
+            agent_type = self.checks.resumed_type(resume)
+        definition = tree.agent_types[agent_type]
+        picked = self.checks.pick_model(agent_type, model) if model is not None else None
         if isinstance(picked, str):
             return picked, True
         if picked is None and resume is not None:  # a resumed child keeps its model
-            picked = self.checks.resumed_model(resume, subagent_type)
+            picked = self.checks.resumed_model(resume, agent_type)
         turns = max_turns or definition.max_turns or DEFAULT_MAX_TURNS
         if not background and tree.slot_never_frees(parent.agent_id):
             slots = tree.config.max_subagents
@@ -142,18 +142,18 @@ class SubagentRunner:
                 f"for this one. Do this job yourself."
             ), True
         try:
-            config = configure(parent.settings, definition, subagent_type, model=parent.model, choice=picked)
+            config = configure(parent.settings, definition, agent_type, model=parent.model, choice=picked)
             config = config.model_copy(update={"model": tree.supplies.resolve_model(config)})
-            sandbox, definition = confine(parent.sandbox, definition, subagent_type, config)
+            sandbox, definition = confine(parent.sandbox, definition, agent_type, config)
         except ConfigError as exc:
-            return f"The agent type {subagent_type!r} cannot start: {exc}", True
+            return f"The agent type {agent_type!r} cannot start: {exc}", True
         max_cost = max_cost if max_cost is not None else definition.max_cost
         if (refusal := unpriced(config.model, max_cost, tree.config.max_cost)) is not None:
             return refusal, True
         if resume is None:
             self.jobs.started_children += 1
         spec = ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
-                         subagent_type=subagent_type, definition=definition, description=description,
+                         agent_type=agent_type, definition=definition, description=description,
                          max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_cost=max_cost, sandbox=sandbox)
         if resume is not None:
             ended = self.jobs.ended.pop(resume, None)
@@ -170,7 +170,7 @@ class SubagentRunner:
             spec = replace(spec, history=history, note=FORK_NOTE.format(parent=parent.agent_id))
         child = tree.new_child(spec)
         record = tree.agents[child.agent_id]
-        job = Job(child.agent_id, spec.description, spec.subagent_type, time.monotonic(), background=background,
+        job = Job(child.agent_id, spec.description, spec.agent_type, time.monotonic(), background=background,
                    model=model_label(config.model))
         self.jobs.children.pop(child.agent_id, None)  # a resumed child is listed once, as its latest run
         self.jobs.children[child.agent_id] = job
@@ -212,7 +212,7 @@ class SubagentRunner:
         if (problem := self.check("task_send", {"agent_id": agent_id})) is not None:
             return problem, True  # it ended while the call waited for approval
         self.jobs.running[agent_id].inbox.tell(message, f"your parent {self._parent.agent_id}")
-        emit(SubagentMessage(agent_id=self._parent.agent_id, subagent_id=agent_id, text=message, sender="parent"))
+        emit(SubagentMessage(agent_id=self._parent.agent_id, subagent_id=agent_id, content=message, sender="parent"))
         return (f"Sent to {agent_id}: it reads your message at its next step. Its answer comes as its result, or "
                 "earlier if it reports."), False
 
@@ -225,7 +225,7 @@ class SubagentRunner:
 
         def report(text: str, emit: Emit) -> None:
             self.report(child_id, text)
-            emit(SubagentReport(agent_id=child_id, parent_id=self._parent.agent_id, text=text))
+            emit(SubagentReport(agent_id=child_id, parent_id=self._parent.agent_id, content=text))
 
         return report
 

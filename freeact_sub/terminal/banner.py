@@ -44,9 +44,9 @@ def banner(
     else:
         grid.add_row("model", Text(model, style="bold"))
     subagents = f"up to {config.max_subagents} subagents at once" if config.enable_subagents else "no subagents"
-    kind = f" {agent.subagent_type}" if agent.subagent_type != "general" else ""
+    kind = f" {agent.agent_type}" if agent.agent_type != "general" else ""
     grid.add_row("agent", Text.assemble(palette.label(agent.agent_id), f"{kind} (main) · {subagents}"))
-    types = agent.tree.types
+    types = agent.tree.agent_types
     built_in = [name for name, definition in types.items() if BUILTIN_TYPES.get(name) is definition]
     listed = Text.assemble(("built-in ", "dim"), (", ".join(built_in), "bold")) if built_in else Text()
     for name, definition in types.items():  # the user's own (and built-ins they replaced) in full
@@ -108,7 +108,7 @@ def agent_types_table(agent: Agent) -> RenderableType:
     """`/agents`: every agent type with its model, tools and description."""
     rows: list[tuple[Text, str, str, str]] = []
     shared = agent.settings.subagent_models
-    for name, definition in agent.tree.types.items():
+    for name, definition in agent.tree.agent_types.items():
         model = definition.model if isinstance(definition.model, str) else "(inherited)"
         options = definition.models if definition.models is not None else shared
         if options:
@@ -122,7 +122,7 @@ def agent_types_table(agent: Agent) -> RenderableType:
             tools += f", sandbox {definition.sandbox.name}"
             if definition.sandbox.detail():
                 tools += f" ({definition.sandbox.detail()})"
-        marker = " (main)" if name == agent.subagent_type else ""
+        marker = " (main)" if name == agent.agent_type else ""
         rows.append((Text(name + marker, style="bold"), model, tools.strip(), " ".join(definition.description.split())))
     return _TypesTable(rows)
 

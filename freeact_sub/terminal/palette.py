@@ -53,16 +53,16 @@ class Palette:
         """The Pygments style for code to approve, readable on the terminal's background."""
         return self.theme.code_theme
 
-    def set_type(self, agent_id: str, subagent_type: str) -> None:
+    def set_type(self, agent_id: str, agent_type: str) -> None:
         """Remember an agent's type: its label shows it where it is not `general` (`agent-3fa2 reviewer`)."""
-        self.use_type_colour(agent_id, subagent_type)
-        if subagent_type and subagent_type != "general":
-            self._types[agent_id] = " ".join(clean(subagent_type).split())  # a label is one line
+        self.use_type_colour(agent_id, agent_type)
+        if agent_type and agent_type != "general":
+            self._types[agent_id] = " ".join(clean(agent_type).split())  # a label is one line
 
-    def use_type_colour(self, agent_id: str, subagent_type: str) -> None:
+    def use_type_colour(self, agent_id: str, agent_type: str) -> None:
         """Draw `agent_id` in its type's own `color`, if the type has one and the agent has no colour yet."""
-        if subagent_type in self._type_colours and agent_id not in self._colours:
-            self._colours[agent_id] = self._type_colours[subagent_type]
+        if agent_type in self._type_colours and agent_id not in self._colours:
+            self._colours[agent_id] = self._type_colours[agent_type]
 
     def set_parent(self, agent_id: str, parent_id: str) -> None:
         """Remember who started a subagent (from its `SubagentStarted`)."""

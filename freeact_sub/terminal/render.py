@@ -42,7 +42,7 @@ from freeact_sub import (
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
     TurnStarted,
 )
 
@@ -156,16 +156,16 @@ class Renderer:
                 self._row(agent, Text("⚠", style="yellow"), Text(clean(
                     f"hook {failure.hook} failed at {failure.hook_event_name}: {failure.message} "
                     "(it was left out: the step went on as without it)"), style="yellow"))
-            case CodeExecutionOutputChunk(text=text, tool_call_id=call_id):
+            case CodeExecutionOutputChunk(content=text, tool_call_id=call_id):
                 self.cell_lines.add(agent, call_id, text)
             case CodeExecutionOutput() as output:
                 self._output_done(output)
             case ToolOutput() as output:
                 self._tool_output(output)
             case SubagentQueued(subagent_id=child, prompt=prompt):
-                self.palette.set_type(child, event.subagent_type)
+                self.palette.set_type(child, event.agent_type)
                 self.palette.set_parent(child, agent)
-                self.board.queued(child, subagent_type=event.subagent_type, parent_id=agent)
+                self.board.queued(child, agent_type=event.agent_type, parent_id=agent)
                 self._children[event.tool_call_id] = child
                 self._waiting_on(agent, child, event.tool_call_id)
                 first_line = title_line(event.description or prompt)
@@ -173,9 +173,9 @@ class Renderer:
                                      Text("  (waiting for a slot)", style="dim"))
                 self._row(agent, Text("…", style="dim"), body)
             case SubagentStarted(subagent_id=child, prompt=prompt, max_turns=max_turns, tool_call_id=call_id):
-                self.palette.set_type(child, event.subagent_type)
+                self.palette.set_type(child, event.agent_type)
                 self.palette.set_parent(child, agent)
-                self.board.started(child, max_turns, subagent_type=event.subagent_type, model=event.model,
+                self.board.started(child, max_turns, agent_type=event.agent_type, model=event.model,
                                    parent_id=agent)
                 self._children[call_id] = child
                 self._waiting_on(agent, child, call_id)
@@ -204,16 +204,16 @@ class Renderer:
                     heading = Text.assemble("result of ", self.palette.label(child))
                     marker = Text("←", style=self.palette.colour(agent))
                     self._row(agent, marker, Group(heading, self._markdown(answer)))
-            case SubagentMessage(subagent_id=child, text=text, sender=sender):
+            case SubagentMessage(subagent_id=child, content=text, sender=sender):
                 source = "you" if sender == "user" else agent
                 body = Text.assemble(Text(f"message from {source} to ", style="dim"), self.palette.label(child),
                                      Text(": ", style="dim"), Text(clean(text)))
                 self._row(agent, Text("→", style="bold"), body)
-            case SubagentReport(parent_id=parent, text=text):
+            case SubagentReport(parent_id=parent, content=text):
                 body = Text.assemble(Text("reports to ", style="dim"), self.palette.label(parent),
                                      Text(": ", style="dim"), Text(clean(text)))
                 self._row(agent, Text("↑", style=self.palette.colour(agent)), body)
-            case TurnCancelled():
+            case RunCancelled():
                 self.cell_lines.flush()
                 self._partials.clear()
                 self._row(agent, Text("✗", style="yellow"), Text("turn cancelled", style="yellow"))

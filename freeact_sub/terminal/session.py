@@ -29,7 +29,7 @@ from freeact_sub import (
     Response,
     TimelineBuilder,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
 )
 
 from .approvals import ApprovalDesk
@@ -79,8 +79,8 @@ class Session:
             from rich.theme import Theme as RichTheme
 
             console.push_theme(RichTheme(theme.styles))
-        self.palette = Palette({name: definition.color for name, definition in agent.tree.types.items()}, theme)
-        self.palette.use_type_colour(agent.agent_id, agent.subagent_type)  # `--agent TYPE`: that type's colour
+        self.palette = Palette({name: definition.color for name, definition in agent.tree.agent_types.items()}, theme)
+        self.palette.use_type_colour(agent.agent_id, agent.agent_type)  # `--agent TYPE`: that type's colour
         self.palette.colour(agent.agent_id)  # else the main agent gets the first colour
         self.board = SubagentBoard(self.palette)
         self.renderer = Renderer(console, self.palette, self.board, main_id=agent.agent_id, show_final=show_final)
@@ -99,7 +99,7 @@ class Session:
         """
         main = self.agent.agent_id
         try:
-            prompt, subagent_type, model = self.agent.read_prompt(prompt, reserved=BUILT_IN_COMMANDS)
+            prompt, agent_type, model = self.agent.read_prompt(prompt, reserved=BUILT_IN_COMMANDS)
         except FreeactError as exc:  # a bad command file
             return TurnOutcome("failed", error=str(exc))
         keys = KeyReader() if self._ask_keys else None
@@ -121,7 +121,7 @@ class Session:
             asker = asyncio.create_task(desk.run(keys), name="approvals")
             asker.add_done_callback(self._desk_ended)
             try:
-                async for event in self.agent.stream(prompt, subagent_type=subagent_type, model=model):
+                async for event in self.agent.stream(prompt, agent_type=agent_type, model=model):
                     self.renderer.handle(event)
                     if self.timeline is not None:
                         self.timeline.add(event)
@@ -129,9 +129,9 @@ class Session:
                         desk.submit(event)
                     elif isinstance(event, Response) and event.final and event.agent_id == main:
                         answer = event.content
-                    elif isinstance(event, ToolOutput) and event.agent_id == main and subagent_type is not None:
+                    elif isinstance(event, ToolOutput) and event.agent_id == main and agent_type is not None:
                         directed_answer = event.content  # a directed turn's answer is its subagent's
-                    elif isinstance(event, TurnCancelled) and event.agent_id == main:
+                    elif isinstance(event, RunCancelled) and event.agent_id == main:
                         status = "cancelled"
             except (FreeactError, ValueError) as exc:  # the model request failed, or a directed turn could not start
                 status, error = "failed", str(exc)
@@ -263,7 +263,7 @@ class Session:
 
     def _help(self, commands: dict[str, Any]) -> None:
         lines = [f"{usage}: {what}" for usage, what in BUILT_IN_COMMANDS.values()]
-        lines.append("@TYPE PROMPT: run an agent type as your own subagent (" + ", ".join(self.agent.tree.types) + ")")
+        lines.append("@TYPE PROMPT: run an agent type as your own subagent (" + ", ".join(self.agent.tree.agent_types) + ")")
         for name, command in sorted(commands.items()):
             hidden = " (hidden by the built-in)" if f"/{name}" in BUILT_IN_COMMANDS else ""
             agent = f" [as @{command.agent}]" if command.agent else ""

@@ -30,7 +30,7 @@ _FINISHED_STYLE = {
 class _Row:
     agent_id: str
     max_turns: int
-    subagent_type: str = "general"
+    agent_type: str = "general"
     model: str = ""
     started: float = field(default_factory=time.monotonic)
     state: str = "starting"
@@ -66,10 +66,10 @@ class SubagentBoard:
         self._others_tokens, self._others_cost = 0, None
 
     def started(
-        self, agent_id: str, max_turns: int, *, subagent_type: str = "general", model: str = "",
+        self, agent_id: str, max_turns: int, *, agent_type: str = "general", model: str = "",
         parent_id: str | None = None,
     ) -> None:
-        self._rows[agent_id] = _Row(agent_id, max_turns, subagent_type, model, parent_id=parent_id)
+        self._rows[agent_id] = _Row(agent_id, max_turns, agent_type, model, parent_id=parent_id)
 
     def carry_over(self, live: list[SubagentInfo]) -> None:
         """Rows for subagents still alive from earlier turns (background ones), so a queued row's `waiting for a
@@ -78,7 +78,7 @@ class SubagentBoard:
             if info.agent_id in self._rows:
                 continue
             waiting = info.state == "waiting"
-            row = _Row(info.agent_id, 0, info.subagent_type,
+            row = _Row(info.agent_id, 0, info.agent_type,
                        parent_id=info.parent_id,
                        state="waiting for a slot" if waiting else f"{info.state} (background)" if info.background
                        else info.state)
@@ -86,9 +86,9 @@ class SubagentBoard:
             row.turns, row.tokens, row.cost = info.turns, info.input_tokens + info.output_tokens, info.cost
             self._rows[info.agent_id] = row
 
-    def queued(self, agent_id: str, *, subagent_type: str = "general", parent_id: str | None = None) -> None:
+    def queued(self, agent_id: str, *, agent_type: str = "general", parent_id: str | None = None) -> None:
         """A subagent waits for a slot: it shows as `waiting for a slot` until it starts (its clock starts then)."""
-        self._rows[agent_id] = _Row(agent_id, 0, subagent_type, parent_id=parent_id, state="waiting for a slot")
+        self._rows[agent_id] = _Row(agent_id, 0, agent_type, parent_id=parent_id, state="waiting for a slot")
 
     def _in_tree_order(self) -> list[tuple[_Row, int]]:
         """The rows with their nesting level: each subagent right below its parent, children in start order."""
@@ -168,7 +168,7 @@ class SubagentBoard:
                 state = Text(shown, style="yellow" if left > 0 else "")
             cells.append([
                 name,
-                row.subagent_type,
+                row.agent_type,
                 Text(row.model, style="dim"),
                 state,
                 f"{elapsed:.1f} s",
@@ -288,7 +288,7 @@ def agents_table(agents: list[SubagentInfo], palette: Palette) -> RenderableType
         while parent in parents and depth < len(parents):  # a subagent's subagent is indented under it
             depth, parent = depth + 1, parents[parent]
         name = Text.assemble("  " * depth, palette.label(info.agent_id))
-        cells.append([name, palette.label(info.parent_id), info.subagent_type, state,
+        cells.append([name, palette.label(info.parent_id), info.agent_type, state,
                       str(info.turns), f"{info.elapsed:.0f} s", f"{info.input_tokens + info.output_tokens:,}",
                       format_cost(info.cost), info.sandbox])
     return _SubagentTable(("subagent", "parent", "type", "state", "turns", "elapsed", "tokens", "cost", "sandbox"),

@@ -17,7 +17,7 @@ knowing that call:
 
 A lane ends `done`, `failed`, `cancelled`, `turn_limit` or `rejected` (a child, as its
 `SubagentFinished` said; the main agent: `done` after its final answer, `cancelled` after
-`TurnCancelled`), or is still `running`.
+`RunCancelled`), or is still `running`.
 
 Events carry the time they happened (`AgentEvent.at`), and an `ApprovalRequest` the time it was
 decided (`decided_at`), so the same builder serves a live run (feed it events as they come) and
@@ -43,7 +43,7 @@ from ..events import (
     SubagentStarted,
     Thoughts,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
     TurnStarted,
 )
 
@@ -226,10 +226,10 @@ class TimelineBuilder:
                 if isinstance(event, CodeExecutionOutput) and event.kernel_wait > 0:
                     self._kernel_waits[(event.agent_id, event.tool_call_id)] = event.kernel_wait
             case SubagentQueued():
-                child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, job_title(event))
+                child = self._child(event.agent_id, event.subagent_id, at, event.agent_type, job_title(event))
                 child.spans.append(_task_span("waiting_for_slot", at, event))
             case SubagentStarted():
-                child = self._child(event.agent_id, event.subagent_id, at, event.subagent_type, job_title(event))
+                child = self._child(event.agent_id, event.subagent_id, at, event.agent_type, job_title(event))
                 for span in child.spans:
                     if span.state == "waiting_for_slot" and span.end is None:
                         span.end = at
@@ -238,7 +238,7 @@ class TimelineBuilder:
                 child = self._child(event.agent_id, event.subagent_id, at, "general", "")
                 child.status, child.end = event.status, at
                 self._close_all(event.subagent_id, at)
-            case TurnCancelled():
+            case RunCancelled():
                 lane.status = "cancelled"
                 lane.end = at
                 self._close_all(event.agent_id, at)

@@ -15,7 +15,7 @@ from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
 
 if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
-    from ..config.definitions import AgentDefinition
+    from ..config.definitions import AgentType
     from ..events import AgentEvent
 
 __all__ = ["AgentRecord", "ChildSpec", "MemberConversation", "MemberInbox", "MemberTurns", "SubagentInfo",
@@ -121,8 +121,8 @@ class ChildSpec:
     tool_call_id: str
     """The parent's `task` call that starts it."""
     prompt: str
-    subagent_type: str
-    definition: AgentDefinition
+    agent_type: str
+    definition: AgentType
     """The child's type."""
     description: str = ""
     agent_id: str | None = None
@@ -150,7 +150,7 @@ class AgentRecord:
     agent_id: str
     parent_id: str | None
     """None for the main agent."""
-    subagent_type: str
+    agent_type: str
     """The agent type it runs as (`general` unless a type was named)."""
     description: str
     """The short title its `task` call gave it (empty for the main agent)."""
@@ -176,7 +176,7 @@ class SubagentInfo:
 
     agent_id: str
     parent_id: str
-    subagent_type: str
+    agent_type: str
     description: str
     prompt: str
     state: str

@@ -26,7 +26,7 @@ from .supplies import Supplies
 
 if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
-    from ..config.definitions import AgentDefinition
+    from ..config.definitions import AgentType
     from ..policy.approvals import ApprovalPolicy
 
 __all__ = [
@@ -50,7 +50,7 @@ class AgentTree:
         """Standing decisions, shared by every agent of the tree."""
         self.agents: dict[str, AgentRecord] = {}
         """The live agents by id, the main agent included."""
-        self.types: dict[str, AgentDefinition] = {}
+        self.agent_types: dict[str, AgentType] = {}
         """The agent types by name (built-in, files, config), loaded when the main agent starts."""
         self.usage = UsageLedger()
         """Token usage and cost of every agent of the tree, by agent id."""
@@ -91,10 +91,10 @@ class AgentTree:
     # -- the registry ------------------------------------------------------------------------
 
     def register(
-        self, agent: TreeMember, *, parent_id: str | None, subagent_type: str = "general", description: str = ""
+        self, agent: TreeMember, *, parent_id: str | None, agent_type: str = "general", description: str = ""
     ) -> AgentRecord:
         """Add a live agent to the registry."""
-        record = AgentRecord(agent.agent_id, parent_id, subagent_type, description, agent)
+        record = AgentRecord(agent.agent_id, parent_id, agent_type, description, agent)
         self.agents[agent.agent_id] = record
         return record
 
@@ -131,7 +131,7 @@ class AgentTree:
                 "(one that has ended can be resumed by its parent with `task(resume=...)`)"
             )
         record.agent.inbox.tell(text, "the user")
-        self.background.emit(SubagentMessage(agent_id=record.parent_id, subagent_id=agent_id, text=text,
+        self.background.emit(SubagentMessage(agent_id=record.parent_id, subagent_id=agent_id, content=text,
                                               sender="user"))
 
     def cancel(self, agent_id: str, by: str = "the user") -> bool:
@@ -152,7 +152,7 @@ class AgentTree:
                 continue
             used = self.usage.of(record.agent_id)
             infos.append(SubagentInfo(
-                agent_id=record.agent_id, parent_id=record.parent_id, subagent_type=record.subagent_type,
+                agent_id=record.agent_id, parent_id=record.parent_id, agent_type=record.agent_type,
                 description=record.description, prompt=record.prompt,
                 state="waiting for approval" if self.approvals.waits(record.agent_id) else record.state,
                 background=record.background, turns=record.agent.turns.turns_used, elapsed=now - record.started_at,
@@ -188,7 +188,7 @@ class AgentTree:
         """Build a child as `spec` says and register it; `start()` it next."""
         child = self._factory(self, spec)
         record = self.register(
-            child, parent_id=spec.parent_id, subagent_type=spec.subagent_type, description=spec.description
+            child, parent_id=spec.parent_id, agent_type=spec.agent_type, description=spec.description
         )
         record.prompt = spec.prompt
         self._announced.discard((spec.parent_id, spec.tool_call_id))  # counted from now on as a child

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from freeact_sub import Agent, AgentConfig, AgentDefinition, ApprovalRequest, SubagentStarted
+from freeact_sub import Agent, AgentConfig, AgentType, ApprovalRequest, SubagentStarted
 from freeact_sub.demo import start_demo_server
 from freeact_sub.demo.scenario import Reply, ToolCall
 from tests.scripting import drive, note_kernels
@@ -74,15 +74,15 @@ async def test_a_parent_on_openai_starts_three_typed_children(workdir: Path, cal
     anthropic = start_demo_server(chunk_delay=0, protocol="anthropic", responder=respond)
     try:
         types = {
-            "claude": AgentDefinition(
+            "claude": AgentType(
                 description="Runs code on Claude.",
                 prompt="You are the Claude child.",
                 model="anthropic:claude-scripted",
                 base_url=anthropic.base_url,
                 disallowed_tools=["calc_*"],
             ),
-            "adder": AgentDefinition(description="Adds with MCP only.", prompt="You only add.", tools=["calc_add"]),
-            "reader": AgentDefinition(
+            "adder": AgentType(description="Adds with MCP only.", prompt="You only add.", tools=["calc_add"]),
+            "reader": AgentType(
                 description="Reads only.", prompt="You only read.", approvals={"calc_echo": "allow", "calc_add": "deny"}
             ),
         }
@@ -106,7 +106,7 @@ async def test_a_parent_on_openai_starts_three_typed_children(workdir: Path, cal
         anthropic.close()
 
     started = {e.tool_call_id: e for e in events if isinstance(e, SubagentStarted)}
-    assert {k: (e.subagent_type, e.model) for k, e in started.items()} == {
+    assert {k: (e.agent_type, e.model) for k, e in started.items()} == {
         "t-claude": ("claude", "claude-scripted"),
         "t-mcp": ("adder", "gpt-scripted"),
         "t-read": ("reader", "gpt-scripted"),

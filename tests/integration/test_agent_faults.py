@@ -2,7 +2,7 @@
 
 Faults the model can correct become tool results (the next model request shows them); a model
 that fails raises `ModelError` and leaves the history as it was before the turn; cancellation
-yields `TurnCancelled` and leaves the history saying that the turn was interrupted.
+yields `RunCancelled` and leaves the history saying that the turn was interrupted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from freeact_sub import (
     Response,
     ResponseChunk,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
 )
 from tests.scripting import Block, Call, Fail, Script, drive, new_kernel_turn, of, shared_agent, single_agent_config
 
@@ -187,7 +187,7 @@ async def test_cancel_while_the_model_streams(shared) -> None:
         events.append(event)
         if isinstance(event, ResponseChunk):
             agent.cancel()
-    assert isinstance(events[-1], TurnCancelled)
+    assert isinstance(events[-1], RunCancelled)
     assert events[-1].agent_id == agent.agent_id
     assert not of(Response, events)
     assert_interrupted(agent, before)
@@ -204,7 +204,7 @@ async def test_cancel_while_waiting_for_approval(shared, tmp_path: Path) -> None
         events.append(event)
         if isinstance(event, ApprovalRequest):
             agent.cancel()  # no decision is ever made
-    assert isinstance(events[-1], TurnCancelled)
+    assert isinstance(events[-1], RunCancelled)
     assert not marker.exists()
     assert_interrupted(agent, before)
     assert script.calls == 1
@@ -223,7 +223,7 @@ async def test_cancel_a_running_cell(shared) -> None:
             event.approve(True)
         if isinstance(event, CodeExecutionOutputChunk) and "started" in event.text:
             agent.cancel()
-    assert isinstance(events[-1], TurnCancelled)
+    assert isinstance(events[-1], RunCancelled)
     assert_interrupted(agent, before)
     # the cell was interrupted, not left running: the next cell runs at once, on the same state
     script.reset([Call("execute_ipython_cell", {"code": "print(survives)"}, id="next")], ["ok"])
@@ -262,5 +262,5 @@ async def test_stop_during_a_turn_ends_it(tmp_path: Path) -> None:
                 await agent.stop()
     finally:
         await agent.stop()
-    assert isinstance(events[-1], TurnCancelled)
+    assert isinstance(events[-1], RunCancelled)
     assert not agent.started

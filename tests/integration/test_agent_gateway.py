@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinished, TurnCancelled
+from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinished, RunCancelled
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
 from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, token_gateway
@@ -116,7 +116,7 @@ async def test_cancelling_a_turn_and_stopping_leave_no_kernel_on_the_gateway(
 
         events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
         assert running.is_set()
-        assert isinstance(events[-1], TurnCancelled)
+        assert isinstance(events[-1], RunCancelled)
         assert {e.status for e in events if isinstance(e, SubagentFinished)} == {"cancelled"}
         assert gateway.kernel_ids() == [agent.kernel.kernel_id]  # type: ignore[union-attr]
     assert gateway.kernel_ids() == []

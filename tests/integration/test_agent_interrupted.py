@@ -22,7 +22,7 @@ from freeact_sub import (
     CodeExecutionOutput,
     CodeExecutionOutputChunk,
     ResponseChunk,
-    TurnCancelled,
+    RunCancelled,
 )
 from tests.scripting import Block, Call, Router, Script, drive, shared_agent
 
@@ -77,7 +77,7 @@ async def test_a_stream_left_with_break_starts_no_more_cells_and_the_next_stream
         count = await asyncio.wait_for(cells_run(agent, script), 60)  # a new stream() ends the abandoned turn
         assert count == 1
         rest = [event async for event in gen]
-        assert isinstance(rest[-1], TurnCancelled)  # the old stream, if read again, says how it ended
+        assert isinstance(rest[-1], RunCancelled)  # the old stream, if read again, says how it ended
     finally:
         agent.approvals.clear(agent.agent_id)
 

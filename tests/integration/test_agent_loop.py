@@ -21,7 +21,7 @@ from freeact_sub import (
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
     TurnStarted,
 )
 from tests.scripting import Block, Call, Script, Think, drive, new_kernel_turn, of, shared_agent, single_agent_config
@@ -411,7 +411,7 @@ async def test_a_new_stream_ends_the_unfinished_turn(shared) -> None:
     events = await drive(agent.stream("second"))
     assert events[-1].content == "second answer"
     rest = [event async for event in first]
-    assert isinstance(rest[-1], TurnCancelled)  # its consumer learns that the turn was ended
+    assert isinstance(rest[-1], RunCancelled)  # its consumer learns that the turn was ended
 
 
 async def test_start_and_stop_without_a_context_manager(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from freeact_sub import (
     KernelError,
     McpServerError,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
 )
 from tests.processes import is_gone, kernel_processes
 from tests.scripting import Call, Script, configs, drive, of
@@ -131,7 +131,7 @@ async def test_cancel_during_an_mcp_call(shared) -> None:
         if isinstance(event, ApprovalRequest):
             event.approve(True)
             agent.cancel()
-    assert isinstance(events[-1], TurnCancelled)
+    assert isinstance(events[-1], RunCancelled)
     # the history keeps the call and answers it as interrupted, then notes the interruption (issue 8)
     history = agent.history
     assert history[: len(before)] == before

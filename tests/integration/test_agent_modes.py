@@ -47,7 +47,7 @@ async def test_a_primary_only_type_is_not_offered_to_task_and_a_subagent_only_ty
     model = Router({"PARENT": parent}).model
     async with Agent(config(model, workdir, agents=types, agent="lead")) as agent:
         await drive(agent.stream("PARENT go"))
-        assert agent.subagent_type == "lead"
+        assert agent.agent_type == "lead"
     (info,) = parent.infos[:1]
     task = next(tool for tool in info.function_tools if tool.name == "task")
     assert "`helper`" in (task.description or "") and "`lead`" not in (task.description or "")

@@ -93,7 +93,7 @@ async def test_explore_plan_and_review_through_the_scripted_server(workdir: Path
                     event.approve(True)
         bodies = list(server.requests)
 
-    started = {e.subagent_type: e for e in events if isinstance(e, SubagentStarted)}
+    started = {e.agent_type: e for e in events if isinstance(e, SubagentStarted)}
     assert set(started) == set(JOBS)
     assert {kind: e.max_turns for kind, e in started.items()} == {"explore": 20, "plan": 15, "review": 15}
     ids = {e.subagent_id: kind for kind, e in started.items()}

@@ -24,7 +24,7 @@ from freeact_sub import (
     ApprovalRequest,
     CodeExecutionOutput,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
 )
 from tests.npm_servers import filesystem_server
 from tests.scripting import Call, Router, Script, configs, drive, of
@@ -227,7 +227,7 @@ async def test_a_cell_cancelled_while_its_call_waits_for_approval(tmp_path: Path
                 event.approve(True)
             elif isinstance(event, ApprovalRequest):
                 agent.cancel()  # the call waits for a decision that never comes
-        assert isinstance(events[-1], TurnCancelled)
+        assert isinstance(events[-1], RunCancelled)
         assert not of(ToolOutput, events)
         after = await drive(agent.stream("what happened?"))
     text = cell_output(after, "check").text

@@ -51,7 +51,7 @@ async def test_tour_calls_mcp_from_code_runs_three_parallel_subagents_one_on_ant
     assert "reference values: pi = 3.141593, e = 2.718282" in printed.text
 
     # the typed child on the Anthropic protocol: its type, title and model everywhere the events go
-    (reviewer,) = [e for e in started if e.subagent_type == "reviewer"]
+    (reviewer,) = [e for e in started if e.agent_type == "reviewer"]
     assert (reviewer.description, reviewer.model) == ("Review the summary", DEMO_ANTHROPIC_MODEL)
     assert reviewer.prompt == REVIEW_TASK
     assert {e.model for e in started if e is not reviewer} == {DEMO_MODEL}

@@ -1,4 +1,4 @@
-"""The person's own directed turns: `stream(..., subagent_type=...)` (`@type` in the front ends) and command
+"""The person's own directed turns: `stream(..., agent_type=...)` (`@type` in the front ends) and command
 files (`stream_command`). Real kernels, scripted models; the request logs show what each agent was sent."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ async def test_a_directed_subagent_is_asked_runs_and_its_answer_is_in_the_main_a
     model = Router({"[The user started": main, "CHILD": child, "Find where the lexer": by_command}).model
     config = AgentConfig(model=model, working_dir=workdir, kernel_pool_size=0, mcp_pool_size=0)
     async with Agent(config) as agent:
-        events = await drive(agent.stream("CHILD: find the parser", subagent_type="general"))
+        events = await drive(agent.stream("CHILD: find the parser", agent_type="general"))
         (asked,) = of(ApprovalRequest, events)
         assert (asked.agent_id, asked.tool_name, asked.tool_args["subagent_type"], asked.auto_approved) == (
             agent.agent_id, "task", "general", False)  # asked of the person as the model's call would be
@@ -40,11 +40,11 @@ async def test_a_directed_subagent_is_asked_runs_and_its_answer_is_in_the_main_a
         await drive(agent.stream("PARENT: where is it?"))
         await drive(agent.stream_command("find", "the lexer"))
         await drive(agent.stream("no model of its own", model=other.model))
-        rejected = await drive(agent.stream("CHILD: never", subagent_type="general"), decide=False)
+        rejected = await drive(agent.stream("CHILD: never", agent_type="general"), decide=False)
         assert agent.turns.last_turn_rejected and not of(SubagentStarted, rejected)
         assert "The user rejected this call" in str(agent.history[-1].parts[0].content)  # type: ignore[union-attr]
         with pytest.raises(ValueError, match="unknown agent type 'nope'; the known types are explore, general"):
-            await anext(agent.stream("x", subagent_type="nope"))
+            await anext(agent.stream("x", agent_type="nope"))
         with pytest.raises(ConfigError, match="unknown command 'nope'; the commands are /find, /short"):
             await anext(agent.stream_command("nope"))
         # a person's text as the terminal and the notebook read it

@@ -38,7 +38,7 @@ async def test_at_type_a_command_and_the_message_box_of_a_running_subagent(workd
         view = AgentView(agent)
         await view.run("@general [sub-direct] find the parser")
         assert view.answer == "found it at parser.py:12"
-        assert view.panel is not None and [p.subagent_type for p in view.panel.panels.values() if p.subagent] == [
+        assert view.panel is not None and [p.agent_type for p in view.panel.panels.values() if p.subagent] == [
             "general"]
         await view.run("/check the lexer")
         assert view.answer == "the lexer is fine"

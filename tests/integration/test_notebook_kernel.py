@@ -153,7 +153,7 @@ async def test_stop_button_cancels_a_running_cell(tmp_path: Path) -> None:
         assert models[stop]["disabled"] is True
         assert "tick 120" not in ws.text(models, main)
         printed = await kernel.run("print(type(view.events[-1]).__name__, agent.kernel is not None)")
-        assert printed.split() == ["TurnCancelled", "True"]  # the agent and its kernel are ready for more
+        assert printed.split() == ["RunCancelled", "True"]  # the agent and its kernel are ready for more
         # the agent goes on with the next cell of the notebook as if nothing happened
         request = kernel.execute(cells[2])
         again, _ = await new_run(kernel, 2)

@@ -256,7 +256,7 @@ async def test_children_are_never_less_confined_than_their_parent(place: dict[st
         config = _config(model, place, sandbox=parent_profile, agents=types, max_subagents=3)
         async with Agent(config) as agent:
             events = await drive(agent.stream("PARENT go"))
-        started = {e.subagent_type: e for e in of(SubagentStarted, events)}
+        started = {e.agent_type: e for e in of(SubagentStarted, events)}
         assert {kind: e.sandbox for kind, e in started.items()} == expected
         by_type = {kind: _results(events, e.subagent_id)[0] for kind, e in started.items()}
         for results in by_type.values():

@@ -125,7 +125,7 @@ def _comparable(events: list[AgentEvent]) -> list[tuple[Any, ...]]:
                 kept.append(("response", content, final))
             case ApprovalRequest(tool_name=name, tool_args=args, tool_call_id=call_id):
                 kept.append(("call", name, args, call_id))
-            case CodeExecutionOutput(text=text, tool_call_id=call_id):
+            case CodeExecutionOutput(content=text, tool_call_id=call_id):
                 kept.append(("cell", text, call_id))
             case ToolOutput(content=content, tool_name=name, tool_call_id=call_id):
                 kept.append(("tool", name, content, call_id))
@@ -249,8 +249,8 @@ async def test_the_replay_names_each_childs_type_title_and_model_and_calls_that_
     replayed = open_session(session_id or "", workdir).events()
     (live,) = [e for e in streamed if isinstance(e, SubagentStarted)]
     (again,) = [e for e in replayed if isinstance(e, SubagentStarted)]
-    replayed_kind = (again.subagent_type, again.description, again.model)
-    assert replayed_kind == (live.subagent_type, live.description, live.model) == ("reviewer", "Review it",
+    replayed_kind = (again.agent_type, again.description, again.model)
+    assert replayed_kind == (live.agent_type, live.description, live.model) == ("reviewer", "Review it",
                                                                                    "scripted-router")
     (refused,) = [e for e in replayed if isinstance(e, ApprovalRequest) and e.tool_call_id == "reset"]
     assert refused.decision is False  # a deny rule refused it: it never ran, and the replay says so

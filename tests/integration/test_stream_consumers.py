@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic_ai.messages import UserPromptPart
 
-from freeact_sub import Agent, AgentConfig, ApprovalRequest, Response, TurnCancelled
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, Response, RunCancelled
 from tests.scripting import Block, Call, Script
 
 
@@ -59,7 +59,7 @@ async def test_a_second_stream_ends_the_first(workdir: Path) -> None:
         first = agent.stream("first")
         await anext(first)
         assert [e.content async for e in agent.stream("second") if isinstance(e, Response)] == ["Second."]
-        assert isinstance([e async for e in first][-1], TurnCancelled)
+        assert isinstance([e async for e in first][-1], RunCancelled)
 
 
 async def test_closing_with_aclosing_ends_the_turn_at_once(workdir: Path) -> None:

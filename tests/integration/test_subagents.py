@@ -42,7 +42,7 @@ from freeact_sub import (
     Thoughts,
     ThoughtsChunk,
     ToolOutput,
-    TurnCancelled,
+    RunCancelled,
     TurnStarted,
 )
 from tests.processes import calc_servers, kernel_processes
@@ -575,7 +575,7 @@ async def test_cancelled_calls_leave_no_kernel_behind(workdir: Path) -> None:
         assert kernel_processes() == [parent_kernel], "with the pool off, only the parent's kernel should remain"
         assert pool.ready == 0
 
-    assert isinstance(watch.events[-1], TurnCancelled)
+    assert isinstance(watch.events[-1], RunCancelled)
     assert {e.status for e in watch.of(SubagentFinished)} == {"cancelled"}
     assert watch.of(CodeExecutionOutput) == []  # no child's cell ran: their kernels were still booting
 
@@ -825,7 +825,7 @@ async def test_cancel_stops_running_children_and_waiting_calls(workdir: Path) ->
         model.scripts["CHILD-again:"] = again
         second = await watched(agent, PARENT + " again")
 
-    assert isinstance(watch.events[-1], TurnCancelled) and watch.events[-1].agent_id == agent.agent_id
+    assert isinstance(watch.events[-1], RunCancelled) and watch.events[-1].agent_id == agent.agent_id
     started = watch.of(SubagentStarted)
     assert sorted(e.prompt for e in started) == [child("c1"), child("c2")], "the waiting call never started"
     queued = watch.of(SubagentQueued)
@@ -863,7 +863,7 @@ async def test_cancel_while_children_start(workdir: Path, calc_server_config: di
     assert all(script.calls == 0 for script in children.values()), "no child got as far as its model"
     assert sorted(e.subagent_id for e in watch.of(SubagentFinished)) == sorted(started)
     assert {e.status for e in watch.of(SubagentFinished)} == {"cancelled"}
-    assert isinstance(watch.events[-1], TurnCancelled)
+    assert isinstance(watch.events[-1], RunCancelled)
 
 
 async def test_invalid_task_arguments_start_no_child(workdir: Path) -> None:
@@ -942,7 +942,7 @@ async def test_cancel_while_child_waits_for_approval(workdir: Path) -> None:
     (finished,) = watch.of(SubagentFinished)
     assert finished.status == "cancelled"
     assert not watch.of(CodeExecutionOutput)
-    assert isinstance(watch.events[-1], TurnCancelled)
+    assert isinstance(watch.events[-1], RunCancelled)
 
 
 async def test_closing_the_stream_stops_children(workdir: Path) -> None:

@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, SystemPromptPart
 from freeact_sub import (
     Agent,
     AgentConfig,
-    AgentDefinition,
+    AgentType,
     AgentEvent,
     ApprovalRequest,
     ConfigError,
@@ -65,7 +65,7 @@ async def test_three_typed_children_in_one_response(workdir: Path, calc_server_c
     adder.model._model_name = "adder-model"  # the name the child's model reports
     model = Router({"PARENT": parent, "CHILD-reader:": reader, "CHILD-general:": general})
     types = {
-        "adder": AgentDefinition(
+        "adder": AgentType(
             description="Adds numbers with the calc server.",
             prompt="You add numbers.",
             model=adder.model,
@@ -104,13 +104,13 @@ async def test_three_typed_children_in_one_response(workdir: Path, calc_server_c
 
     started = {e.tool_call_id: e for e in events if isinstance(e, SubagentStarted)}
     assert set(started) == {"t-mcp", "t-reader", "t-general"}
-    assert (started["t-mcp"].subagent_type, started["t-mcp"].description, started["t-mcp"].model) == (
+    assert (started["t-mcp"].agent_type, started["t-mcp"].description, started["t-mcp"].model) == (
         "adder",
         "Add two numbers",
         "adder-model",
     )
     assert started["t-mcp"].max_turns == 3  # the type's limit
-    assert (started["t-general"].subagent_type, started["t-general"].model) == ("general", "scripted-router")
+    assert (started["t-general"].agent_type, started["t-general"].model) == ("general", "scripted-router")
     assert started["t-general"].max_turns == 10
 
     # the kernel-less child: no kernel, only its MCP tools, its own prompt, its own model
@@ -157,7 +157,7 @@ async def test_the_main_agent_runs_as_a_type(workdir: Path) -> None:
         agents={"careful": {"description": "Careful.", "prompt": "Be careful.", "approvals": {"reset_*": "deny"}}},
     )
     async with Agent(config) as agent:
-        assert agent.subagent_type == "careful"
+        assert agent.agent_type == "careful"
         async for event in agent.stream("go"):
             assert not (isinstance(event, ApprovalRequest) and not event.decided), "nobody is asked"
     assert "## Your role\n\nBe careful." in system_prompt(script.requests[0])
@@ -269,7 +269,7 @@ async def test_an_agent_starts_only_the_mcp_servers_its_tool_patterns_can_use(
         mcp_pool_size=0,
         mcp_servers={"calc": calc_server_config, "time": time_server_config},
         disallowed_tools=["time_*"],  # the main agent does not use time either
-        agents={"adder": AgentDefinition(description="adds", tools=["calc_*"])},
+        agents={"adder": AgentType(description="adds", tools=["calc_*"])},
         auto_approve=True,
     )
     async with Agent(config) as agent:

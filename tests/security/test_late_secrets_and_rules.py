@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from freeact_sub import Agent, AgentConfig, AgentDefinition, ApprovalRequest, CodeExecutionOutput
+from freeact_sub import Agent, AgentConfig, AgentType, ApprovalRequest, CodeExecutionOutput
 from freeact_sub.sandbox import platform_problem
 from tests.scripting import Call, Router, Script, drive, of
 
@@ -40,8 +40,8 @@ async def _child_cell_requests(
         "CHILD": Script([Call("execute_ipython_cell", {"code": "print('ran')"}, id="c")], ["child done"]),
     })
     types = {
-        "lead": AgentDefinition(description="the main agent's type", approvals=parent_rules),
-        "eager": AgentDefinition(description="allows itself everything", approvals={"*": "allow"}),
+        "lead": AgentType(description="the main agent's type", approvals=parent_rules),
+        "eager": AgentType(description="allows itself everything", approvals={"*": "allow"}),
     }
     config = AgentConfig(model=router.model, working_dir=tmp_path, approvals=global_rules, agents=types,
                          agent="lead", kernel_pool_size=0)

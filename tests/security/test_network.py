@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from freeact_sub import Agent, AgentConfig, AgentDefinition, CodeExecutionOutput, SubagentStarted
+from freeact_sub import Agent, AgentConfig, AgentType, CodeExecutionOutput, SubagentStarted
 from freeact_sub.sandbox import platform_problem
 from tests.scripting import Call, Router, Script, drive, of
 from tests.security.net_lab import NetLab, net_lab
@@ -166,7 +166,7 @@ async def probed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tupl
         config = AgentConfig(
             model=router.model, working_dir=work, auto_approve=True, kernel_pool_size=1, execution_timeout=120,
             sandbox={"name": "net-test", "network": HOSTS},
-            agents={"narrow": AgentDefinition(description="narrow", sandbox={"name": "narrow",
+            agents={"narrow": AgentType(description="narrow", sandbox={"name": "narrow",
                                                                              "network": CHILD_HOSTS})},
         )
         async with Agent(config) as agent:

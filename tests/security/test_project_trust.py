@@ -24,7 +24,7 @@ import pytest
 
 from freeact_sub import (
     Agent,
-    AgentDefinition,
+    AgentType,
     ApprovalRequest,
     ConfigError,
     forget_folder,
@@ -109,7 +109,7 @@ config = configs(tools=["task"], save_sessions=False, kernel_pool_size=0, mcp_po
 
 def one_task(subagent_type: str, child: Script | None = None) -> Router:
     """A main agent that hands one job to `subagent_type`, then answers with what it got back."""
-    main = Script([Call("task", {"subagent_type": subagent_type, "prompt": "[child] do the job"})], ["done"])
+    main = Script([Call("task", {"subagent_type": agent_type, "prompt": "[child] do the job"})], ["done"])
     return Router({"[main]": main, "[child]": child or Script(["child done"])})
 
 
@@ -297,7 +297,7 @@ def test_the_persons_own_types_and_types_in_code_are_trusted(workdir: Path, home
     own = home / ".config" / "freeact-sub" / "agents"
     own.mkdir(parents=True)
     (own / "mine.md").write_text(f"---\n{front}\n---\n")
-    in_code = {"coded": AgentDefinition(description="x", base_url="http://127.0.0.1:9/v1", approvals={"*": "allow"})}
+    in_code = {"coded": AgentType(description="x", base_url="http://127.0.0.1:9/v1", approvals={"*": "allow"})}
     types = load_agent_types(in_code, workdir)
     assert types["mine"].approvals == {"*": "allow"} and types["coded"].base_url == "http://127.0.0.1:9/v1"
 
@@ -321,7 +321,7 @@ def test_the_persons_own_types_and_types_in_code_are_trusted(workdir: Path, home
     ],
 )
 def test_each_power_is_named_by_its_field(workdir: Path, fields: dict[str, object], power: str) -> None:
-    definition = AgentDefinition.model_validate({"description": "x", **fields})
+    definition = AgentType.model_validate({"description": "x", **fields})
     assert powers_of(definition, workdir) == (power,)
 
 
@@ -335,7 +335,7 @@ def test_each_power_is_named_by_its_field(workdir: Path, fields: dict[str, objec
     ],
 )
 def test_fields_without_powers_load_in_an_untrusted_folder(workdir: Path, fields: dict[str, object]) -> None:
-    definition = AgentDefinition.model_validate({"description": "x", **fields})
+    definition = AgentType.model_validate({"description": "x", **fields})
     assert powers_of(definition, workdir) == ()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from freeact_sub import AgentConfig, AgentDefinition, ConfigError, ConfigWarning
+from freeact_sub import AgentConfig, AgentType, ConfigError, ConfigWarning
 from freeact_sub.config.agent_types import (
     BUILTIN_TYPES,
     compose_system_prompt,
@@ -181,7 +181,7 @@ def test_precedence_builtin_user_project_config_code(tmp_path: Path) -> None:
         tmp_path, "freeact.toml", '[agents.c]\ndescription = "config c"\n[agents.d]\ndescription = "config d"\n'
     )
     config = AgentConfig.load(
-        config_file, environ={}, working_dir=project, agents={"d": AgentDefinition(description="code d")}
+        config_file, environ={}, working_dir=project, agents={"d": AgentType(description="code d")}
     )
     types = load_agent_types(config.agents, project, user_dir=user)
     described = {name: d.description for name, d in types.items()}
@@ -219,7 +219,7 @@ def test_config_agents_table_in_json_with_errors_naming_the_file(tmp_path: Path)
 
 
 def test_code_form_takes_definitions_and_plain_dicts() -> None:
-    config = AgentConfig(agents={"a": AgentDefinition(description="A"), "b": {"description": "B", "maxTurns": 2}})
+    config = AgentConfig(agents={"a": AgentType(description="A"), "b": {"description": "B", "maxTurns": 2}})
     assert config.agents["a"].description == "A" and config.agents["b"].max_turns == 2
 
 
@@ -238,7 +238,7 @@ def test_configure_a_type_on_another_provider_brings_its_own_connection() -> Non
         model_settings={"temperature": 0.1},
         mcp_servers={"a": {"command": "x"}},
     )
-    other = AgentDefinition(
+    other = AgentType(
         description="d",
         model="anthropic:claude-haiku-4-5",
         base_url="http://anthropic-proxy",
@@ -254,17 +254,17 @@ def test_configure_a_type_on_another_provider_brings_its_own_connection() -> Non
     )
     assert sorted(config.mcp_servers) == ["a", "b"] and config.max_turns == 3
     same = configure(
-        parent, AgentDefinition(description="d", model_settings={"temperature": 0.9}), "same", model="RESOLVED"
+        parent, AgentType(description="d", model_settings={"temperature": 0.9}), "same", model="RESOLVED"
     )
     assert (same.model, same.base_url, same.model_settings) == ("RESOLVED", "http://proxy/v1", {"temperature": 0.9})
-    moved = configure(parent, AgentDefinition(description="d", base_url="http://other/v1"), "moved", model="RESOLVED")
+    moved = configure(parent, AgentType(description="d", base_url="http://other/v1"), "moved", model="RESOLVED")
     assert (moved.model, moved.base_url, moved.api_key_env) == ("openai:gpt-4.1", "http://other/v1", "PROXY_KEY")
 
 
 def test_a_base_url_without_a_model_name_to_point_is_an_error() -> None:
     parent = AgentConfig(model=object())
     with pytest.raises(ConfigError, match=r"agent type 'local': base_url: needs a model name"):
-        configure(parent, AgentDefinition(description="d", base_url="http://x/v1"), "local")
+        configure(parent, AgentType(description="d", base_url="http://x/v1"), "local")
 
 
 def test_the_type_prompt_follows_the_code_action_prompt() -> None:
@@ -278,8 +278,8 @@ def test_the_type_prompt_follows_the_code_action_prompt() -> None:
 def test_the_task_tool_lists_the_types() -> None:
     spec = task_tool(
         {
-            "general": AgentDefinition(description="Anything."),
-            "reviewer": AgentDefinition(description="Reviews\n code."),
+            "general": AgentType(description="Anything."),
+            "reviewer": AgentType(description="Reviews\n code."),
         }
     )
     assert spec.description.endswith("- `general`: Anything.\n- `reviewer`: Reviews code.")
@@ -287,11 +287,11 @@ def test_the_task_tool_lists_the_types() -> None:
 
 
 def test_a_definition_is_frozen_and_keyword_only() -> None:
-    definition = AgentDefinition(description="x")
+    definition = AgentType(description="x")
     with pytest.raises(Exception, match="frozen"):
         definition.prompt = "y"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        AgentDefinition("x")  # type: ignore[misc]
+        AgentType("x")  # type: ignore[misc]
 
 
 def test_parse_markdown_from_text() -> None:
@@ -314,7 +314,7 @@ def test_the_docs_type_examples_load(tmp_path: Path) -> None:
     config = AgentConfig.load(write(tmp_path, "freeact.toml", table), environ={})
     assert config.agents["thinker"].disallowed_tools == ["execute_ipython_cell"]
     assert configure(config, config.agents["explorer"], "explorer").model == "anthropic:claude-haiku-4-5"
-    (code,) = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "AgentDefinition(" in b]
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "AgentType(" in b]
     scope: dict[str, object] = {}
     exec(code, scope)
     assert sorted(scope["config"].agents) == ["explorer", "reader"]  # type: ignore[attr-defined]
@@ -342,8 +342,8 @@ def test_an_mcp_server_is_needed_only_if_one_of_its_tools_could_pass_the_pattern
 
 def test_the_task_tool_lists_the_models_and_offers_model_only_when_there_is_a_choice() -> None:
     types = {
-        "general": AgentDefinition(description="Anything."),
-        "cheap": AgentDefinition(description="Cheap.", models=["openai:gpt-4.1-mini"]),
+        "general": AgentType(description="Anything."),
+        "cheap": AgentType(description="Cheap.", models=["openai:gpt-4.1-mini"]),
     }
     plain = task_tool({"general": types["general"]}, AgentConfig())
     assert "model" not in plain.parameters["properties"] and "Models for" not in plain.description

@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.usage import RequestUsage
 
-from freeact_sub import Agent, AgentConfig, AgentDefinition, ConfigError
+from freeact_sub import Agent, AgentConfig, AgentType, ConfigError
 from freeact_sub.subagents.task_notes import task_call_notes
 from tests.scripting import Script
 
@@ -42,9 +42,9 @@ async def test_a_tree_budget_on_a_model_without_a_known_price_is_refused_at_star
 
 
 def test_cost_budgets_are_fields_of_types_and_show_in_a_task_call() -> None:
-    assert AgentDefinition.model_validate({"description": "x", "maxCost": 0.5}).max_cost == 0.5
+    assert AgentType.model_validate({"description": "x", "maxCost": 0.5}).max_cost == 0.5
     with pytest.raises(ValueError, match="greater than 0"):
-        AgentDefinition.model_validate({"description": "x", "max_cost": 0})
+        AgentType.model_validate({"description": "x", "max_cost": 0})
     assert "at most $0.25" in task_call_notes({"prompt": "p", "max_cost": 0.25})
 
 

@@ -244,11 +244,11 @@ async def test_the_tour_calls_mcp_tools_from_code_then_starts_a_typed_reviewer_b
 
 
 async def test_one_server_answers_the_reviewer_over_the_anthropic_protocol(server: DemoServer) -> None:
-    from freeact_sub.config.agent_types import AgentDefinition, configure
+    from freeact_sub.config.agent_types import AgentType, configure
 
     types = demo_config(server).agents
     parent = AgentConfig(model=DEMO_MODEL, base_url=server.base_url)
-    reviewer = configure(parent, AgentDefinition.model_validate(types["reviewer"]), "reviewer").resolve_model()
+    reviewer = configure(parent, AgentType.model_validate(types["reviewer"]), "reviewer").resolve_model()
     assert reviewer.system == "anthropic" and reviewer.model_name == DEMO_ANTHROPIC_MODEL
     count = ModelRequestParameters(function_tools=[_tool("demo_word_count")])
     history: list = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart(REVIEW_TASK)])]

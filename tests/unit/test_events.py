@@ -35,7 +35,7 @@ def test_every_event_type_derives_from_agent_event_and_is_frozen() -> None:
         "Thoughts",
         "ThoughtsChunk",
         "ToolOutput",
-        "TurnCancelled",
+        "RunCancelled",
     } <= names
     for cls in classes:
         assert issubclass(cls, AgentEvent), cls
@@ -52,7 +52,7 @@ def test_events_are_exported_by_the_package() -> None:
 
 
 def test_an_event_cannot_be_changed() -> None:
-    event = CodeExecutionOutput(agent_id="agent-1", text="hi", tool_call_id="c1", images=(Path("a.png"),))
+    event = CodeExecutionOutput(agent_id="agent-1", content="hi", tool_call_id="c1", images=(Path("a.png"),))
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.text = "changed"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):

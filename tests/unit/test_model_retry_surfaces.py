@@ -26,7 +26,7 @@ from rich.console import Console
 
 from freeact_sub import AgentConfig, ApprovalPolicy, ModelRetry, ModelSlot, Response, ResponseChunk, TurnStarted
 from freeact_sub.config.agent_types import configure
-from freeact_sub.config.definitions import AgentDefinition
+from freeact_sub.config.definitions import AgentType
 from freeact_sub.launch import build_config
 from freeact_sub.models.retries import MAX_BACKOFF, StreamIdle, backoff, retry_reason
 from freeact_sub.notebook.agent_panel import AgentPanel
@@ -119,10 +119,10 @@ def test_defaults_and_every_layer_sets_the_retry_fields(tmp_path: Path, clean_en
 
 def test_an_agent_type_sets_its_own_retries_and_idle_timeout() -> None:
     base = AgentConfig(model_retries=2)
-    cheap = AgentDefinition.model_validate({"description": "cheap", "modelRetries": 10, "streamIdleTimeout": 45})
+    cheap = AgentType.model_validate({"description": "cheap", "modelRetries": 10, "streamIdleTimeout": 45})
     configured = configure(base, cheap, "cheap")
     assert (configured.model_retries, configured.stream_idle_timeout) == (10, 45.0)
-    plain = configure(base, AgentDefinition(description="plain"), "plain")
+    plain = configure(base, AgentType(description="plain"), "plain")
     assert (plain.model_retries, plain.stream_idle_timeout) == (2, 300.0)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from freeact_sub import AgentConfig, AgentDefinition
+from freeact_sub import AgentConfig, AgentType
 from freeact_sub.agent.tool_calls import sandbox_note
 from freeact_sub.sandbox import BUILT_IN_PROFILES, SandboxProfile, meet, profile_from
 
@@ -25,7 +25,7 @@ def test_a_profile_is_a_name_or_a_table_and_a_bad_one_names_the_field() -> None:
         AgentConfig(sandbox={"network": "sometimes"})
     with pytest.raises(ValidationError, match=r"sandbox\.writes"):
         AgentConfig(sandbox={"writes": ["."]})
-    assert AgentDefinition(description="d", sandbox="offline").sandbox is OFFLINE
+    assert AgentType(description="d", sandbox="offline").sandbox is OFFLINE
 
 
 def test_a_child_gets_what_its_type_asks_for_but_never_more_than_its_parent(tmp_path: Path) -> None:

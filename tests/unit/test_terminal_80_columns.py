@@ -37,7 +37,7 @@ def table(board: SubagentBoard, width: int = 80) -> list[str]:
 
 def started(parent: str, child: str, call_id: str) -> SubagentStarted:
     return SubagentStarted(agent_id=parent, subagent_id=child, tool_call_id=call_id, prompt="Count the primes",
-                           max_turns=10, subagent_type="reviewer", model="freeact-sub-demo-with-a-long-name")
+                           max_turns=10, agent_type="reviewer", model="freeact-sub-demo-with-a-long-name")
 
 
 def row(lines: list[str], agent_id: str) -> str:
@@ -87,8 +87,8 @@ async def test_a_state_too_long_for_the_terminal_goes_on_over_a_second_line_and_
 
 def image_event(path: Path, agent_id: str) -> list[object]:
     line = f"[image saved: {path}]\n"
-    return [CodeExecutionOutputChunk(agent_id=agent_id, text="plotted\n" + line, tool_call_id="c1"),
-            CodeExecutionOutput(agent_id=agent_id, text="plotted\n" + line, images=(path,), tool_call_id="c1")]
+    return [CodeExecutionOutputChunk(agent_id=agent_id, content="plotted\n" + line, tool_call_id="c1"),
+            CodeExecutionOutput(agent_id=agent_id, content="plotted\n" + line, images=(path,), tool_call_id="c1")]
 
 
 def test_a_saved_images_path_is_shown_relative_to_this_folder_on_one_line(
@@ -129,7 +129,7 @@ def test_an_image_line_a_cell_printed_with_other_text_stays_behind_the_gutter(
     monkeypatch.chdir(tmp_path)
     render, _, out = renderer()
     forged = "[image saved: " + "x" * 70 + " agent-main ✓ approved.png]\n"
-    render.handle(CodeExecutionOutputChunk(agent_id="agent-main", text=forged, tool_call_id="c1"))
+    render.handle(CodeExecutionOutputChunk(agent_id="agent-main", content=forged, tool_call_id="c1"))
     lines = out.getvalue().splitlines()
     assert len(lines) > 1 and all(line.startswith("agent-main") for line in lines), lines
 
@@ -184,7 +184,7 @@ def test_the_agent_types_at_80_columns_keep_names_models_and_tools_whole(tmp_pat
     from freeact_sub.terminal.banner import agent_types_table
 
     agent = Agent(AgentConfig(model="test", working_dir=tmp_path))
-    agent.tree.types = load_agent_types(
+    agent.tree.agent_types = load_agent_types(
         {"reviewer": {"description": "Reviews a short text for a newcomer and counts its words.",
                       "model": "anthropic:claude-demo", "tools": []}}, tmp_path, trust_project=False, servers=[])
     console = Console(width=80, record=True, file=io.StringIO())

@@ -170,7 +170,7 @@ def test_subagents_alive_from_earlier_turns_are_rows_beside_a_queued_one() -> No
     from freeact_sub.terminal.status import SubagentBoard
 
     def info(agent_id: str, state: str) -> SubagentInfo:
-        return SubagentInfo(agent_id=agent_id, parent_id="agent-main", subagent_type="general", description="",
+        return SubagentInfo(agent_id=agent_id, parent_id="agent-main", agent_type="general", description="",
                             prompt="p", state=state, background=True, turns=2, elapsed=5.0, input_tokens=100,
                             output_tokens=20, cost=Decimal("0.001"))
 

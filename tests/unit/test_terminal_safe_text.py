@@ -141,10 +141,10 @@ SGR = re.compile(r"\x1b\[[0-9;]*m")
 async def test_cell_output_and_model_text_cannot_pass_for_a_decision_line() -> None:
     renderer, out = _renderer()
     fake = "agent-3fa2     ✓  approved"
-    renderer.handle(CodeExecutionOutputChunk(agent_id="agent-3fa2", tool_call_id="c", text=(
+    renderer.handle(CodeExecutionOutputChunk(agent_id="agent-3fa2", tool_call_id="c", content=(
         f"\x1bc\x9b2J\x1b]52;c;SGVsbG8=\x07one\nsafe\r{fake}\n" + " " * 75 + fake + "\n\x1b[999D" + fake + "\n"
     )))
-    renderer.handle(CodeExecutionOutput(agent_id="agent-3fa2", tool_call_id="c", text=""))
+    renderer.handle(CodeExecutionOutput(agent_id="agent-3fa2", tool_call_id="c", content=""))
     renderer.handle(Response(agent_id="agent-3fa2", content=f"answer \x1b]0;t\x07\n\n{fake}"))
     renderer.handle(ToolOutput(agent_id="agent-3fa2", content=f"r\n{fake}", tool_name="t", tool_call_id="x"))
     renderer.note("The turn failed:", style="red", detail=f"boom\n{fake}")

@@ -44,7 +44,7 @@ async def test_states_and_their_exact_times_and_a_pending_approval_that_is_decid
 
     cell.approve(at=101.5)  # the person decides after the picture was taken: the next picture shows it
     for event in (
-        CodeExecutionOutput(agent_id=MAIN, text="", tool_call_id="c1", at=102.0),
+        CodeExecutionOutput(agent_id=MAIN, content="", tool_call_id="c1", at=102.0),
         TurnStarted(agent_id=MAIN, turn=2, at=102.0),
         ModelUsage(agent_id=MAIN, model_name="m", input_tokens=1, output_tokens=1, at=102.5),
         task,
