@@ -73,6 +73,7 @@ SLOWEST_FIRST = (
     "tests/e2e/test_sessions_cli.py",
     "tests/e2e/test_terminal_oneshot.py",
     "tests/e2e/test_terminal_session.py",
+    "tests/e2e/test_acp.py",
     "tests/e2e/test_terminal_exit.py",
     "tests/e2e/test_timeline_cli.py",
     "tests/e2e/test_terminal_first_run.py",

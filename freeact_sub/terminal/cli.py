@@ -3,7 +3,7 @@
 Configuration precedence, highest first: flags > `FREEACT_SUB_*` environment variables >
 `--config FILE`; a `.env` file in the working directory is loaded into the environment first
 (without overriding variables already set), but only its provider keys and harmless settings
-(`env_file.py`). The project's agent types that carry powers are used only in a trusted folder
+(`launch/env_file.py`). The project's agent types that carry powers are used only in a trusted folder
 (`trust.py`: asked once, or `--trust-project` / `--no-trust-project`). Every configuration problem
 (a bad file, an unknown model, a missing API key) is reported in one line before any kernel starts; a failing MCP server
 is reported the same way, and whatever had started is stopped.
@@ -24,9 +24,10 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .arguments import UsageError, build_parser, check_prompt_text, check_timeline_file, working_dir_from
-from .output import print_answer, show_resumed, sigint_ignored
-from .run_config import build_config, complain, load_dotenv, start_demo
+from freeact_sub.launch import UsageError, build_config, load_dotenv, start_demo, working_dir_from
+
+from .arguments import build_parser, check_prompt_text, check_timeline_file
+from .output import complain, print_answer, show_resumed, sigint_ignored
 
 if TYPE_CHECKING:
     from freeact_sub import Agent, AgentConfig
@@ -141,7 +142,7 @@ class _Runner:
         args = self.args
         one_shot = args.prompt is not None
         working_dir = working_dir_from(args.working_dir)
-        load_dotenv(working_dir)
+        load_dotenv(working_dir, complain)
         if args.demo:
             self.demo = start_demo()
         try:

@@ -1,5 +1,5 @@
 """What the `freeact-sub` command prints outside the live view: the final answer, a resumed session's last
-turn; and Ctrl-C held off while kernels and MCP servers stop."""
+turn, a one-line complaint on stderr; and Ctrl-C held off while kernels and MCP servers stop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .theme import Theme
 
-__all__ = ["print_answer", "show_resumed", "sigint_ignored"]
+__all__ = ["complain", "print_answer", "show_resumed", "sigint_ignored"]
+
+
+def complain(text: str) -> None:
+    """`freeact-sub: TEXT` on stderr; the text may quote what we did not write (see `safe_text.message`)."""
+    from .safe_text import message
+
+    print("freeact-sub: " + message(text), file=sys.stderr)
 
 
 def show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: str) -> None:

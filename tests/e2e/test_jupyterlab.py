@@ -10,6 +10,11 @@ approval buttons the widgets show: the second subagent is answered before the fi
 action is rejected. Then the same run in JupyterLab's dark theme, and the saved notebook reopened
 after its kernel is gone (the static copy of the run shows). Screenshots land in `test-artifacts/`.
 
+A chat test @-mentions the `freeact-sub` persona (Jupyter AI's ACP client starting `freeact-sub acp
+--demo`): it asks the person's own `general` subagent to count primes, and the start of that subagent
+and then its cell are approved in the chat's permission cards; the answer shows in the chat. It needs
+`jupyter-ai-acp-client` (the `jupyter-ai` extra, also in `test`) and is skipped without it.
+
 A second test opens a notebook run headless (nbclient, as papermill and CI do) the way a person
 who gets such a file does: not trusted (JupyterLab sanitizes its HTML), then trusted (the widgets
 are rebuilt from their saved state), each in the light and the dark theme. One server serves the module.
@@ -36,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.system_tools import require
@@ -104,6 +110,7 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
         JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
         JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+        FREEACT_SUB_ACP_ARGS="--demo",  # the freeact-sub persona's agent (with the jupyter-ai extra) on the demo
     )
     port, token = _free_port(), secrets.token_hex(16)
     command = [
@@ -122,8 +129,17 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]
         _wait_until_serving(lab)
         yield lab
     finally:
+        started = _descendants(process.pid)
         _stop(lab)
         log.close()
+        _, alive = psutil.wait_procs(started, timeout=20)
+        assert not alive, f"left running after JupyterLab stopped: {[p.cmdline()[:4] for p in alive]}"
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        return psutil.Process(pid).children(recursive=True)
+    return []
 
 
 def _wait_until_serving(lab: JupyterLab) -> None:
@@ -503,6 +519,43 @@ def choose_theme(page, theme: str) -> None:
     page.locator(".lm-Menu-itemLabel").get_by_text("Theme", exact=True).click()  # opens the submenu
     page.locator(".lm-Menu-itemLabel").get_by_text(theme, exact=True).click()
     expect(page.locator(f"body[data-jp-theme-name='{theme}']")).to_have_count(1, timeout=MINUTE)
+
+
+def test_the_freeact_sub_persona_answers_in_jupyterlabs_chat_after_its_permission_cards(
+    jupyterlab: JupyterLab, page
+) -> None:
+    pytest.importorskip("jupyter_ai_acp_client", reason="the jupyter-ai extra: pip install -e '.[jupyter-ai]'")
+    from playwright.sync_api import expect
+
+    body = json.dumps({"type": "file", "format": "text", "content": ""}).encode()
+    request = urllib.request.Request(f"{jupyterlab.url}/api/contents/freeact.chat?token={jupyterlab.token}",
+                                     data=body, method="PUT", headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).close()
+    page.goto(f"{jupyterlab.url}/lab/tree/freeact.chat?token={jupyterlab.token}")
+    chat = page.locator(".jp-chat-messages-container")
+    field = page.get_by_placeholder(re.compile("Type a chat message"))
+    expect(field).to_be_visible(timeout=2 * MINUTE)
+    # the persona joins the chat once Jupyter AI has loaded it: a mention typed before that is plain text
+    expect(page.get_by_role("button", name="freeact-sub", exact=True)).to_be_visible(timeout=2 * MINUTE)
+    field.click()
+    field.fill("@freeact-sub @general Count the prime numbers below 200,000 with a sieve.")
+    page.keyboard.press("Escape")  # the mention's completion list
+    field.press("Enter")
+
+    # the person's own subagent: its start is the main agent's `task` call, asked in a card …
+    expect(chat.get_by_text(re.compile(r"Start a subagent \(general\)"))).to_be_visible(timeout=3 * MINUTE)
+    chat.get_by_role("button", name="Approve once").click()
+    # … then the child's cell, titled with its id and type
+    child_cell = chat.get_by_text(re.compile(r"agent-[0-9a-f]{4} \(general\) · Run Python"))
+    expect(child_cell).to_be_visible(timeout=2 * MINUTE)
+    expect(chat.get_by_role("button", name=re.compile(r"Always for agent-[0-9a-f]{4} \(general\)"))).to_be_visible()
+    chat.get_by_role("button", name="Approve once").click()
+    answer = chat.get_by_role("paragraph").filter(has_text=re.compile(r"There are 17984 primes below 200,000"))
+    expect(answer).to_be_visible(timeout=2 * MINUTE)  # the child's answer is the turn's: a message of the persona
+    open_sidebar = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+    if open_sidebar.count():  # fold the file browser away (an earlier test of the module may have folded it)
+        open_sidebar.click()
+    page.screenshot(path=str(ARTIFACTS / "acp-jupyterlab.png"), clip={"x": 0, "y": 0, "width": 1400, "height": 520})
 
 
 def _shut_down_kernels(lab: JupyterLab) -> None:

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from freeact_sub import AgentConfig
-from freeact_sub.terminal.env_file import DOTENV_REFUSED, DOTENV_SETTINGS, dotenv_may_set, load_project_env
-from freeact_sub.terminal.run_config import load_dotenv
+from freeact_sub.launch import load_dotenv
+from freeact_sub.launch.env_file import DOTENV_REFUSED, DOTENV_SETTINGS, dotenv_may_set, load_project_env
+from freeact_sub.terminal.output import complain
 from tests.e2e.terminal_driver import cli_env
 
 pytestmark = pytest.mark.timeout(120)
@@ -102,7 +103,7 @@ def test_the_command_names_the_ignored_variables_in_one_line(
     monkeypatch.delenv("FREEACT_SUB_SANDBOX", raising=False)
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     monkeypatch.delenv("GROQ_API_KEY", raising=False)
-    load_dotenv(tmp_path)
+    load_dotenv(tmp_path, complain)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ignored FREEACT_SUB_SANDBOX, HTTPS_PROXY, " in err
     assert "\x1b" not in err and "\x07" not in err

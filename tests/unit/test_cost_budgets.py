@@ -49,8 +49,8 @@ def test_cost_budgets_are_fields_of_types_and_show_in_a_task_call() -> None:
 
 
 def test_the_sessions_budget_comes_from_the_flag_or_the_environment(tmp_path: Path) -> None:
+    from freeact_sub.launch import build_config
     from freeact_sub.terminal.arguments import build_parser
-    from freeact_sub.terminal.run_config import build_config
 
     args = build_parser().parse_args(["--model", "openai:gpt-4.1", "--max-cost", "2.5"])
     assert build_config(args, tmp_path, None).max_cost == 2.5

@@ -109,7 +109,9 @@ def test_the_modules_of_the_package_import_each_other_without_circles() -> None:
 
 
 LAYERS: list[set[str]] = [
-    {"terminal", "notebook"},
+    {"cli"},
+    {"terminal", "notebook", "acp"},
+    {"launch"},
     {"demo"},
     {"__init__"},
     {"agent"},
@@ -125,7 +127,9 @@ LAYERS: list[set[str]] = [
 """The floors of the house, top first: a package imports only packages on floors below its own.
 
 `__init__` is the root module, the library's API; the front ends and the demo stand above it and
-use it. Rooms on one floor do not import each other either.
+use it. `cli` is the `freeact-sub` command's entry (it hands `acp` to the ACP agent, the rest to the
+terminal); `launch` is what the command-line front ends share to build a configuration.
+Rooms on one floor do not import each other either.
 """
 
 

@@ -27,12 +27,12 @@ from rich.console import Console
 from freeact_sub import AgentConfig, ApprovalPolicy, ModelRetry, ModelSlot, Response, ResponseChunk, TurnStarted
 from freeact_sub.config.agent_types import configure
 from freeact_sub.config.definitions import AgentType
+from freeact_sub.launch import build_config
 from freeact_sub.models.retries import MAX_BACKOFF, StreamIdle, backoff, retry_reason
 from freeact_sub.notebook.agent_panel import AgentPanel
 from freeact_sub.terminal.arguments import build_parser
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
-from freeact_sub.terminal.run_config import build_config
 from freeact_sub.terminal.status import SubagentBoard, usage_report
 from freeact_sub.timelines import TimelineBuilder
 from freeact_sub.usage import TreeUsage, Usage

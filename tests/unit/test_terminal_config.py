@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from freeact_sub import ConfigError
+from freeact_sub.launch import build_config, load_dotenv
 from freeact_sub.terminal.arguments import UsageError, build_parser
-from freeact_sub.terminal.run_config import build_config, load_dotenv
+from freeact_sub.terminal.output import complain
 from tests.scripting import no_freeact_sub_environment
 
 
@@ -48,7 +49,7 @@ def test_auto_approve_comes_from_the_flag_or_the_environment(tmp_path: Path) -> 
 def test_a_dotenv_file_in_the_working_directory_is_loaded_without_overriding(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("FREEACT_SUB_MAX_TURNS=7\nFREEACT_SUB_MAX_SUBAGENTS=6\nSOME_API_KEY=from-dotenv\n")
     os.environ["FREEACT_SUB_MAX_SUBAGENTS"] = "1"
-    load_dotenv(tmp_path)
+    load_dotenv(tmp_path, complain)
     config = _config(tmp_path)
     assert (config.max_turns, config.max_subagents) == (7, 1)
     assert os.environ["SOME_API_KEY"] == "from-dotenv"

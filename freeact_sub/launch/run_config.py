@@ -1,29 +1,30 @@
-"""What one `freeact-sub` run is configured with: the working folder's `.env`, the demo server, and the
-`AgentConfig` built from flags, environment variables and `--config FILE` (flags win)."""
+"""What one `freeact-sub` (or `freeact-sub acp`) run is configured with: the working folder's `.env`, the demo
+server, and the `AgentConfig` built from flags, environment variables and `--config FILE` (flags win)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .arguments import UsageError
+from .flags import UsageError
 
 if TYPE_CHECKING:
     from freeact_sub import AgentConfig
     from freeact_sub.demo import DemoServer
 
-__all__ = ["build_config", "complain", "load_dotenv", "start_demo"]
+__all__ = ["build_config", "load_dotenv", "start_demo"]
 
 
-def load_dotenv(working_dir: Path) -> None:
-    """The working folder's `.env`: its provider keys and harmless settings; one warning line names the rest."""
+def load_dotenv(working_dir: Path, warn: Callable[[str], None]) -> None:
+    """The working folder's `.env`: its provider keys and harmless settings; one warning line, given to `warn`,
+    names the rest (the names are the file's: `warn` cleans them for where it writes)."""
     from .env_file import ignored_warning, load_project_env
 
     ignored = load_project_env(working_dir)
     if ignored:
-        complain(ignored_warning(ignored))  # the names are the file's: cleaned
+        warn(ignored_warning(ignored))
 
 
 def start_demo() -> DemoServer:
@@ -77,10 +78,3 @@ def build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer |
     if demo is not None and config.api_key_env:
         config.api_key_env = None  # the demo server needs no key, whatever the environment says
     return config
-
-
-def complain(text: str) -> None:
-    """`freeact-sub: TEXT` on stderr; the text may quote what we did not write (see `safe_text.message`)."""
-    from .safe_text import message
-
-    print("freeact-sub: " + message(text), file=sys.stderr)

@@ -1,0 +1,120 @@
+"""`freeact-sub acp`: the agent on stdin/stdout, for an editor or a chat that speaks the Agent Client Protocol.
+
+Stdout carries the protocol and nothing else: the process keeps its own copies of fds 0 and 1 for the
+connection and points fd 1 at stderr and fd 0 at /dev/null, so a stray `print`, a library's warning or
+a process it starts cannot corrupt (or read) the protocol. Logs go to stderr. The process ends when the
+client closes stdin, or on SIGTERM/SIGINT; either way every session's agent is stopped first (kernels,
+MCP servers, subagents), so nothing outlives it.
+
+Exit codes: 0 the client went away; 2 a usage or configuration error found before serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from freeact_sub.launch import UsageError, add_config_flags, add_demo_flag, start_demo
+
+__all__ = ["acp_main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="freeact-sub acp",
+        description="Serve freeact-sub over the Agent Client Protocol on stdio (Zed, JetBrains, Neovim, Jupyter AI). "
+        "Configured as the terminal command is; the project's powerful agent types are used only in a trusted "
+        "folder (freeact-sub trust) or with --trust-project.",
+    )
+    add_config_flags(parser)
+    add_demo_flag(parser)
+    parser.add_argument("--log-level", default="WARNING", help="log level on stderr (default: WARNING)")
+    return parser
+
+
+def acp_main(argv: list[str]) -> int:
+    """Run the ACP agent until the client goes away; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+                        format="freeact-sub acp: %(levelname)s %(message)s")
+    try:
+        streams = _own_stdio()
+        return asyncio.run(_serve(args, *streams))
+    except UsageError as exc:
+        print(f"freeact-sub acp: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:  # everything is stopped: a late SIGTERM (a client that waited less) must not cut the exit short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _own_stdio() -> tuple[int, int]:
+    """Private copies of stdin and stdout for the protocol; fd 0 becomes /dev/null, fd 1 a copy of stderr."""
+    protocol_in, protocol_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return protocol_in, protocol_out
+
+
+async def _streams(fd_in: int, fd_out: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd_in, "rb", buffering=0))
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(fd_out, "wb", buffering=0)
+    )
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
+    from acp import run_agent
+
+    from .server import FreeactAcpAgent
+
+    demo = start_demo() if args.demo else None
+    agent = FreeactAcpAgent(args, demo)
+    try:
+        agent.check_config()  # a bad flag, file or key: said on stderr at once, before any client waits on it
+    except UsageError:
+        if demo is not None:
+            demo.close()
+        raise
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        reader, writer = await _streams(fd_in, fd_out)
+        await run_agent(agent, input_stream=writer, output_stream=reader)  # type: ignore[arg-type]
+    except asyncio.CancelledError:
+        _uncancel(task)
+    finally:
+        closing = asyncio.ensure_future(_close(agent, demo))
+        while not closing.done():  # a signal while the sessions stop does not cut the stop short
+            try:
+                await asyncio.shield(closing)
+            except asyncio.CancelledError:
+                _uncancel(task)
+    return 0
+
+
+def _uncancel(task: asyncio.Task[Any]) -> None:
+    while task.uncancel():
+        pass
+
+
+async def _close(agent: Any, demo: Any) -> None:
+    try:
+        await agent.close()
+    finally:
+        if demo is not None:
+            demo.close()

@@ -1,0 +1,185 @@
+"""The ACP agent: `initialize`, `session/new`, `session/load`, `session/prompt`, `session/cancel`.
+
+Every session is a main `Agent` built from the same configuration as the terminal's (`--config`, flags,
+`FREEACT_SUB_*` variables, the working folder's `.env`, agent types, sandbox, rules, hooks). The
+session's folder is the client's `cwd` unless `--working-dir` names one; MCP servers the client passes
+(stdio ones) join the configured ones. A session's id is the id it is saved under, so `session/load`
+resumes it (the conversation goes on; the kernel is new) and replays it to the client first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+)
+
+from freeact_sub import Agent, ConfigError, FreeactError, SessionError, __version__
+from freeact_sub.launch import UsageError, build_config, load_dotenv
+
+from .session import AcpSession
+
+if TYPE_CHECKING:
+    from freeact_sub.demo import DemoServer
+
+__all__ = ["FreeactAcpAgent"]
+
+log = logging.getLogger("freeact_sub.acp")
+
+
+def _prompt_text(blocks: list[Any]) -> str:
+    """The prompt's text: text blocks, and embedded text resources quoted after it (links by their URI)."""
+    parts: list[str] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource" and hasattr(block.resource, "text"):
+            parts.append(f"\n[{block.resource.uri}]\n{block.resource.text}")
+        elif kind == "resource_link":
+            parts.append(f"[{block.name}]({block.uri})")
+    return "\n".join(parts).strip()
+
+
+def _client_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]]:
+    """The client's stdio and HTTP MCP servers in the `mcpServers` shape; others (SSE) are left out, logged."""
+    found: dict[str, dict[str, Any]] = {}
+    for server in servers or []:
+        if getattr(server, "command", None) is not None:
+            found[server.name] = {"command": server.command, "args": list(server.args or []),
+                                  "env": {variable.name: variable.value for variable in server.env or []}}
+        elif getattr(server, "type", None) == "http":
+            found[server.name] = {"url": server.url,
+                                  "headers": {header.name: header.value for header in server.headers or []}}
+        else:
+            log.warning("MCP server %s from the client left out: only stdio and HTTP servers are used", server.name)
+    return found
+
+
+class FreeactAcpAgent:
+    """The ACP `Agent` the SDK's connection calls; one `AcpSession` per session."""
+
+    def __init__(self, args: argparse.Namespace, demo: DemoServer | None) -> None:
+        self.args = args
+        self.demo = demo
+        self.client: Any = None
+        self.sessions: dict[str, AcpSession] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                mcp_capabilities=McpCapabilities(http=True),
+            ),
+            agent_info=Implementation(name="freeact-sub", title="freeact-sub", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None
+
+    def check_config(self) -> None:
+        """Build the configuration once for the folder the process starts in: `UsageError` names the problem."""
+        working_dir = Path(self.args.working_dir or Path.cwd()).expanduser().resolve()
+        try:
+            build_config(self.args, working_dir, self.demo).resolve_model()
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+
+    def _config(self, cwd: str, mcp_servers: list[Any] | None) -> Any:
+        folder = self.args.working_dir or cwd
+        working_dir = Path(folder).expanduser().resolve()
+        if not working_dir.is_dir():
+            raise RequestError.invalid_params({"cwd": f"{folder}: not a directory"})
+        load_dotenv(working_dir, lambda text: log.warning("%s", text))
+        try:
+            config = build_config(self.args, working_dir, self.demo)
+            extra = _client_servers(mcp_servers)
+            if extra:  # the person's editor is as trusted as their config file: its servers join the configured
+                config.mcp_servers = {**config.mcp_servers, **extra}  # type: ignore[dict-item]
+            config.resolve_model()  # a missing key or an unknown model is reported before any kernel starts
+        except (ConfigError, UsageError) as exc:
+            raise RequestError.invalid_params({"configuration": str(exc)}) from None
+        return config
+
+    async def _start(self, config: Any, session: str | None) -> Agent:
+        try:
+            agent = Agent(config, session=session, trust_project=self.args.trust_project)
+        except (SessionError, ConfigError) as exc:
+            raise RequestError.invalid_params({"session": str(exc)}) from None
+        try:
+            await agent.start()
+        except FreeactError as exc:
+            await agent.stop()
+            raise RequestError.internal_error({"start": str(exc)}) from None
+        return agent
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
+        agent = await self._start(self._config(cwd, mcp_servers), None)
+        session = self._open(agent)
+        return NewSessionResponse(session_id=session.session_id)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
+                           **kwargs: Any) -> LoadSessionResponse:
+        live = self.sessions.pop(session_id, None)
+        if live is not None:  # the client reloads a session this process runs: it is saved; resume it afresh
+            await live.close()
+        config = self._config(cwd, mcp_servers)
+        agent = await self._start(config, session_id)
+        from freeact_sub.sessions import open_session
+
+        session = self._open(agent)
+        try:
+            events = open_session(session_id, config.working_dir).events()
+        except SessionError as exc:
+            log.warning("session %s could not be replayed: %s", session_id, exc)
+            events = []
+        await session.replay(events)
+        return LoadSessionResponse()
+
+    def _open(self, agent: Agent) -> AcpSession:
+        session_id = agent.session_id or agent.agent_id
+        session = AcpSession(session_id, agent, self.client)
+        self.sessions[session_id] = session
+        session.watch_background()
+        return session
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params({"sessionId": f"no session {session_id} in this process"})
+        return session
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        return await self._session(session_id).prompt(_prompt_text(prompt))
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.cancel()
+
+    async def close(self) -> None:
+        """Stop every session's agent (the client went away, or a signal ended the process)."""
+        sessions, self.sessions = list(self.sessions.values()), {}
+        for session in sessions:
+            try:
+                await session.close()
+            except Exception as exc:  # the next one is stopped all the same
+                log.warning("stopping session %s: %s", session.session_id, exc)

@@ -1,0 +1,166 @@
+"""One ACP session: a main `Agent` (its kernel, MCP connections and subagents), its turns, its questions.
+
+Each `session/prompt` is one turn of `Agent.stream()`; its events go to the client as session updates
+(`updates.py`). An approval a person must give becomes a `session/request_permission` request sent in a
+task of its own, so several subagents may ask at once and the client may answer in any order; the turn
+reads on meanwhile. `session/cancel` cancels the turn as Ctrl-C does in the terminal; questions still
+open are rejected (the client answers them `cancelled`). Between turns, background subagents' events
+(and their questions) come through `Agent.background_events()` the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
+from acp.schema import PromptResponse, Usage
+
+from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, RunCancelled, Thoughts, ToolOutput
+
+from .permissions import answer, options_for
+from .updates import EventUpdates
+
+__all__ = ["AcpSession"]
+
+log = logging.getLogger("freeact_sub.acp")
+
+
+class AcpSession:
+    """A started main agent and the client connection its updates and questions go to."""
+
+    def __init__(self, session_id: str, agent: Agent, client: Any) -> None:
+        self.session_id = session_id
+        self.agent = agent
+        self.client = client
+        self.view = EventUpdates(agent.agent_id)
+        self.asking: dict[int, tuple[ApprovalRequest, asyncio.Task[None]]] = {}
+        """Questions the client has not answered yet, by `id()` of their request (a request is not hashable)."""
+        self.turn: asyncio.Task[Any] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+
+    def watch_background(self) -> None:
+        """Background subagents' events between turns reach the client too (their questions above all)."""
+        self._watcher = asyncio.create_task(self._background(), name=f"acp-background-{self.session_id}")
+
+    async def _background(self) -> None:
+        async for event in self.agent.background_events():
+            await self.handle(event)
+
+    async def send(self, update: Any) -> None:
+        await self.client.session_update(session_id=self.session_id, update=update)
+
+    async def handle(self, event: Any) -> None:
+        """Send the updates of one event; ask the client about an undecided approval, in a task of its own."""
+        for update in self.view.updates(event):
+            await self.send(update)
+        if isinstance(event, ApprovalRequest) and not event.decided:
+            task = asyncio.create_task(self._ask(event), name=f"acp-ask-{event.tool_call_id}")
+            self.asking[id(event)] = (event, task)
+
+    async def _ask(self, request: ApprovalRequest) -> None:
+        acp_id = self.view.acp_id(request.agent_id, request.tool_call_id)
+        view = self.view.calls[acp_id]
+        from acp.schema import ToolCallUpdate
+
+        who = self.view.label(request.agent_id) or f"{request.agent_id} (main agent)"
+        try:
+            response = await self.client.request_permission(
+                session_id=self.session_id,
+                tool_call=ToolCallUpdate(tool_call_id=acp_id, title=view.title, kind=view.kind, status="pending",
+                                         content=view.content(), raw_input=view.args),
+                options=options_for(request, who),
+            )
+        except asyncio.CancelledError:
+            request.reject()
+            raise
+        except Exception as exc:  # the client failed to answer: nothing runs unapproved
+            log.warning("permission request for %s failed: %s", acp_id, exc)
+            request.reject()
+        else:
+            pending = [r for r, _ in self.asking.values() if r is not request]
+            answer(request, response, self.agent.approvals, pending)
+        finally:
+            self.asking.pop(id(request), None)
+        with contextlib.suppress(ConnectionError):  # the client went away: the agent is being stopped
+            for decided in [request, *[r for r, _ in list(self.asking.values()) if r.decided]]:
+                update = self.view.decided(decided)
+                if update is not None:
+                    await self.send(update)
+
+    async def prompt(self, text: str) -> PromptResponse:
+        """Run one turn to its end; the stop reason says how it ended (`end_turn`, `cancelled`, `refusal`,
+        `max_turn_requests`)."""
+        agent = self.agent
+        before = agent.usage.total
+        self.view.new_turn()
+        cancelled = False
+        try:
+            prompt, agent_type, model = agent.read_prompt(text)
+            async for event in agent.stream(prompt, agent_type=agent_type, model=model):
+                await self.handle(event)
+                if isinstance(event, RunCancelled) and event.agent_id == agent.agent_id:
+                    cancelled = True
+                elif isinstance(event, ToolOutput) and event.agent_id == agent.agent_id and agent_type is not None:
+                    await self.send(update_agent_message_text(event.content))  # `@type …`: the answer is the child's
+        except (FreeactError, ValueError) as exc:  # a failed model request, a bad command file, an unknown type
+            await self.send(update_agent_message_text(f"\n\nThe turn failed: {exc}"))
+        finally:
+            await self._drop_questions()
+        used = agent.usage.total
+        usage = Usage(input_tokens=used.input_tokens - before.input_tokens,
+                      output_tokens=used.output_tokens - before.output_tokens,
+                      total_tokens=used.total_tokens - before.total_tokens)
+        if cancelled:
+            stop = "cancelled"
+        elif agent.turns.last_turn_rejected:
+            stop = "refusal"
+        elif agent.turns.turn_limit_reached:
+            stop = "max_turn_requests"
+        else:
+            stop = "end_turn"
+        meta = {"freeact-sub": {"cost_usd": str(used.cost) if used.cost is not None else None,
+                                "subagents": [info.agent_id for info in agent.subagents()]}}
+        return PromptResponse(stop_reason=stop, usage=usage, field_meta=meta)  # type: ignore[arg-type]
+
+    def cancel(self) -> None:
+        """`session/cancel`: stop the turn as Ctrl-C does (model stream, approval waits, cells, subagents)."""
+        self.agent.cancel()
+
+    async def _drop_questions(self, every: bool = False) -> None:
+        """Stop asking what is decided already (a cancel rejected it); a background subagent's open question
+        stays with the client unless `every` (the session closes)."""
+        tasks = [task for request, task in self.asking.values() if every or request.decided]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def replay(self, events: list[Any]) -> None:
+        """`session/load`: the saved conversation, as the client would have seen it live."""
+        from freeact_sub.sessions import UserPrompt
+
+        main = self.agent.agent_id
+        for event in events:
+            if event.agent_id == main and isinstance(event, UserPrompt):
+                await self.send(update_user_message_text(event.content))
+            elif event.agent_id == main and isinstance(event, Response):
+                await self.send(update_agent_message_text(event.content))
+            elif event.agent_id == main and isinstance(event, Thoughts):
+                await self.send(update_agent_thought_text(event.content))
+            else:
+                for update in self.view.updates(event):
+                    await self.send(update)
+
+    async def close(self) -> None:
+        """Stop the agent: its turn, subagents, kernels and MCP servers."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+        await self._drop_questions(every=True)
+        await self.agent.stop()
+        if self._watcher is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watcher

@@ -1,0 +1,156 @@
+"""The events of `Agent.stream()` as the protocol's session updates.
+
+- the main agent's text and thinking: message and thought chunks;
+- every cell, MCP call and `task` call, of any agent: a tool call (kind, title, the code or arguments
+  as content), updated as its output streams, completed or failed by its result;
+- a subagent: its `task` call is titled with the child's id and type once it starts, gathers the
+  child's answers and thoughts, and ends with the child's result as its output; the child's own
+  cells and calls are tool calls of their own, titled with the same id and type;
+- the live subagents of the turn: a plan, one entry each (queued: pending, running: in progress,
+  ended: completed).
+
+`EventUpdates` keeps no I/O: it returns the updates for each event; the session sends them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from acp import plan_entry, start_tool_call, update_agent_message_text, update_agent_thought_text, update_plan
+from acp import update_tool_call as tool_call_update
+
+from freeact_sub import (
+    ApprovalRequest,
+    CodeExecutionOutput,
+    CodeExecutionOutputChunk,
+    Response,
+    ResponseChunk,
+    SubagentFinished,
+    SubagentQueued,
+    SubagentStarted,
+    Thoughts,
+    ThoughtsChunk,
+    ToolOutput,
+)
+
+from .tool_calls import CallView, call_title
+
+__all__ = ["EventUpdates"]
+
+Status = Literal["pending", "in_progress", "completed", "failed"]
+
+
+class EventUpdates:
+    """Turns one agent tree's events into session updates, remembering each call's content."""
+
+    def __init__(self, main_id: str) -> None:
+        self.main_id = main_id
+        self.calls: dict[str, CallView] = {}
+        self.who: dict[str, str] = {}
+        """A subagent's id → `agent-3fa2 (reviewer)`, the name its calls are titled with."""
+        self.task_of: dict[str, str] = {}
+        """A subagent's id → the ACP id of the `task` call that started it."""
+        self.plan: dict[str, tuple[str, str]] = {}
+        """A subagent's id → (its plan entry's text, status), in the order they were queued or started."""
+
+    @staticmethod
+    def acp_id(agent_id: str, tool_call_id: str) -> str:
+        """Call ids are the model's and may repeat across agents: the client's id names the agent too."""
+        return f"{agent_id}/{tool_call_id}"
+
+    def label(self, agent_id: str) -> str | None:
+        return None if agent_id == self.main_id else self.who.get(agent_id, agent_id)
+
+    def new_turn(self) -> None:
+        self.plan.clear()
+
+    def updates(self, event: Any) -> list[Any]:
+        """The updates one event makes (none for events the protocol has no place for)."""
+        main = event.agent_id == self.main_id
+        match event:
+            case ResponseChunk() if main:
+                return [update_agent_message_text(event.content)]
+            case ThoughtsChunk() if main:
+                return [update_agent_thought_text(event.content)]
+            case Response() | Thoughts() if not main and event.content.strip():
+                return self._child_words(event)
+            case ApprovalRequest():
+                return [self._started(event)]
+            case CodeExecutionOutputChunk():
+                return self._output(event.agent_id, event.tool_call_id, event.content, append=True)
+            case CodeExecutionOutput():
+                failed = event.status != "ok"
+                return self._output(event.agent_id, event.tool_call_id, event.content, done=True, failed=failed)
+            case ToolOutput():
+                return self._output(event.agent_id, event.tool_call_id, event.content, done=True,
+                                    failed=event.is_error)
+            case SubagentQueued():
+                self.plan[event.subagent_id] = (self._plan_text(event.subagent_id, event.agent_type,
+                                                                event.description or event.prompt), "pending")
+                return [self._plan()]
+            case SubagentStarted():
+                return self._child_started(event)
+            case SubagentFinished():
+                text, _ = self.plan.get(event.subagent_id, (event.subagent_id, ""))
+                self.plan[event.subagent_id] = (f"{text} — {event.status}", "completed")
+                return [self._plan()]
+        return []
+
+    def _started(self, request: ApprovalRequest) -> Any:
+        acp_id = self.acp_id(request.agent_id, request.tool_call_id)
+        title = call_title(request.tool_name, request.tool_args, self.label(request.agent_id), request.source)
+        view = CallView(acp_id, request.tool_name, dict(request.tool_args), title)
+        self.calls[acp_id] = view
+        status: Status = "pending" if not request.decided else ("in_progress" if request.decision else "failed")
+        return start_tool_call(acp_id, title, kind=view.kind, status=status, content=view.content(),
+                               raw_input=view.args)
+
+    def decided(self, request: ApprovalRequest) -> Any:
+        """The call's update once its request is decided: running, or failed when rejected (with the reason)."""
+        view = self.calls.get(self.acp_id(request.agent_id, request.tool_call_id))
+        if view is None:
+            return None
+        if request.decision:
+            return tool_call_update(view.acp_id, status="in_progress")
+        view.output = "Rejected" + (f": {request.reason}" if request.reason else "")
+        return tool_call_update(view.acp_id, status="failed", content=view.content())
+
+    def _output(self, agent_id: str, call_id: str, text: str, *, append: bool = False, done: bool = False,
+                failed: bool = False) -> list[Any]:
+        view = self.calls.get(self.acp_id(agent_id, call_id))
+        if view is None:
+            return []
+        view.output = view.output + text if append else text
+        status: Status = ("failed" if failed else "completed") if done else "in_progress"
+        return [tool_call_update(view.acp_id, status=status, content=view.content(),
+                                 raw_output=text if done else None)]
+
+    def _child_started(self, event: SubagentStarted) -> list[Any]:
+        child = event.subagent_id
+        self.who[child] = f"{child} ({event.agent_type})"
+        self.plan[child] = (self._plan_text(child, event.agent_type, event.description or event.prompt),
+                            "in_progress")
+        updates: list[Any] = [self._plan()]
+        task = self.calls.get(self.acp_id(event.agent_id, event.tool_call_id))
+        if task is not None:
+            self.task_of[child] = task.acp_id
+            parent = self.label(event.agent_id)
+            task.title = (f"{parent} → " if parent else "") + f"{child} ({event.agent_type})" + (
+                f": {event.description}" if event.description else "")
+            updates.append(tool_call_update(task.acp_id, title=task.title, status="in_progress"))
+        return updates
+
+    def _child_words(self, event: Response | Thoughts) -> list[Any]:
+        task = self.calls.get(self.task_of.get(event.agent_id, ""))
+        if task is None:
+            return []
+        text = event.content.strip()
+        task.notes.append(f"*{text}*" if isinstance(event, Thoughts) else text)
+        return [tool_call_update(task.acp_id, content=task.content())]
+
+    @staticmethod
+    def _plan_text(child: str, kind: str, job: str) -> str:
+        return f"{child} ({kind}): {' '.join(job.split())[:80]}"
+
+    def _plan(self) -> Any:
+        return update_plan(plan_entry(text, status=status) for text, status in self.plan.values())  # type: ignore[arg-type]
