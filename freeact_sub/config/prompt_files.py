@@ -9,12 +9,13 @@ leaves `AGENTS.md` out.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigWarning
 from .definitions import AgentType
 from .project_trust import ProjectFile, ProjectPowers, text_powers
 from .skills import (
@@ -125,9 +126,12 @@ def load_prompt_files(project: ProjectPowers, *, applied: bool, user_dir: Path |
 
 
 def check_skill_names(types: Mapping[str, AgentType], files: PromptFiles) -> None:
-    """A `ConfigError` for a type that preloads a skill there is not: it names the type, the field and the skills."""
+    """A `ConfigWarning` for each skill a type preloads that is not here; it names the type, the field and the
+    skills there are. The type starts without it: an agent file written for Claude Code may name skills that live
+    in Claude Code's own folders, and that should not stop every start."""
     for name, definition in types.items():
         for wanted in definition.skills:
             if wanted not in files.skills:
                 known = ", ".join(sorted(files.skills)) or "none"
-                raise ConfigError(f"agent type {name!r}: skills: no skill {wanted!r} (the skills: {known})")
+                warnings.warn(f"agent type {name!r}: skills: no skill {wanted!r} here: left out (the skills: {known})",
+                              ConfigWarning, stacklevel=2)

@@ -31,6 +31,7 @@ DOTENV_SETTINGS: frozenset[str] = frozenset({
     "EXECUTION_TIMEOUT", "MAX_OUTPUT_CHARS", "MCP_TOOLS", "ENABLE_SUBAGENTS", "KERNEL_POOL_SIZE", "MCP_POOL_SIZE",
     "MAX_IMAGES_TO_MODEL", "MAX_IMAGE_BYTES", "DEMO_CHUNK_DELAY",
     "MODEL_RETRIES", "MODEL_RETRY_BACKOFF", "STREAM_IDLE_TIMEOUT", "MAX_MODEL_REQUESTS",
+    "CONTEXT_WINDOW", "COMPACT_AT", "COMPACT_KEEP_ROUNDS",
 })
 """The `FREEACT_SUB_*` settings (without the prefix) a project's `.env` may set: none of them widens what runs
 without the person, where requests go or what a kernel may touch."""

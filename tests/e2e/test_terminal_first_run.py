@@ -42,9 +42,9 @@ def test_a_claude_code_agent_file_starts_with_each_warning_one_line(workdir: Pat
     assert done.stdout == "The sum of 1 to 100 is **5050**.\n"
     lines = [line for line in done.stderr.splitlines() if "warning" in line.lower()]
     assert lines == [
-        f"freeact-sub: warning: {agents / 'code-reviewer.md'}: skills: ignored (this project has no skills)",
         f"freeact-sub: warning: {agents / 'code-reviewer.md'}: tools WebFetch: ignored (Claude Code's or OpenCode's "
         "own tools; here the kernel (execute_ipython_cell) reads, searches, runs and writes)",
+        "freeact-sub: warning: agent type 'code-reviewer': skills: no skill 'pdf' here: left out (the skills: none)",
     ], done.stderr
     assert "warnings.warn" not in done.stderr and "UserWarning" not in done.stderr
 

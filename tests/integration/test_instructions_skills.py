@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 
-from freeact_sub import Agent, ConfigError
+from freeact_sub import Agent, ConfigError, ConfigWarning
 from freeact_sub.config.prompt_files import load_prompt_files
 from freeact_sub.config.type_files import project_agent_types
 from tests.scripting import Call, Router, Script, configs, drive
@@ -140,10 +140,12 @@ def test_a_malformed_skill_is_an_error_naming_the_file_and_the_field(
         project_agent_types(workdir)
 
 
-async def test_a_type_preloading_a_skill_there_is_not_is_an_error_before_anything_starts(workdir: Path) -> None:
+async def test_a_type_preloading_a_skill_there_is_not_is_warned_about_and_starts_without_it(workdir: Path) -> None:
     types = {"x": {"description": "x", "skills": ["missing-skill"]}}
-    with pytest.raises(ConfigError, match="agent type 'x': skills: no skill 'missing-skill'"):
-        await Agent(config(Script().model, workdir, agents=types), trust_project=True).start()
+    warned = r"agent type 'x': skills: no skill 'missing-skill' here: left out \(the skills: none\)"
+    with pytest.warns(ConfigWarning, match=warned):
+        async with Agent(config(Script().model, workdir, agents=types), trust_project=True) as agent:
+            assert "x" in agent.tree.agent_types
 
 
 def test_links_are_not_followed_out_of_the_skill_folders(workdir: Path, tmp_path: Path) -> None:
