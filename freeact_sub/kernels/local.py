@@ -200,7 +200,9 @@ class Kernel(RunsCells):
                 notice = DIED_BEFORE_NOTICE
             return await self._run(cell, notice)
 
-    async def _run(self, cell: Cell, notice: str = "") -> ExecutionResult:
+    async def _run(self, cell: Cell, notice: str = "", *, set_up: bool = False) -> ExecutionResult:
+        """Run `cell`; a `set_up` cell (`run_at_start`'s) takes no `[sandbox]` notices: what a limit did to the
+        kernel belongs to the person's cell that met it, which may be the one that made this restart."""
         client = self._client
         for startup in self._unsent_startup:  # its messages are not this cell's: the reader passes them over
             client.execute(startup, silent=True, store_history=False, allow_stdin=False)
@@ -218,7 +220,7 @@ class Kernel(RunsCells):
             restart=self._restart,
             recover=self._recover,
             save_png=self._save_image,
-            closing=functools.partial(self._sandbox_notices, timed_by_profile),
+            closing=(lambda text, status: "") if set_up else functools.partial(self._sandbox_notices, timed_by_profile),
         )
         try:
             return await read_cell(hooks, request, cell, notice)
@@ -268,7 +270,7 @@ class Kernel(RunsCells):
         await self._connect_confined(timeout=60.0)
         self._unsent_startup.clear()  # run below, on the new process
         for code in self._startup_code:
-            await self._run(Cell(code=code, timeout=_STARTUP_TIMEOUT, store_history=False))
+            await self._run(Cell(code=code, timeout=_STARTUP_TIMEOUT, store_history=False), set_up=True)
 
     async def run_at_start(self, code: str, *, wait: bool = True) -> None:
         """Run `code` now and again after every restart, before any other cell (not stored in the history).
@@ -282,7 +284,7 @@ class Kernel(RunsCells):
                 raise KernelError("the kernel is not running")
             self._startup_code.append(code)
             if wait:
-                await self._run(Cell(code=code, timeout=_STARTUP_TIMEOUT, store_history=False))
+                await self._run(Cell(code=code, timeout=_STARTUP_TIMEOUT, store_history=False), set_up=True)
             else:
                 self._unsent_startup.append(code)
 
