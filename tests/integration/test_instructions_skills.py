@@ -142,7 +142,7 @@ def test_a_malformed_skill_is_an_error_naming_the_file_and_the_field(
 
 async def test_a_type_preloading_a_skill_there_is_not_is_warned_about_and_starts_without_it(workdir: Path) -> None:
     types = {"x": {"description": "x", "skills": ["missing-skill"]}}
-    warned = r"agent type 'x': skills: no skill 'missing-skill' here: left out \(the skills: none\)"
+    warned = r"agent type 'x': skills: no skill 'missing-skill' here: left out \(the skills: "
     with pytest.warns(ConfigWarning, match=warned):
         async with Agent(config(Script().model, workdir, agents=types), trust_project=True) as agent:
             assert "x" in agent.tree.agent_types
