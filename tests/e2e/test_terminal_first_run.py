@@ -54,7 +54,7 @@ def test_a_claude_code_agent_file_starts_with_each_warning_one_line(workdir: Pat
     assert done.stderr.strip().splitlines()[-1] == (
         f"freeact-sub: {agents / 'code-reviewer.md'}: agent type 'code-reviewer': tools: 'execute_ipython_call' "
         "names no tool (the built-in tools are execute_ipython_cell, reset_kernel, task, task_output, task_stop, "
-        "task_list, task_send, task_report; or <server>_<tool> of the MCP servers demo)")
+        "task_list, task_send, task_report, load_skill; or <server>_<tool> of the MCP servers demo)")
     assert processes_in(workdir) == []
 
 
