@@ -14,8 +14,9 @@ library only (pydantic is used when the caller passes a pydantic model as `outpu
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from mcptools._runtime import ToolCallError, request
@@ -174,32 +175,17 @@ async def _in_thread(function: Any, *args: Any, **kwargs: Any) -> Any:
     return await done
 
 
-async def task(
-    prompt: str,
-    *,
-    agent_type: str | None = None,
-    model: str | None = None,
-    output: Any = None,
-    max_turns: int | None = None,
-    description: str | None = None,
-    subagent_type: str | None = None,
-) -> Any:
-    """`task_sync` for `await` (several at once with `asyncio.gather`)."""
-    return await _in_thread(task_sync, prompt, agent_type=agent_type, model=model, output=output,
-                            max_turns=max_turns, description=description, subagent_type=subagent_type)
+def _awaitable(blocking: Callable[..., Any], doc: str) -> Callable[..., Awaitable[Any]]:
+    """The `await` form of `blocking`: its parameters (`help()` and completion show them), run in a thread."""
+
+    @functools.wraps(blocking)
+    async def awaitable(*args: Any, **kwargs: Any) -> Any:
+        return await _in_thread(blocking, *args, **kwargs)
+
+    awaitable.__name__ = awaitable.__qualname__ = blocking.__name__.removesuffix("_sync")
+    awaitable.__doc__ = doc
+    return awaitable
 
 
-async def map_tasks(
-    prompt_template: str,
-    items: Iterable[Any],
-    *,
-    agent_type: str | None = None,
-    model: str | None = None,
-    output: Any = None,
-    max_turns: int | None = None,
-    approve: Literal["batch", "each"] = "batch",
-    subagent_type: str | None = None,
-) -> list[Any]:
-    """`map_tasks_sync` for `await`."""
-    return await _in_thread(map_tasks_sync, prompt_template, list(items), agent_type=agent_type, model=model,
-                            output=output, max_turns=max_turns, approve=approve, subagent_type=subagent_type)
+task = _awaitable(task_sync, "`task_sync` for `await` (several at once with `asyncio.gather`).")
+map_tasks = _awaitable(map_tasks_sync, "`map_tasks_sync` for `await`.")
