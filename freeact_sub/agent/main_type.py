@@ -61,7 +61,7 @@ def choose_main_type(config: AgentConfig, tree: AgentTree, *, trust_project: boo
     files = load_prompt_files(project, applied=not project.powerful or project.applies(trust_project))
     check_skill_names(types, files)
     name = config.agent or GENERAL
-    if name not in types and (inert := _inert_type(config, name)) is not None:
+    if name not in types and (inert := _inert_type(project, name)) is not None:
         raise ConfigError(f"agent: the agent type {name!r} ({inert}) is not used: this folder is not trusted")
     if name not in types:
         raise ConfigError(f"agent: unknown agent type {name!r}; the known types are {', '.join(sorted(types))}")
@@ -81,9 +81,9 @@ def choose_main_type(config: AgentConfig, tree: AgentTree, *, trust_project: boo
     return MainType(name=name, definition=definition, settings=settings, sandbox=sandbox, rules=rules)
 
 
-def _inert_type(config: AgentConfig, name: str) -> str | None:
+def _inert_type(project: ProjectPowers, name: str) -> str | None:
     """The file and fields of the project type `name` if it was left out for its powers."""
-    for file in project_agent_types(config.working_dir).powerful:
+    for file in project.powerful:
         if file.kind == "type" and file.name == name:
             return f"{file.path}: {', '.join(file.powers)}"
     return None
