@@ -19,6 +19,7 @@ from ..events import (
 )
 from ..tools.names import tool_allowed
 from ..tree.registry import ChildSpec, TreeMember
+from .change_sets import settle
 from .jobs import Job, Jobs
 from .results import outcome
 
@@ -93,12 +94,18 @@ async def drive(
                 elif isinstance(event, ApprovalRequest) and event.agent_id == child.agent_id:
                     requests.append(event)
         status, result = outcome(child, answer, requests, max_turns)
+        if spec.workspace is not None:  # its kernel stops first: nothing writes its workspace while it is read
+            await child.stop()
+            result = await settle(spec.workspace, child.agent_id, spec.tool_call_id, result, emit, jobs.ask,
+                                  tree.journal)
         return result
     except asyncio.CancelledError:
         status = "cancelled"
         raise
     except Exception as exc:
         result = (f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True)
+        if spec.workspace is not None:
+            result = (result[0] + f"\n[Its workspace, with what it wrote, stays in {spec.workspace.upper}.]", True)
         return result
     finally:
         if job is not None:
@@ -107,6 +114,7 @@ async def drive(
             if job.background:
                 jobs.background_ended(job, result, record.stopped_by)
         tree.unregister(child.agent_id)
+        tree.workspaces.pop(child.agent_id, None)
         stopping = asyncio.ensure_future(child.stop())
         try:
             await asyncio.shield(stopping)

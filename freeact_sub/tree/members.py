@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..policy.hooks import Hooks
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..workspaces import Workspace
 
 if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
@@ -144,6 +145,8 @@ class ChildSpec:
     """Budget: USD over the child's life (its model's price is known)."""
     sandbox: SandboxProfile = field(default_factory=lambda: BUILT_IN_PROFILES["off"])
     """The sandbox profile the child's kernel runs under (its parent's, narrowed by its type)."""
+    workspace: Workspace | None = None
+    """Its copy-on-write workspace (`isolation: copy-on-write`); None: it writes the working folder itself."""
 
 
 

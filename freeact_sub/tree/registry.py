@@ -21,6 +21,7 @@ from ..policy.hooks import Hooks
 from ..sandbox import SandboxProfile
 from ..tools.names import tool_allowed
 from ..usage import UsageLedger
+from ..workspaces import Journal, Workspace
 from .background import BackgroundEvents
 from .members import AgentRecord, ChildSpec, SubagentInfo, TreeMember
 from .supplies import Supplies
@@ -63,6 +64,10 @@ class AgentTree:
         """The config's hooks (set when the main agent starts); each agent adds its type's own."""
         self.supplies = Supplies(lambda: self.config, root.agent_id)
         """The kernels, MCP connections, packages and models its agents take."""
+        self.workspaces: dict[str, Workspace] = {}
+        """The copy-on-write workspaces of running children, by agent id (their kernels are started in them)."""
+        self.journal = Journal()
+        """The folder's versions that applying change sets replaced: the bases later sets are merged against."""
         self._factory = factory
         self._announced: set[tuple[str, str]] = set()
         """`task` calls of a model response (by parent and call id) whose children will take a kernel from the main
@@ -218,7 +223,8 @@ class AgentTree:
     async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile) -> KernelBackend:
         """A started kernel for `agent_id` confined to `sandbox`: launched for the main agent, from a pool for a
         child (see `Supplies.acquire_kernel`)."""
-        return await self.supplies.acquire_kernel(agent_id, sandbox, is_child=self.is_child(agent_id))
+        return await self.supplies.acquire_kernel(agent_id, sandbox, is_child=self.is_child(agent_id),
+                                                  workspace=self.workspaces.get(agent_id))
 
     def refill(self, config: AgentConfig) -> None:
         """Top the pools up after a child started (not before: booting would slow that child's own start)."""

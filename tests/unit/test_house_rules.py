@@ -131,6 +131,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"policy", "models", "sessions", "timelines"},
     {"sandbox", "tools", "events"},
+    {"workspaces"},
     {"errors", "usage"},
 ]
 """The floors of the house, top first: a package imports only packages on floors below its own.
