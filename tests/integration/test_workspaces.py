@@ -14,7 +14,7 @@ import pytest
 
 from freeact_sub import Agent, ApprovalRequest
 from freeact_sub.sandbox import copy_on_write_problem
-from tests.scripting import Call, Router, Script, configs, drive, of
+from tests.scripting import Call, Router, Script, configs, drive
 
 pytestmark = pytest.mark.skipif(copy_on_write_problem() is not None,
                                 reason=f"no copy-on-write views here: {copy_on_write_problem()}")
