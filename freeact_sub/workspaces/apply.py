@@ -298,10 +298,19 @@ def _merged(changes: ChangeSet, change: FileChange, journal: Journal, folder_now
         if group[0] != "conflict":
             lines += group[1]
         elif not group[1]:  # both only added lines at one place: keep both, the folder's first
-            lines += [*_ended(group[2]), *group[3]]
+            lines += _union(list(group[2]), list(group[3]))
         else:
             return None
     return "".join(lines).encode("utf-8")
+
+
+def _union(folder: list[str], child: list[str]) -> list[str]:
+    """Lines both added at one place: the folder's, then the child's that are not already there (a child that
+    started from a version which already had some of the folder's additions holds them too)."""
+    same = 0
+    while same < min(len(folder), len(child)) and folder[same] == child[same]:
+        same += 1
+    return [*_ended(folder), *child[same:]] if same < len(child) else folder
 
 
 def _ended(lines: Sequence[str]) -> list[str]:
