@@ -91,8 +91,13 @@ def mark_conflicts(changes: ChangeSet) -> None:
 
 def apply_changes(changes: ChangeSet, journal: Journal | None = None) -> ApplyReport:
     """Apply the files of `changes` whose `apply` is set (the rest are `skipped`); see the module's docstring."""
-    report = ApplyReport()
     journal = journal if journal is not None else Journal()
+    with journal.applying:  # one set at a time: each sees what the one before it wrote
+        return _apply_all(changes, journal)
+
+
+def _apply_all(changes: ChangeSet, journal: Journal) -> ApplyReport:
+    report = ApplyReport()
     root = os.open(changes.folder, _DIR_FLAGS)
     try:
         for change in changes.changes:

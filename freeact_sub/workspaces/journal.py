@@ -29,6 +29,8 @@ class _Entry:
 class Journal:
     """Replaced versions by path, for one working folder (a tree's children share it)."""
 
+    applying: threading.Lock = field(default_factory=threading.Lock)
+    """Held while a change set is applied: two sets applied at once would each take the folder for unchanged."""
     _entries: dict[str, list[_Entry]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _bytes: int = 0
