@@ -2,22 +2,29 @@
 
 The child's writes (through code and a subprocess, and a removal) stay out of the folder while it runs, come back
 as a change set in an `apply_changes` request, and land only once approved; ten children that all append to one
-file lose nothing, where children that share the folder do.
+file lose nothing, where children that share the folder do. One agent serves the module: each test plans its own
+conversations on the shared router and empties the folder first.
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from freeact_sub import Agent, ApprovalRequest
 from freeact_sub.sandbox import copy_on_write_problem
 from tests.scripting import Call, Router, Script, configs, drive
 
-pytestmark = pytest.mark.skipif(copy_on_write_problem() is not None,
-                                reason=f"no copy-on-write views here: {copy_on_write_problem()}")
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.skipif(copy_on_write_problem() is not None,
+                       reason=f"no copy-on-write views here: {copy_on_write_problem()}"),
+]
 
 config = configs(kernel_pool_size=0, mcp_pool_size=0)
 
@@ -32,20 +39,64 @@ WRITES = (
 )
 
 
+class Shared:
+    """The module's agent, its router and its folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.main = Script()
+        self.router = Router({"MAIN": self.main})
+        self.agent: Agent | None = None
+
+    async def run(self, steps: list[Any], children: dict[str, Script],
+                  decide: Callable[[ApprovalRequest], bool]) -> dict[str, str]:
+        """One turn of the main agent on `steps`, with `children` routed by their prompts; the results its second
+        request read."""
+        self.main.add(*steps)
+        self.router.scripts.update(children)
+        assert self.agent is not None
+        first = self.main.calls
+        await drive(self.agent.stream("MAIN go"), decide, limit=300)
+        return self.main.tool_results(first + 1)
+
+    def empty(self) -> Path:
+        for path in self.folder.iterdir():
+            if path.name != ".freeact-sub":  # the host's sessions are there
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        return self.folder
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
+    state = Shared(tmp_path_factory.mktemp("workspaces"))
+    async with Agent(config(state.router.model, state.folder, max_subagents=10)) as agent:
+        state.agent = agent
+        yield state
+
+
 def _names(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name != ".freeact-sub")  # the host's sessions are there
+    return sorted(p.name for p in folder.iterdir() if p.name != ".freeact-sub")
 
 
-def _folder(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
+def _folder(shared: Shared) -> Path:
+    work = shared.empty()
     (work / "gone.txt").write_text("old\n")
     (work / "shared.txt").write_text("first\n")
     return work
 
 
-async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(tmp_path: Path) -> None:
-    work = _folder(tmp_path)
+def _asked(into: list[ApprovalRequest], choose: Callable[[ApprovalRequest], bool] = lambda r: True) -> Any:
+    def decide(request: ApprovalRequest) -> bool:
+        if request.tool_name != "apply_changes":
+            return True
+        into.append(request)
+        return choose(request)
+
+    return decide
+
+
+async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(shared: Shared) -> None:
+    work = _folder(shared)
     seen_while_running: dict[str, Any] = {}
 
     def look(messages: Any) -> list[Any]:  # the child's second request: its cell has run, it has not ended
@@ -53,17 +104,10 @@ async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(tmp_
         seen_while_running["shared"] = (work / "shared.txt").read_text()
         return ["written"]
 
-    parent = Script([Call("task", {"prompt": "CHILD write", "isolation": "copy-on-write"}, id="t1")], ["done"])
-    child = Script([Call("execute_ipython_cell", {"code": WRITES})], look)
+    steps = [[Call("task", {"prompt": "CHILD-a write", "isolation": "copy-on-write"}, id="a1")], ["done"]]
     asked: list[ApprovalRequest] = []
-
-    def decide(request: ApprovalRequest) -> bool:
-        if request.tool_name == "apply_changes":
-            asked.append(request)
-        return True
-
-    async with Agent(config(Router({"PARENT": parent, "CHILD": child}).model, work)) as agent:
-        await drive(agent.stream("PARENT go"), decide, limit=120)
+    results = await shared.run(steps, {"CHILD-a": Script([Call("execute_ipython_cell", {"code": WRITES})], look)},
+                               _asked(asked))
     assert seen_while_running == {"folder": ["gone.txt", "shared.txt"], "shared": "first\n"}
     (request,) = asked
     assert request.changes is not None
@@ -74,22 +118,20 @@ async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(tmp_
     assert _names(work) == ["pkg", "shared.txt", "sub.txt"]
     assert (work / "shared.txt").read_text() == "first\nchild line\n"
     assert (work / "sub.txt").read_text() == "from-a-subprocess\n"
-    result = parent.tool_results(1)["t1"]
+    result = results["a1"]
     assert "applied to the working folder" in result and "sub.txt: applied" in result
 
 
 async def test_a_rejected_change_set_leaves_the_folder_as_it_was_and_a_file_left_out_is_not_applied(
-    tmp_path: Path,
+    shared: Shared,
 ) -> None:
-    work = _folder(tmp_path)
+    work = _folder(shared)
     results = []
     for choice in ("reject", "pick"):
-        parent = Script([Call("task", {"prompt": "CHILD write", "isolation": "copy-on-write"}, id="t1")], ["done"])
-        child = Script([Call("execute_ipython_cell", {"code": WRITES})], ["written"])
+        steps = [[Call("task", {"prompt": f"CHILD-{choice} write", "isolation": "copy-on-write"}, id=f"b-{choice}")],
+                 ["done"]]
 
-        def decide(request: ApprovalRequest, choice: str = choice) -> bool:
-            if request.tool_name != "apply_changes":
-                return True
+        def choose(request: ApprovalRequest, choice: str = choice) -> bool:
             assert request.changes is not None
             if choice == "reject":
                 return False
@@ -97,9 +139,9 @@ async def test_a_rejected_change_set_leaves_the_folder_as_it_was_and_a_file_left
                 change.apply = change.path == "sub.txt"  # the person's per-file choice
             return True
 
-        async with Agent(config(Router({"PARENT": parent, "CHILD": child}).model, work)) as agent:
-            await drive(agent.stream("PARENT go"), decide, limit=120)
-        results.append(parent.tool_results(1)["t1"])
+        child = Script([Call("execute_ipython_cell", {"code": WRITES})], ["written"])
+        found = await shared.run(steps, {f"CHILD-{choice}": child}, _asked([], choose))
+        results.append(found[f"b-{choice}"])
         if choice == "reject":
             assert _names(work) == ["gone.txt", "shared.txt"]
             assert (work / "shared.txt").read_text() == "first\n"
@@ -118,61 +160,44 @@ APPEND = (
 )
 
 
-async def _ten_children(work: Path, isolation: str) -> list[ApprovalRequest]:
-    count = 10
-    calls = [Call("task", {"prompt": f"CHILD-{n} append", "isolation": isolation}, id=f"t{n}") for n in range(count)]
-    scripts = {f"CHILD-{n} ": Script([Call("execute_ipython_cell", {"code": APPEND.format(n=n)})], ["ok"])
+async def _children(shared: Shared, count: int, isolation: str) -> list[ApprovalRequest]:
+    calls = [Call("task", {"prompt": f"KID-{isolation}-{n} append", "isolation": isolation}, id=f"k-{isolation}-{n}")
+             for n in range(count)]
+    scripts = {f"KID-{isolation}-{n} ": Script([Call("execute_ipython_cell", {"code": APPEND.format(n=n)})], ["ok"])
                for n in range(count)}
     asked: list[ApprovalRequest] = []
-
-    def decide(request: ApprovalRequest) -> bool:
-        if request.tool_name == "apply_changes":
-            asked.append(request)
-        return True
-
-    model = Router({"PARENT": Script(calls, ["done"]), **scripts}).model
-    async with Agent(config(model, work, max_subagents=count)) as agent:
-        await drive(agent.stream("PARENT go"), decide, limit=300)
+    await shared.run([calls, ["done"]], scripts, _asked(asked))
     return asked
 
 
-async def test_ten_parallel_children_that_append_to_one_file_lose_nothing_when_isolated(tmp_path: Path) -> None:
-    isolated, shared = tmp_path / "isolated", tmp_path / "shared"
-    for folder in (isolated, shared):
-        folder.mkdir()
-        (folder / "log.txt").write_text("header\n")
-    asked = await _ten_children(isolated, "copy-on-write")
-    lines = (isolated / "log.txt").read_text().splitlines()
+async def test_ten_parallel_children_that_append_to_one_file_lose_nothing_when_isolated(shared: Shared) -> None:
+    work = shared.empty()
+    (work / "log.txt").write_text("header\n")
+    asked = await _children(shared, 10, "copy-on-write")
+    lines = (work / "log.txt").read_text().splitlines()
     assert lines[0] == "header"
     # merged into log.txt, or (where a merge could not be sure) kept beside it, named in the result: never lost
-    beside = {line for path in isolated.glob("log.agent-*.txt") for line in path.read_text().splitlines()}
+    beside = {line for path in work.glob("log.agent-*.txt") for line in path.read_text().splitlines()}
     assert {f"line {n}" for n in range(10)} <= set(lines) | beside
     assert len(lines) == len(set(lines))  # and nothing doubled
-    assert all((isolated / f"own-{n}.txt").read_text() == str(n) for n in range(10))
+    assert all((work / f"own-{n}.txt").read_text() == str(n) for n in range(10))
     assert len(asked) == 10
     # every set after the first met a folder that had changed since it started: shown, not silent
-    assert sum(1 for r in asked for c in r.changes.changes if c.path == "log.txt" and c.conflict) >= 1  # type: ignore[union-attr]
-    # the same children sharing the folder: each overwrote what the others wrote
-    await _ten_children(shared, "shared")
-    assert len((shared / "log.txt").read_text().splitlines()) < 11
+    assert sum(1 for r in asked if r.changes for c in r.changes.changes if c.path == "log.txt" and c.conflict) >= 1
+    # children sharing the folder: each overwrote what the others wrote
+    work = shared.empty()
+    (work / "log.txt").write_text("header\n")
+    await _children(shared, 3, "shared")
+    assert len((work / "log.txt").read_text().splitlines()) < 4
 
 
-async def test_children_started_from_code_can_have_workspaces_too(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
+async def test_children_started_from_code_can_have_workspaces_too(shared: Shared) -> None:
+    work = shared.empty()
     cell = ("from freeact_sub_tasks import map_tasks\n"
-            "print(await map_tasks('KID-{} write', [0, 1], isolation='copy-on-write'))")
-    parent = Script([Call("execute_ipython_cell", {"code": cell})], ["done"])
-    kids = {f"KID-{n} ": Script([Call("execute_ipython_cell", {"code": f"open('kid-{n}.txt', 'w').write('{n}')"})],
-                                ["ok"]) for n in range(2)}
+            "print(await map_tasks('CODE-KID-{} write', [0, 1], isolation='copy-on-write'))")
+    kids = {f"CODE-KID-{n} ": Script([Call("execute_ipython_cell", {"code": f"open('kid-{n}.txt', 'w').write('{n}')"})],
+                                     ["ok"]) for n in range(2)}
     asked: list[ApprovalRequest] = []
-
-    def decide(request: ApprovalRequest) -> bool:
-        if request.tool_name == "apply_changes":
-            asked.append(request)
-        return True
-
-    async with Agent(config(Router({"PARENT": parent, **kids}).model, work)) as agent:
-        await drive(agent.stream("PARENT go"), decide, limit=180)
+    await shared.run([[Call("execute_ipython_cell", {"code": cell}, id="c1")], ["done"]], kids, _asked(asked))
     assert sorted(r.changes.paths()[0] for r in asked if r.changes) == ["kid-0.txt", "kid-1.txt"]
     assert (work / "kid-0.txt").read_text() == "0" and (work / "kid-1.txt").read_text() == "1"
