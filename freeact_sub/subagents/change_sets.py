@@ -16,7 +16,15 @@ from typing import Any
 
 from ..events import ApprovalRequest, Emit
 from ..sandbox import copy_on_write_problem, kernel_folders
-from ..workspaces import ChangeSet, Journal, Workspace, apply_changes, mark_conflicts, read_changes
+from ..workspaces import (
+    ChangeSet,
+    Journal,
+    Workspace,
+    apply_changes,
+    keep_changes,
+    mark_conflicts,
+    read_changes,
+)
 
 __all__ = ["APPLY_CHANGES", "AskGate", "open_workspace", "settle"]
 
@@ -41,9 +49,12 @@ def open_workspace(working_dir: Path, *, enforced: bool, local: bool) -> Workspa
 
 async def settle(
     workspace: Workspace, child_id: str, call_id: str, result: tuple[str, bool], emit: Emit, ask: AskGate | None,
-    journal: Journal,
+    journal: Journal, keep_in: Path | None = None,
 ) -> tuple[str, bool]:
-    """Decide the ended child's change set; returns its `task` result with what became of its changes."""
+    """Decide the ended child's change set; returns its `task` result with what became of its changes.
+
+    What is not applied is kept in `keep_in` (the session's `changes/<agent id>/`), else left in the workspace.
+    """
     text, is_error = result
     changes = await asyncio.to_thread(read_changes, workspace.upper, workspace.lower, agent_id=child_id,
                                       started_ns=workspace.started_ns)
@@ -52,23 +63,37 @@ async def settle(
         return text + "\n\n[Its workspace: no files changed.]", is_error
     mark_conflicts(changes)
     if ask is None:
-        return text + _kept(workspace, changes, "nobody could be asked to apply them"), is_error
+        return text + await _kept(workspace, changes, "nobody could be asked to apply them", keep_in), is_error
     arguments: dict[str, Any] = {"agent_id": child_id, "files": [c.summary() for c in changes.changes]}
     request = await ask(APPLY_CHANGES, arguments, f"{call_id}/{APPLY_CHANGES}", emit, changes=changes)
     if not request.decision:
         why = f"the user rejected them ({request.reason})" if request.reason else "they were not approved"
-        return text + _kept(workspace, changes, why), is_error
+        return text + await _kept(workspace, changes, why, keep_in), is_error
     report = await asyncio.to_thread(apply_changes, changes, journal)
-    failed = report.by_outcome("failed") or report.by_outcome("skipped")
-    if not failed:
-        workspace.remove()
-        where = ""
+    where = ""
+    if report.by_outcome("failed") or report.by_outcome("skipped"):
+        left = [f.path for f in report.files if f.outcome in ("failed", "skipped")]
+        changes.changes = [c for c in changes.changes if c.path in left]
+        where = f" What was not applied is kept in {await _keep(workspace, changes, keep_in)}."
     else:
-        where = f" What was not applied stays in {workspace.upper}."
+        workspace.remove()
     return text + f"\n\n[Its changes, applied to the working folder:]\n{report.text()}{where}", is_error
 
 
-def _kept(workspace: Workspace, changes: ChangeSet, why: str) -> str:
+async def _kept(workspace: Workspace, changes: ChangeSet, why: str, keep_in: Path | None) -> str:
     listing = changes.summary()
-    return (f"\n\n[Its changes were not applied: {why}. The working folder is as it was; its versions stay in "
-            f"{workspace.upper}{os.sep}:]\n{listing}")
+    where = await _keep(workspace, changes, keep_in)
+    return (f"\n\n[Its changes were not applied: {why}. The working folder is as it was; its versions are kept in "
+            f"{where}:]\n{listing}")
+
+
+async def _keep(workspace: Workspace, changes: ChangeSet, keep_in: Path | None) -> str:
+    """Keep what was not applied in the session (the workspace goes then); without a session it stays."""
+    if keep_in is None:
+        return f"{workspace.upper}{os.sep} (while this program runs)"
+    try:
+        await asyncio.to_thread(keep_changes, changes, keep_in)
+    except OSError as exc:
+        return f"{workspace.upper}{os.sep} (it could not be kept in the session: {exc})"
+    workspace.remove()
+    return f"{keep_in}{os.sep}"

@@ -19,6 +19,7 @@ from ..events import (
 )
 from ..tools.names import tool_allowed
 from ..tree.registry import ChildSpec, TreeMember
+from ..workspaces import KEPT_FOLDER
 from .change_sets import settle
 from .jobs import Job, Jobs
 from .results import outcome
@@ -96,8 +97,10 @@ async def drive(
         status, result = outcome(child, answer, requests, max_turns)
         if spec.workspace is not None:  # its kernel stops first: nothing writes its workspace while it is read
             await child.stop()
+            session = parent.conversation.session_folder
+            keep_in = session / KEPT_FOLDER / child.agent_id if session is not None else None
             result = await settle(spec.workspace, child.agent_id, spec.tool_call_id, result, emit, jobs.ask,
-                                  tree.journal)
+                                  tree.journal, keep_in)
         return result
     except asyncio.CancelledError:
         status = "cancelled"

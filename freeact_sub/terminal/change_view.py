@@ -6,14 +6,16 @@ The diff is text a kernel wrote: it is shown with `visible()` (controls drawn, n
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from pathlib import Path
+
+from rich.console import Console, Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ..workspaces import ChangeSet
+from ..workspaces import KEPT_FOLDER, ChangeSet, kept_sets
 from .safe_text import visible
 
-__all__ = ["DIFF_LINES_SHOWN", "change_set_view", "pick_files"]
+__all__ = ["DIFF_LINES_SHOWN", "change_set_view", "pick_files", "print_kept_changes"]
 
 DIFF_LINES_SHOWN = 40
 """The most lines of one file's diff shown at the question (the whole set is in the request)."""
@@ -46,3 +48,15 @@ def pick_files(changes: ChangeSet, typed: str) -> bool:
     for number, change in enumerate(changes.changes, 1):
         change.apply = number in numbers
     return any(change.apply for change in changes.changes)
+
+
+def print_kept_changes(console: Console, session_folder: Path) -> None:
+    """`sessions show`: the change sets of the session that were not applied, and where each is kept."""
+    kept = kept_sets(session_folder)
+    if not kept:
+        return
+    console.print(Text(f"\nChange sets not applied, kept until the session is deleted ({len(kept)}):", style="bold"))
+    for agent_id, summary in kept:
+        console.print(Text(f"  {visible(agent_id)}: {session_folder / KEPT_FOLDER / agent_id}", style="dim"))
+        for line in summary.splitlines():
+            console.print(Text(f"    {visible(line)}"))

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..policy.hooks import Hooks
@@ -48,6 +49,11 @@ class MemberConversation(Protocol):
 
     def saved_children(self) -> list[Any]:
         """What its session says of each child it started (`SavedAgent`s, earlier processes' too)."""
+        ...
+
+    @property
+    def session_folder(self) -> Path | None:
+        """The folder of the session it is saved in (None: not saved)."""
         ...
 
 

@@ -12,9 +12,11 @@ from .apply import AppliedFile, ApplyReport, apply_changes, mark_conflicts
 from .changes import ChangeSet, FileChange, read_changes
 from .folder import ISOLATIONS, Isolation, Workspace, now_ns
 from .journal import Journal
+from .keep import KEPT_FOLDER, keep_changes, kept_sets
 
 __all__ = [
     "ISOLATIONS",
+    "KEPT_FOLDER",
     "AppliedFile",
     "ApplyReport",
     "ChangeSet",
@@ -23,6 +25,8 @@ __all__ = [
     "Journal",
     "Workspace",
     "apply_changes",
+    "keep_changes",
+    "kept_sets",
     "mark_conflicts",
     "now_ns",
     "read_changes",

@@ -8,6 +8,7 @@ conversations on the shared router and empties the folder first.
 
 from __future__ import annotations
 
+import io
 import shutil
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -15,9 +16,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from rich.console import Console
 
 from freeact_sub import Agent, ApprovalRequest
 from freeact_sub.sandbox import copy_on_write_problem
+from freeact_sub.terminal.change_view import print_kept_changes
 from tests.scripting import Call, Router, Script, configs, drive
 
 pytestmark = [
@@ -146,6 +149,15 @@ async def test_a_rejected_change_set_leaves_the_folder_as_it_was_and_a_file_left
             assert _names(work) == ["gone.txt", "shared.txt"]
             assert (work / "shared.txt").read_text() == "first\n"
     assert "were not applied" in results[0] and "sub.txt" in results[0]
+    # kept in the session, listed by `sessions show`, until the session is deleted
+    sessions = work / ".freeact-sub" / "sessions"
+    (kept,) = sessions.glob("*/changes/*/files/sub.txt")  # the rejected set's (the picked one applied it)
+    assert kept.read_text() == "from-a-subprocess\n"
+    assert len(list(sessions.glob("*/changes/*/files/pkg/mod.py"))) == 2  # rejected, and left out when picking
+    session = kept.parents[3]
+    out = io.StringIO()
+    print_kept_changes(Console(file=out, width=200), session)
+    assert "Change sets not applied" in out.getvalue() and "sub.txt: added" in out.getvalue()
     assert _names(work) == ["gone.txt", "shared.txt", "sub.txt"]
     assert (work / "shared.txt").read_text() == "first\n"
     assert "shared.txt: skipped" in results[1]
