@@ -75,7 +75,7 @@ async def drive(
                 model=getattr(spec.config.model, "model_name", str(spec.config.model)),
                 # a type that runs no code has no kernel to confine: no profile to show
                 sandbox=spec.sandbox.name if runs_code else "",
-                sandbox_limits=spec.sandbox.detail() if runs_code else "",
+                sandbox_limits=_limits(spec) if runs_code else "",
             )
         )
         announced = True
@@ -155,6 +155,12 @@ async def drive(
                           "turns_used": child.turns.turns_used, "usage": usage}
                 with contextlib.suppress(Exception):
                     await asyncio.shield(child.hooks.ask("SubagentStop", child.hook_context(), fields, emit))
+
+
+def _limits(spec: ChildSpec) -> str:
+    """The child's sandbox limits as its start shows them, its workspace first (the mechanism named)."""
+    view = "a workspace of its own (copy-on-write: an overlay of the folder)" if spec.workspace is not None else ""
+    return "; ".join(part for part in (view, spec.sandbox.detail()) if part)
 
 
 def _subagent_fields(spec: ChildSpec, child_id: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from rich.console import Console
 
-from freeact_sub import Agent, ApprovalRequest
+from freeact_sub import Agent, ApprovalRequest, SubagentStarted
 from freeact_sub.sandbox import copy_on_write_problem
 from freeact_sub.terminal.change_view import print_kept_changes
 from tests.scripting import Call, Router, Script, configs, drive
@@ -50,6 +50,8 @@ class Shared:
         self.main = Script()
         self.router = Router({"MAIN": self.main})
         self.agent: Agent | None = None
+        self.events: list[Any] = []
+        """The last turn's events."""
 
     async def run(self, steps: list[Any], children: dict[str, Script],
                   decide: Callable[[ApprovalRequest], bool]) -> dict[str, str]:
@@ -59,7 +61,7 @@ class Shared:
         self.router.scripts.update(children)
         assert self.agent is not None
         first = self.main.calls
-        await drive(self.agent.stream("MAIN go"), decide, limit=300)
+        self.events = await drive(self.agent.stream("MAIN go"), decide, limit=300)
         return self.main.tool_results(first + 1)
 
     def empty(self) -> Path:
@@ -112,6 +114,8 @@ async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(shar
     results = await shared.run(steps, {"CHILD-a": Script([Call("execute_ipython_cell", {"code": WRITES})], look)},
                                _asked(asked))
     assert seen_while_running == {"folder": ["gone.txt", "shared.txt"], "shared": "first\n"}
+    (started,) = [e for e in shared.events if isinstance(e, SubagentStarted)]
+    assert "a workspace of its own (copy-on-write" in started.sandbox_limits  # the start says which mechanism
     (request,) = asked
     assert request.changes is not None
     kinds = {change.path: change.kind for change in request.changes.changes}

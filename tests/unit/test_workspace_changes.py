@@ -96,3 +96,22 @@ def test_a_link_in_the_folder_is_never_followed_when_a_set_is_applied(folder: Pa
     assert sorted(os.listdir(outside)) == ["target.txt"]
     assert (outside / "target.txt").read_text() == "keep me\n"  # the link at a.txt was a conflict, kept as it is
     assert report["a.txt"].outcome == "kept" and (folder / "a.agent-test.txt").read_text() == "y\n"
+
+
+async def test_apply_changes_is_decided_by_rules_like_any_call(tmp_path: Path) -> None:
+    from freeact_sub import ApprovalPolicy
+    from freeact_sub.policy.approvals import ApprovalRules
+    from freeact_sub.policy.gate import ApprovalGate
+    from freeact_sub.tools import Toolbox
+    from freeact_sub.workspaces import ChangeSet, FileChange
+
+    changes = ChangeSet(agent_id="agent-c", folder=tmp_path, upper=tmp_path, started_ns=0,
+                        changes=[FileChange(path="a.txt", kind="added")])
+    emitted: list[object] = []
+    for rule, decision in (("allow", True), ("deny", False)):
+        gate = ApprovalGate(agent_id="agent-main", approvals=ApprovalPolicy(), toolbox=Toolbox([]),
+                            rules=ApprovalRules([("config", {"apply_changes": rule})]))
+        request = await gate.ask("apply_changes", {"agent_id": "agent-c"}, "t/apply_changes", emitted.append,
+                                 changes=changes)
+        assert request.decision is decision and request.rule and request.changes is changes
+    assert len(emitted) == 2  # decided by a rule, and still emitted, as every decision is
