@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import zipfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ pytestmark = [
 config = configs(kernel_pool_size=0, mcp_pool_size=0)
 
 WRITES = (
+    "!{{sys.executable}} -m pip install -q --no-index --no-deps --target vendor {wheel}\n"
     "import subprocess, os\n"
     "subprocess.run(['sh', '-c', 'echo from-a-subprocess > sub.txt'], check=True)\n"
     "os.remove('gone.txt')\n"
@@ -79,6 +81,20 @@ async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shar
         yield state
 
 
+def _wheel(folder: Path) -> Path:
+    """A wheel of one module, made here (no index is reached): what `!pip install --target` installs."""
+    path = folder / "tiny-1.0-py3-none-any.whl"
+    files = {"tiny.py": "VALUE = 1\n",
+             "tiny-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n",
+             "tiny-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                         "Tag: py3-none-any\n"}
+    record = "".join(f"{name},,\n" for name in files) + "tiny-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in {**files, "tiny-1.0.dist-info/RECORD": record}.items():
+            wheel.writestr(name, text)
+    return path
+
+
 def _names(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name != ".freeact-sub")
 
@@ -100,7 +116,9 @@ def _asked(into: list[ApprovalRequest], choose: Callable[[ApprovalRequest], bool
     return decide
 
 
-async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(shared: Shared) -> None:
+async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(
+    shared: Shared, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     work = _folder(shared)
     seen_while_running: dict[str, Any] = {}
 
@@ -111,18 +129,21 @@ async def test_a_child_s_writes_stay_apart_until_its_change_set_is_approved(shar
 
     steps = [[Call("task", {"prompt": "CHILD-a write", "isolation": "copy-on-write"}, id="a1")], ["done"]]
     asked: list[ApprovalRequest] = []
-    results = await shared.run(steps, {"CHILD-a": Script([Call("execute_ipython_cell", {"code": WRITES})], look)},
+    code = "import sys\n" + WRITES.format(wheel=_wheel(tmp_path_factory.mktemp("wheel")))
+    results = await shared.run(steps, {"CHILD-a": Script([Call("execute_ipython_cell", {"code": code})], look)},
                                _asked(asked))
     assert seen_while_running == {"folder": ["gone.txt", "shared.txt"], "shared": "first\n"}
     (started,) = [e for e in shared.events if isinstance(e, SubagentStarted)]
     assert "a workspace of its own (copy-on-write" in started.sandbox_limits  # the start says which mechanism
     (request,) = asked
     assert request.changes is not None
-    kinds = {change.path: change.kind for change in request.changes.changes}
+    kinds = {change.path: change.kind for change in request.changes.changes if not change.path.startswith("vendor/")}
     assert kinds == {"sub.txt": "added", "gone.txt": "removed", "shared.txt": "changed", "pkg/mod.py": "added"}
+    assert "vendor/tiny.py" in request.changes.paths()  # what pip installed, through its own process
     diff = next(c.diff for c in request.changes.changes if c.path == "shared.txt")
     assert "+child line" in diff
-    assert _names(work) == ["pkg", "shared.txt", "sub.txt"]
+    assert _names(work) == ["pkg", "shared.txt", "sub.txt", "vendor"]
+    assert (work / "vendor" / "tiny.py").read_text() == "VALUE = 1\n"
     assert (work / "shared.txt").read_text() == "first\nchild line\n"
     assert (work / "sub.txt").read_text() == "from-a-subprocess\n"
     result = results["a1"]
@@ -146,7 +167,7 @@ async def test_a_rejected_change_set_leaves_the_folder_as_it_was_and_a_file_left
                 change.apply = change.path == "sub.txt"  # the person's per-file choice
             return True
 
-        child = Script([Call("execute_ipython_cell", {"code": WRITES})], ["written"])
+        child = Script([Call("execute_ipython_cell", {"code": WRITES.split("\n", 1)[1]})], ["written"])
         found = await shared.run(steps, {f"CHILD-{choice}": child}, _asked([], choose))
         results.append(found[f"b-{choice}"])
         if choice == "reject":
