@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,8 @@ class FreeactAcpAgent:
         self.client_initialize: dict[str, Any] | None = None
         """The client's `initialize` params (its capabilities and name), when `handshake.py` answered it."""
         self.sessions: dict[str, AcpSession] = {}
+        self._starting: dict[str, asyncio.Future[None]] = {}
+        """Sessions whose agent starts behind the `session/new` answer, until their first prompt waited for it."""
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
@@ -127,12 +130,9 @@ class FreeactAcpAgent:
         return config
 
     async def _start(self, config: Any, session: str | None) -> Agent:
-        from freeact_sub import Agent, ConfigError, FreeactError, SessionError
+        from freeact_sub import FreeactError
 
-        try:
-            agent = Agent(config, session=session, trust_project=self.args.trust_project)
-        except (SessionError, ConfigError) as exc:
-            raise RequestError.invalid_params({"session": str(exc)}) from None
+        agent = self._agent(config, session)
         try:
             await agent.start()
         except FreeactError as exc:
@@ -140,13 +140,63 @@ class FreeactAcpAgent:
             raise RequestError.internal_error({"start": str(exc)}) from None
         return agent
 
+    def _agent(self, config: Any, session: str | None) -> Agent:
+        from freeact_sub import Agent, ConfigError, SessionError
+
+        try:
+            return Agent(config, session=session, trust_project=self.args.trust_project)
+        except (SessionError, ConfigError) as exc:
+            raise RequestError.invalid_params({"session": str(exc)}) from None
+
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
-        agent = await self._start(await self._config(cwd, mcp_servers), None)
+        """The session's id at once; its kernel and MCP servers start behind the answer, and its first prompt
+        waits for them (a start that fails is that prompt's error)."""
+        agent = self._agent(await self._config(cwd, mcp_servers), None)
+        starting = asyncio.ensure_future(agent.start())
+        await asyncio.sleep(0)  # `start()` opens the session (its id, its file) before it first waits
+        if starting.done() and starting.exception() is not None:
+            await self._failed_start(agent, starting)
         session = self._open(agent)
+        self._starting[session.session_id] = starting
         return NewSessionResponse(session_id=session.session_id)
+
+    async def _failed_start(self, agent: Agent, starting: asyncio.Future[None]) -> None:
+        """Stop what had started, and raise the start's error as the client's request error."""
+        from freeact_sub import FreeactError
+
+        exc = starting.exception()
+        await agent.stop()
+        if isinstance(exc, FreeactError):
+            raise RequestError.internal_error({"start": str(exc)}) from None
+        raise exc  # type: ignore[misc]
+
+    async def _started(self, session_id: str) -> None:
+        """Wait for the session's agent to have started (`new_session` starts it behind its answer)."""
+        starting = self._starting.get(session_id)
+        if starting is None:
+            return
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            if not starting.cancelled():
+                raise
+        self._starting.pop(session_id, None)
+        if starting.cancelled() or starting.exception() is not None:
+            session = self.sessions.pop(session_id, None)
+            if session is not None and not starting.cancelled():
+                await self._failed_start(session.agent, starting)
+            raise RequestError.internal_error({"start": "the session's start was cancelled"})
+
+    async def _stop_starting(self, session_id: str) -> None:
+        starting = self._starting.pop(session_id, None)
+        if starting is not None and not starting.done():
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
+        await self._stop_starting(session_id)
         live = self.sessions.pop(session_id, None)
         if live is not None:  # the client reloads a session this process runs: it is saved; resume it afresh
             await live.close()
@@ -180,6 +230,8 @@ class FreeactAcpAgent:
         return session
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        self._session(session_id)
+        await self._started(session_id)
         return await self._session(session_id).prompt(_prompt_text(prompt))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -189,6 +241,8 @@ class FreeactAcpAgent:
 
     async def close(self) -> None:
         """Stop every session's agent (the client went away, or a signal ended the process)."""
+        for session_id in list(self._starting):
+            await self._stop_starting(session_id)
         sessions, self.sessions = list(self.sessions.values()), {}
         for session in sessions:
             try:

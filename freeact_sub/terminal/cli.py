@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from freeact_sub.launch import UsageError, build_config, load_dotenv, start_demo, working_dir_from
 
 from .arguments import build_parser, check_prompt_text, check_timeline_file
-from .keys import enter_stays_enter
 from .output import complain, print_answer, show_resumed, sigint_ignored
 
 if TYPE_CHECKING:
@@ -147,6 +146,8 @@ class _Runner:
         self.theme = self._choose_theme()
         if args.prompt is None:
             return await self._interactive(console, working_dir)
+        from .keys import enter_stays_enter
+
         config = self._configure(working_dir)
         agent = await self._trusted_agent(config, console)
         with enter_stays_enter():  # a line typed while the kernel starts or a turn runs is sent when the prompt is up
@@ -162,6 +163,7 @@ class _Runner:
         from rich.text import Text
 
         from .early_prompt import EarlyPrompt
+        from .keys import enter_stays_enter
         from .prompt import CtrlC, PromptReader
 
         style = self.theme.prompt_style if self.theme is not None else "bold ansibrightcyan"
