@@ -22,7 +22,7 @@ from rich.console import Console
 from freeact_sub import Agent, ApprovalRequest, SubagentStarted
 from freeact_sub.sandbox import copy_on_write_problem
 from freeact_sub.terminal.change_view import print_kept_changes
-from tests.scripting import Call, Router, Script, configs, drive
+from tests.scripting import Call, Router, Script, configs, drive, until
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -76,7 +76,9 @@ class Shared:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
     state = Shared(tmp_path_factory.mktemp("workspaces"))
-    async with Agent(config(state.router.model, state.folder, max_subagents=10)) as agent:
+    async with Agent(config(state.router.model, state.folder, max_subagents=10, prestart_pools=True)) as agent:
+        # the zygote the children's kernels fork from is the module's: started here, not in the first test
+        await until(lambda: agent.tree.supplies.zygote.running, "the kernel zygote runs")
         state.agent = agent
         yield state
 
