@@ -12,17 +12,15 @@ import tempfile
 
 from . import kernel_folders
 
-__all__ = ["copy_on_write_problem"]
+__all__ = ["copy_on_write_platform_problem", "copy_on_write_problem"]
 
 
-@functools.cache
-def copy_on_write_problem() -> str | None:
-    """Why a kernel cannot get a copy-on-write view here (checked once per process), or None if it can.
+def copy_on_write_platform_problem() -> str | None:
+    """Why this platform, by what it is (no sandbox, a Linux older than 5.11), offers no views; None if it should.
 
-    It needs Linux 5.11 or newer (an overlay mounted in a user namespace) and a sandbox this machine enforces;
-    the check mounts a view of an empty folder in a throwaway process.
+    Tests skip on this, not on `copy_on_write_problem()`: a view that does not work where it should is a failure.
     """
-    from . import ENFORCE_SCRIPT, platform_problem
+    from . import platform_problem
 
     if (problem := platform_problem()) is not None:
         return problem
@@ -32,6 +30,20 @@ def copy_on_write_problem() -> str | None:
             return f"copy-on-write views need Linux 5.11 or newer (this is {os.uname().release})"
     except (ValueError, IndexError):
         pass
+    return None
+
+
+@functools.cache
+def copy_on_write_problem() -> str | None:
+    """Why a kernel cannot get a copy-on-write view here (checked once per process), or None if it can.
+
+    It needs Linux 5.11 or newer (an overlay mounted in a user namespace) and a sandbox this machine enforces;
+    the check mounts a view of an empty folder in a throwaway process.
+    """
+    from . import ENFORCE_SCRIPT
+
+    if (problem := copy_on_write_platform_problem()) is not None:
+        return problem
     folder = tempfile.mkdtemp(prefix="cow-probe-", dir=kernel_folders.private_root())
     try:
         for name in ("lower", "upper", "work"):

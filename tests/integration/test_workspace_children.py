@@ -20,14 +20,14 @@ import pytest_asyncio
 from rich.console import Console
 
 from freeact_sub import Agent, ApprovalRequest, SubagentStarted
-from freeact_sub.sandbox import copy_on_write_problem
+from freeact_sub.sandbox.views import copy_on_write_platform_problem
 from freeact_sub.terminal.change_view import print_kept_changes
 from tests.scripting import Call, Router, Script, configs, drive, until
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
-    pytest.mark.skipif(copy_on_write_problem() is not None,
-                       reason=f"no copy-on-write views here: {copy_on_write_problem()}"),
+    pytest.mark.skipif(copy_on_write_platform_problem() is not None,
+                       reason=f"no copy-on-write views here: {copy_on_write_platform_problem()}"),
 ]
 
 config = configs(kernel_pool_size=0, mcp_pool_size=0)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from freeact_sub.sandbox import ENFORCE_SCRIPT, copy_on_write_problem
+from freeact_sub.sandbox import ENFORCE_SCRIPT
+from freeact_sub.sandbox.views import copy_on_write_platform_problem
 from freeact_sub.workspaces import Workspace, read_changes
 
-pytestmark = pytest.mark.skipif(copy_on_write_problem() is not None,
-                                reason=f"no copy-on-write views here: {copy_on_write_problem()}")
+pytestmark = pytest.mark.skipif(copy_on_write_platform_problem() is not None,
+                                reason=f"no copy-on-write views here: {copy_on_write_platform_problem()}")
 
 ATTEMPTS = r"""
 import json, os, sys
