@@ -194,7 +194,6 @@ class AgentTree:
             child, parent_id=spec.parent_id, agent_type=spec.agent_type, description=spec.description
         )
         record.prompt = spec.prompt
-        self.supplies.warm_up()  # the first child (a kernel-less one too) starts the pools for the next ones
         self._announced.discard((spec.parent_id, spec.tool_call_id))  # counted from now on as a child
         self._expect_children()
         return child
