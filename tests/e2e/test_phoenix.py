@@ -1,0 +1,131 @@
+"""The tree of agents as one trace in a real OTLP receiver people use for LLM tracing: Arize Phoenix.
+
+Phoenix pins many packages, so it lives in an environment of its own (`.ci/run` builds it and names its
+interpreter in `$FREEACT_SUB_TEST_PHOENIX_PYTHON`); the test starts `phoenix serve` on 127.0.0.1 ports of
+its own, runs a tree (a `task`, a background `task`, a cell's `map_tasks` of five) in a fresh process that
+exports to it over OTLP/HTTP with the SDK's own providers, then reads the spans back from Phoenix's REST API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PHOENIX_PYTHON_ENV = "FREEACT_SUB_TEST_PHOENIX_PYTHON"
+PHOENIX_PYTHON = os.environ.get(PHOENIX_PYTHON_ENV, "")
+
+pytestmark = pytest.mark.skipif(
+    not PHOENIX_PYTHON or not Path(PHOENIX_PYTHON).exists(),
+    reason=f"needs ${PHOENIX_PYTHON_ENV}: an interpreter with arize-phoenix (it pins packages this one cannot share)",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def phoenix() -> Iterator[str]:
+    """`phoenix serve` on 127.0.0.1, its data in a temporary folder; stopped (by its PID) when the module ends."""
+    with tempfile.TemporaryDirectory() as folder:
+        port = _free_port()
+        env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
+               "PHOENIX_GRPC_PORT": str(_free_port()), "PHOENIX_WORKING_DIR": folder,
+               "PHOENIX_TELEMETRY_ENABLED": "false"}
+        log = open(Path(folder) / "phoenix.log", "wb")  # closed below, after the process
+        server = subprocess.Popen([PHOENIX_PYTHON, "-m", "phoenix.server.main", "serve"], env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, cwd=folder)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                assert server.poll() is None, (Path(folder) / "phoenix.log").read_text(errors="replace")[-3000:]
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "Phoenix did not answer within 180 s"
+                time.sleep(0.5)
+            yield url
+        finally:
+            server.terminate()
+            try:
+                server.wait(20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            log.close()
+
+
+def _spans(url: str) -> list[dict[str, Any]]:
+    answer = httpx.get(f"{url}/v1/projects/default/spans", params={"limit": 1000}, timeout=10)
+    if answer.status_code == 404:  # no project yet: nothing arrived
+        return []
+    answer.raise_for_status()
+    return list(answer.json()["data"])
+
+
+def _flat(attributes: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Phoenix may nest dotted attribute names (`{"gen_ai": {"usage": …}}`): back to dotted names."""
+    flat: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def test_the_tree_is_one_trace_in_phoenix_with_every_child_under_its_call(phoenix: str) -> None:
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix, "OTEL_SERVICE_NAME": "freeact-sub-test",
+           "TMPDIR": os.environ.get("TMPDIR", tempfile.gettempdir())}
+    done = subprocess.run([sys.executable, "-m", "tests.telemetry_probe", "tree"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "could not reach" not in done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    deadline = time.monotonic() + 30
+    while True:  # Phoenix writes what it received in batches
+        spans = _spans(phoenix)
+        runs = [s for s in spans if s["name"].startswith("invoke_agent")]
+        if len(runs) >= 8 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(runs) == 8, [s["name"] for s in spans]
+    ids = {s["context"]["span_id"]: s for s in spans}
+    assert len({s["context"]["trace_id"] for s in spans}) == 1, "one trace for the run"
+    orphans = [s["name"] for s in spans if s.get("parent_id") and s["parent_id"] not in ids]
+    assert not orphans, f"spans whose parent Phoenix never received: {orphans}"
+    roots = [s for s in spans if not s.get("parent_id")]
+    assert len(roots) == 1 and _flat(roots[0]["attributes"])["freeact.agent_id"] == report["main"]
+    for run in runs:
+        if run is roots[0]:
+            continue
+        parent = ids[run["parent_id"]]
+        assert parent["name"] == "execute_tool task", parent["name"]
+    # the tokens of each agent's model requests (pydantic-ai's spans) are the agent's Usage
+    tokens: dict[str, list[int]] = {}
+    for chat in (s for s in spans if s["name"].startswith("chat ")):
+        span = chat
+        while not span["name"].startswith("invoke_agent"):
+            span = ids[span["parent_id"]]
+        attributes = _flat(chat["attributes"])
+        mine = tokens.setdefault(_flat(span["attributes"])["freeact.agent_id"], [0, 0])
+        mine[0] += int(attributes["gen_ai.usage.input_tokens"])
+        mine[1] += int(attributes["gen_ai.usage.output_tokens"])
+    assert tokens == report["usage"]
