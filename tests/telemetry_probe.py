@@ -6,8 +6,9 @@ was imported, the SDK's export threads that are alive while the agent runs, how 
 and the run's answer. A fresh process is the only place where "never imported" can be seen.
 
 `off-then-on` runs both in one process, off first (the off run's report is taken before anything imports the
-SDK), then on with `$PROBE_OTLP_ENDPOINT` as the endpoint. `tree` runs a tree instead (a `task`, a background `task`, a cell whose `map_tasks` starts five children)
-with telemetry on, exporting to the endpoint, and prints each agent's usage and the session id.
+SDK), then on with `$PROBE_OTLP_ENDPOINT` as the endpoint. `tree` runs a tree instead (a `task`, a background
+`task`, a cell whose `map_tasks` starts five children) with telemetry on, exporting to the endpoint, and prints
+each agent's usage and the main agent's id.
 """
 
 from __future__ import annotations
