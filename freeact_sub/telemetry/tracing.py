@@ -76,6 +76,8 @@ class Telemetry:
             self._instrumentation = InstrumentationSettings(
                 tracer_provider=self._tracer_provider, meter_provider=self._meter_provider,
                 include_content=self.content, include_binary_content=False,
+                # every request's full tool definitions again, serialized: large, the same each time, and slow
+                include_model_request_parameters=False,
             )
         return self._instrumentation
 

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
 PHOENIX_PYTHON_ENV = "FREEACT_SUB_TEST_PHOENIX_PYTHON"
 PHOENIX_PYTHON = os.environ.get(PHOENIX_PYTHON_ENV, "")
 
@@ -91,7 +92,9 @@ def _flat(attributes: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def test_the_tree_is_one_trace_in_phoenix_with_every_child_under_its_call(phoenix: str) -> None:
+@pytest.fixture(scope="module")
+def traced(phoenix: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The tree run once, exporting to Phoenix: the spans Phoenix holds, and the run's own report (usage)."""
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix, "OTEL_SERVICE_NAME": "freeact-sub-test",
            "TMPDIR": os.environ.get("TMPDIR", tempfile.gettempdir())}
     done = subprocess.run([sys.executable, "-m", "tests.telemetry_probe", "tree"], cwd=ROOT, env=env,
@@ -106,6 +109,12 @@ def test_the_tree_is_one_trace_in_phoenix_with_every_child_under_its_call(phoeni
         if len(runs) >= 8 or time.monotonic() > deadline:
             break
         time.sleep(0.5)
+    return spans, report
+
+
+def test_the_tree_is_one_trace_in_phoenix_with_every_child_under_its_call(traced) -> None:
+    spans, report = traced
+    runs = [s for s in spans if s["name"].startswith("invoke_agent")]
     assert len(runs) == 8, [s["name"] for s in spans]
     ids = {s["context"]["span_id"]: s for s in spans}
     assert len({s["context"]["trace_id"] for s in spans}) == 1, "one trace for the run"
@@ -129,3 +138,29 @@ def test_the_tree_is_one_trace_in_phoenix_with_every_child_under_its_call(phoeni
         mine[0] += int(attributes["gen_ai.usage.input_tokens"])
         mine[1] += int(attributes["gen_ai.usage.output_tokens"])
     assert tokens == report["usage"]
+
+
+@pytest.mark.browser
+def test_phoenix_shows_the_tree_as_one_trace(phoenix: str, traced, tmp_path: Path) -> None:
+    """Phoenix's trace view in Chromium: the picture `docs/tracing.md` uses (saved under `test-artifacts/`)."""
+    from tests.system_tools import require
+
+    require("chromium", "the Phoenix browser test", "apt-get install -y chromium (Debian's build)")
+    from playwright.sync_api import sync_playwright
+
+    spans, _ = traced
+    trace_id = spans[0]["context"]["trace_id"]
+    projects = httpx.get(f"{phoenix}/v1/projects", timeout=10).json()["data"]
+    project = next(p["id"] for p in projects if p["name"] == "default")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.goto(f"{phoenix}/projects/{project}/traces/{trace_id}", wait_until="networkidle", timeout=120_000)
+            page.get_by_text("invoke_agent general").first.wait_for(timeout=60_000)
+            page.get_by_text("invoke_agent labeler").first.wait_for(timeout=60_000)
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "phoenix-trace.png"))
+        finally:
+            browser.close()
