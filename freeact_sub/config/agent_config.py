@@ -115,6 +115,11 @@ class AgentConfig(BaseModel):
 
     Each one is an idle server process (over HTTP, an open session) until a subagent takes it.
     """
+    prestart_pools: bool = False
+    """Start the kernel zygote and fill both pools as soon as the main agent has started. Off (the default), they
+    start when the first subagent is near (its `task` call is announced, or it registers), so a run that starts
+    no subagent starts no spare kernel and no spare MCP server; the interactive terminal turns it on behind its
+    prompt, where a person's typing hides the cost."""
     max_turns: int | None = Field(default=None, ge=1)
     """Default limit on model rounds per `stream()` call (None: unlimited)."""
     model_retries: int = Field(default=5, ge=0)

@@ -198,6 +198,7 @@ class AgentTree:
             child, parent_id=spec.parent_id, agent_type=spec.agent_type, description=spec.description
         )
         record.prompt, record.tool_call_id = spec.prompt, spec.tool_call_id
+        self.supplies.warm_up()  # the first child (a kernel-less one too) starts the pools for the next ones
         self._announced.discard((spec.parent_id, spec.tool_call_id))  # counted from now on as a child
         self._expect_children()
         return child
@@ -259,8 +260,7 @@ class AgentTree:
         return self.supplies.running
 
     def start(self) -> None:
-        """When the main agent has started, in the background: open the MCP pool's connections; start the
-        kernel zygote, then fill the kernel pool."""
+        """The main agent has started: the supplies may warm up from now on (see `Supplies.start`)."""
         if not self.supplies.running:
             self._renew()
             self.supplies.start()
