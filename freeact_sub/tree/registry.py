@@ -22,6 +22,7 @@ from ..sandbox import SandboxProfile
 from ..telemetry import open_telemetry
 from ..tools.names import tool_allowed
 from ..usage import UsageLedger
+from ..workspaces import Journal, Workspace
 from .background import BackgroundEvents
 from .members import AgentRecord, ChildSpec, SubagentInfo, TreeMember
 from .supplies import Supplies
@@ -65,6 +66,10 @@ class AgentTree:
         """The config's hooks (set when the main agent starts); each agent adds its type's own."""
         self.supplies = Supplies(lambda: self.config, root.agent_id)
         """The kernels, MCP connections, packages and models its agents take."""
+        self.workspaces: dict[str, Workspace] = {}
+        """The copy-on-write workspaces of running children, by agent id (their kernels are started in them)."""
+        self.journal = Journal()
+        """The folder's versions that applying change sets replaced: the bases later sets are merged against."""
         self.telemetry: Telemetry | None = None
         """Its traces and metrics, while the main agent runs with telemetry on (`start_telemetry`)."""
         self._factory = factory
@@ -224,7 +229,8 @@ class AgentTree:
         child (see `Supplies.acquire_kernel`)."""
         child = self.is_child(agent_id)
         began = time.monotonic()
-        kernel = await self.supplies.acquire_kernel(agent_id, sandbox, is_child=child)
+        kernel = await self.supplies.acquire_kernel(agent_id, sandbox, is_child=child,
+                                                    workspace=self.workspaces.get(agent_id))
         if self.telemetry is not None:
             self.telemetry.kernel_spawned(time.monotonic() - began, how="child" if child else "main",
                                           sandbox=sandbox.name)

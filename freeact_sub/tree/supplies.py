@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..code_tools import PackageShelf
+from ..errors import ConfigError
 from ..kernels.backends import KernelBackend, new_kernel, uses_local_kernels
 from ..kernels.launcher import KernelZygote
 from ..kernels.pool import KernelPool
 from ..mcp.pool import McpPool, ToolListings
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..workspaces import Workspace
 
 if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
@@ -26,6 +28,11 @@ __all__ = ["PLAN_FRESHNESS", "Supplies"]
 
 PLAN_FRESHNESS = 1.0
 """Seconds a sandbox plan's paths (the secrets found, the folders kept read-only) are used before a look again."""
+
+
+def _with_view(plan: Callable[..., dict[str, Any]], workspace: Workspace, **options: Any) -> dict[str, Any]:
+    """`plan`, with the kernel's working folder a copy-on-write view (`sandbox/overlay_mount.py`)."""
+    return {**plan(**options), "overlay": workspace.plan()}
 
 
 class Supplies:
@@ -111,14 +118,25 @@ class Supplies:
     def _pooled_kernel(self) -> KernelBackend:
         return self.new_kernel("pooled", self.sandbox, launcher=self.zygote)
 
-    async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile, *, is_child: bool) -> KernelBackend:
+    async def acquire_kernel(
+        self, agent_id: str, sandbox: SandboxProfile, *, is_child: bool, workspace: Workspace | None = None
+    ) -> KernelBackend:
         """A started kernel for `agent_id` confined to `sandbox`.
 
         Launched for the main agent; for a child, from the pool of its profile (the main agent's,
-        or one made when the first child under another profile starts).
+        or one made when the first child under another profile starts). A child with a `workspace` gets a kernel
+        forked for it (no pooled kernel has its view), whose working folder is its copy-on-write view.
         """
         if is_child:
             self.warm_up()
+        if workspace is not None:
+            plan = self.sandbox_plan(sandbox)
+            if plan is None:
+                raise ConfigError("isolation: copy-on-write needs a local kernel under an enforced sandbox profile")
+            kernel = new_kernel(self.config, label=agent_id, launcher=self.zygote if self.zygote.running else None,
+                                sandbox=functools.partial(_with_view, plan, workspace))
+            await kernel.start()
+            return kernel
         if is_child and sandbox == self.sandbox:
             kernel = await self.pool.acquire()
         elif is_child and uses_local_kernels(self.config):

@@ -132,6 +132,7 @@ LAYERS: list[set[str]] = [
     {"policy", "models", "sessions", "timelines"},
     {"telemetry"},
     {"sandbox", "tools", "events"},
+    {"workspaces"},
     {"errors", "usage"},
 ]
 """The floors of the house, top first: a package imports only packages on floors below its own.
