@@ -38,7 +38,10 @@ async def _cell(shared, code: str) -> CodeExecutionOutput:
 
 
 async def test_malformed_messages_are_dropped_and_said_and_the_run_goes_on(shared) -> None:
-    output = await _cell(shared, _FORGE + """
+    output = await _cell(
+        shared,
+        _FORGE
+        + """
 k.session.send(k.iopub_socket, "stream", "not json at all", parent=parent)         # content that is no JSON
 forge("stream", {"name": "stdout", "text": 42})                                    # text of the wrong type
 forge("error", {"traceback": [1, 2, 3]})                                           # a traceback of numbers
@@ -46,7 +49,8 @@ forge("display_data", {"data": ["not", "a", "mapping"]})                        
 k.session.send(k.iopub_socket, "stream", b"[" * 200_000 + b"]" * 200_000, parent=parent)  # nested too deep
 k.iopub_socket.send_multipart([b"<IDS|MSG>", b"forged", b"{}", b"{}", b"{}", b"{}"])     # a bad signature
 print("after the forgeries")
-""")
+""",
+    )
     assert "after the forgeries" in output.content
     assert "dropped 6 malformed messages" in output.content
     assert output.status == "ok"
@@ -54,18 +58,25 @@ print("after the forgeries")
 
 
 async def test_a_cell_that_announces_its_own_end_is_still_read_to_its_real_end(shared) -> None:
-    output = await _cell(shared, _FORGE + """
+    output = await _cell(
+        shared,
+        _FORGE
+        + """
 forge("status", {"execution_state": "idle"})
 import time; time.sleep(0.5)
 print("DONE-UNSEEN")
-""")
+""",
+    )
     assert "DONE-UNSEEN" in output.content
 
 
 async def test_output_after_a_forged_end_and_reply_reaches_the_next_cell_as_late_output(shared) -> None:
     # the cell forges both its reply on the shell channel and its idle, then prints from a thread: the reader
     # ends the cell, and what it prints later reaches the record with the next cell, said to be late
-    output = await _cell(shared, _FORGE + """
+    output = await _cell(
+        shared,
+        _FORGE
+        + """
 import threading, time
 k.session.send(k.shell_stream, "execute_reply", {"status": "ok"}, parent=parent, ident=k._parent_ident["shell"])
 forge("status", {"execution_state": "idle"})
@@ -73,7 +84,8 @@ def later():
     time.sleep(1)
     forge("stream", {"name": "stdout", "text": "PRINTED-AFTER-THE-END\\n"})
 threading.Thread(target=later).start()
-""")
+""",
+    )
     assert "PRINTED-AFTER-THE-END" not in output.content
     await asyncio.sleep(1.5)
     following = await _cell(shared, "print('next')")
@@ -83,14 +95,17 @@ threading.Thread(target=later).start()
 
 async def test_a_flood_keeps_the_head_and_the_tail_and_says_what_was_cut(shared) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    output = await _cell(shared, """
+    output = await _cell(
+        shared,
+        """
 import sys
 sys.stdout.write("HEAD" + "h" * 99 + "\\n")
 line = "x" * 99 + "\\n"
 for _ in range(40_000):
     sys.stdout.write(line)
 print("TAIL-END")
-""")
+""",
+    )
     text = output.content
     assert text.startswith("HEAD") and text.rstrip().endswith("TAIL-END")
     assert "characters of output were cut by the host" in text
