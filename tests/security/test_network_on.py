@@ -23,7 +23,7 @@ from freeact_sub.sandbox.proxy import set_resolver
 
 pytestmark = pytest.mark.skipif(platform_problem() is not None, reason=f"no sandbox here: {platform_problem()}")
 
-PROBE = r'''
+PROBE = r"""
 import json, os, socket, urllib.request
 for name in ("NO_PROXY", "no_proxy"):  # the probe asks the proxy for 127.0.0.1 too
     os.environ.pop(name, None)
@@ -45,7 +45,7 @@ attempt("proxy_address", fetch(f"http://127.0.0.1:{{port}}/"))
 attempt("proxy_name", fetch(f"http://dev.test:{{port}}/"))
 attempt("metadata", fetch("http://169.254.169.254/latest/meta-data/"))
 print("PROBE" + json.dumps(found))
-'''
+"""
 
 
 @pytest.fixture
