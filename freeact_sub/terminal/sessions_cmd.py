@@ -73,6 +73,9 @@ def sessions_main(argv: list[str]) -> int:
             if args.timeline is not None:
                 return _draw_timeline(saved, args.timeline)
             print_transcript(console, saved, agent_id)
+            from .session_usage import agents_usage_table
+
+            console.print(agents_usage_table(saved))
             return EXIT_OK
         sessions = list_sessions(working_dir)
     except SessionError as exc:

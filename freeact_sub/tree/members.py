@@ -173,6 +173,9 @@ class AgentRecord:
     """The job its `task` call gave it."""
     runs_code: bool | None = None
     """Whether its type lets it run cells (so it takes a kernel); worked out once, when first asked."""
+    tool_call_id: str = ""
+    """The call that started it (its parent's `task` call, or a cell's `<cell id>/code-task-<n>`); empty for the
+    main agent."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -130,6 +130,7 @@ LAYERS: list[set[str]] = [
     {"kernels", "mcp"},
     {"config"},
     {"policy", "models", "sessions", "timelines"},
+    {"telemetry"},
     {"sandbox", "tools", "events"},
     {"errors", "usage"},
 ]
