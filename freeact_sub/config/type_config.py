@@ -8,6 +8,7 @@ from ..errors import ConfigError
 from ..models.options import ModelOption, find_option
 from ..sandbox import check_enforceable, meet
 from ..sandbox.profiles import SandboxProfile
+from ..tools.names import tools_meet
 from .agent_config import AgentConfig
 from .builtin_types import BUILTIN_TYPES
 from .definitions import AgentType
@@ -58,8 +59,8 @@ def configure(
         update["context_window"] = None  # the parent's window was set for the parent's model
     if definition.mcp_servers:
         update["mcp_servers"] = {**base.mcp_servers, **definition.mcp_servers}
-    if definition.tools is not None:
-        update["tools"] = list(definition.tools)
+    if definition.tools is not None:  # never a tool the parent's configuration left out
+        update["tools"] = tools_meet(base.tools, list(definition.tools))
     if definition.disallowed_tools:
         update["disallowed_tools"] = [*base.disallowed_tools, *definition.disallowed_tools]
     for field in _TYPE_WINS:

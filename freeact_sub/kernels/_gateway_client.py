@@ -245,7 +245,7 @@ class KernelChannels:
     """
 
     def __init__(self, api: GatewayApi, kernel_id: str) -> None:
-        self.messages: asyncio.Queue[dict[str, Any] | Closed] = asyncio.Queue()
+        self.messages: asyncio.Queue[dict[str, Any] | Closed | None] = asyncio.Queue()
         self._api = api
         self._kernel_id = kernel_id
         # each connection is its own client session: the gateway never hands us another one's buffered channels
@@ -280,7 +280,11 @@ class KernelChannels:
     async def _read(self, socket: ClientConnection) -> None:
         try:
             async for frame in socket:
-                self.messages.put_nowait(_decode(frame))
+                try:
+                    message: dict[str, Any] | None = _decode(frame)
+                except (ValueError, TypeError, struct.error, RecursionError):
+                    message = None  # the kernel's message could not be decoded: the cell reader counts it
+                self.messages.put_nowait(message)
         except ConnectionClosed:
             pass
         finally:

@@ -21,11 +21,9 @@ from typing import Any
 
 from .cell_run import INTERRUPT_GRACE, STUCK_NOTICE, CellClock, CellOutput, render_output
 from .cells import Cell, ExecutionResult, ExecutionStatus
+from .messages import MAX_MESSAGE_BYTES, Message, checked, is_output, malformed_notice
 
 __all__ = ["BATCH", "POLL", "CellHooks", "KernelLost", "Message", "read_cell"]
-
-Message = dict[str, Any]
-"""One Jupyter message as a dict (`header`, `parent_header`, `msg_type`, `content`, …)."""
 
 POLL = 0.5
 """Seconds the reader waits for a message before it looks at the clock (and perhaps at the kernel) again."""
@@ -50,6 +48,10 @@ async def _no_reconnect(lost: KernelLost) -> str | None:
     return None
 
 
+def _never_quiet(request: str) -> bool:
+    return False
+
+
 def _no_closing(text: str, status: ExecutionStatus) -> str:
     return ""
 
@@ -58,9 +60,10 @@ def _no_closing(text: str, status: ExecutionStatus) -> str:
 class CellHooks:
     """What one backend does for the reader of its cells."""
 
-    receive: Callable[[float], Awaitable[list[Message]]]
-    """The next message (waiting up to the given seconds) and those already queued behind it; raises
-    `TimeoutError` if none came, `KernelLost` if the kernel or the way to it is gone."""
+    receive: Callable[[float], Awaitable[list[Message | None]]]
+    """The next message (waiting up to the given seconds) and those already queued behind it, from iopub and shell
+    (None for one that could not be decoded); raises `TimeoutError` if none came, `KernelLost` if the kernel or the
+    way to it is gone. Each is checked by the reader (`messages.checked`): the kernel may have forged it."""
     state: Callable[[], Awaitable[str | None]]
     """The kernel's execution state when no message came: None or `dead`: gone; `idle` twice in a row: the
     cell's end was lost on the way; anything else: read on."""
@@ -76,6 +79,11 @@ class CellHooks:
     """Save base64 PNG data on this machine; the file's path."""
     reconnect: Callable[[KernelLost], Awaitable[str | None]] = _no_reconnect
     """After `KernelLost`: a notice if only the connection broke and reading goes on over a new one, else None."""
+    resync: Callable[[], Awaitable[None]] | None = None
+    """After a reply whose idle never came: make the way to the kernel anew (a message over the size bound ends the
+    connection for good)."""
+    replies: bool = False
+    """Whether `receive` passes on the shell's `execute_reply` too: then a cell ends only at its reply and its idle."""
     drops_output: Callable[[str, dict[str, Any]], bool] = _never
     """Whether a message (kind, content) says output was dropped on the way; it is not shown itself."""
     dropped_notice: str = ""
@@ -84,6 +92,9 @@ class CellHooks:
     """What the cell's output ends with when `state()` said `idle` twice while its end never came."""
     closing: Callable[[str, ExecutionStatus], str] = _no_closing
     """A last word after the cell's output, given its text and status (the sandbox's limits it met); "": none."""
+    quiet: Callable[[str], bool] = _never_quiet
+    """Whether output of another request (by id) is the host's own set-up, not shown; other requests' output is shown
+    as late output (a thread of an earlier cell, or a cell that announced its own end too early)."""
 
 
 async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = "") -> ExecutionResult:
@@ -94,6 +105,7 @@ async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = ""
     try:
         await _read(hooks, request, CellClock(cell.timeout, cell.paused), output, result)
         await output.emit(hooks.closing(output.text, result.status))
+        await output.finish()
     except asyncio.CancelledError:
         # The cell must be stopped before the caller goes on (a kernel's lock is released), however often we are
         # cancelled meanwhile: a clean-up left running would swallow the next cell's iopub messages.
@@ -108,20 +120,37 @@ async def read_cell(hooks: CellHooks, request: str, cell: Cell, notice: str = ""
     return result
 
 
-def _ends(message: Message, request: str) -> bool:
+def _ends(message: Message | None, request: str) -> bool:
     """Whether `message` is the `status: idle` of `request`: the cell is over."""
+    message = checked(message)
     return (
-        message.get("parent_header", {}).get("msg_id") == request
-        and message.get("msg_type") == "status"
-        and message.get("content", {}).get("execution_state") == "idle"
+        message is not None
+        and message["parent_header"].get("msg_id") == request
+        and message["msg_type"] == "status"
+        and message["content"]["execution_state"] == "idle"
     )
+
+
+LATE_LABEL = "\n[output of an earlier cell, printed after that cell had ended:]\n"
+NO_IDLE_NOTICE = (
+    "\n[The kernel replied that this cell ended, but its last output message never came: some output was lost "
+    f"(the host refuses a message over {MAX_MESSAGE_BYTES // 2**20} MiB and connects to the kernel again).]\n"
+)
+REPLY_WAIT = 2
+"""Silences (of `POLL` seconds) after the kernel's reply to a cell before its lost `idle` is no longer waited for."""
 
 
 async def _read(hooks: CellHooks, request: str, clock: CellClock, output: CellOutput, result: ExecutionResult) -> None:
     running = False  # the kernel said `busy` for this request
     dropped = False
+    malformed = 0
     last_check = time.monotonic()
     quiet_idle = 0
+    # A cell ends at its `execute_reply` and its `status: idle` both: a kernel can forge either on iopub; the reply is
+    # what the kernel's shell sends once the cell's code has returned. A reply whose idle never comes (lost on the way)
+    # ends it after `REPLY_WAIT` silences. Output that arrives later still reaches the next cell as late output.
+    replied = idle = False
+    replied_silences = 0
     try:
         while True:
             now = clock.now()
@@ -143,6 +172,13 @@ async def _read(hooks: CellHooks, request: str, clock: CellClock, output: CellOu
                 await output.emit(gap)  # only the connection broke (the kernel runs on): read on over a new one
                 continue
             except TimeoutError:
+                if replied:
+                    replied_silences += 1
+                    if replied_silences >= REPLY_WAIT:
+                        if hooks.resync is not None:
+                            await hooks.resync()
+                        await output.emit(NO_IDLE_NOTICE)
+                        break
                 if now - last_check >= hooks.check_every:
                     last_check = now
                     state = await hooks.state()
@@ -155,20 +191,34 @@ async def _read(hooks: CellHooks, request: str, clock: CellClock, output: CellOu
                         await output.emit(hooks.lost_end_notice)
                         break
                 continue
-            quiet_idle = 0
+            quiet_idle = replied_silences = 0
             # Output that arrives together is passed on as one piece: fewer, larger chunks.
             texts: list[str] = []
-            finished = False
-            for message in batch:
-                if message.get("parent_header", {}).get("msg_id") != request:
+            late = False
+            for raw in batch:
+                message = checked(raw)
+                if message is None:
+                    malformed += 1
                     continue
-                kind, content = message.get("msg_type", ""), message.get("content", {})
+                kind, content = message["msg_type"], message["content"]
+                parent = message["parent_header"].get("msg_id")
+                if parent != request:
+                    if is_output(kind) and not (parent and hooks.quiet(parent)):
+                        if not late:
+                            texts.append(LATE_LABEL)
+                        late = True
+                        texts.append(render_output(kind, content, result, hooks.save_png))
+                    continue
+                if late:
+                    texts.append("\n")
+                    late = False
+                if kind == "execute_reply":
+                    replied = True
+                    continue
                 if kind == "status":
-                    state = content.get("execution_state")
+                    state = content["execution_state"]
                     running = running or state == "busy"
-                    if state == "idle":
-                        finished = True
-                        break
+                    idle = idle or state == "idle"
                     continue
                 if kind == "error" and result.status == "ok":
                     result.status = "error"
@@ -177,10 +227,12 @@ async def _read(hooks: CellHooks, request: str, clock: CellClock, output: CellOu
                     continue
                 texts.append(render_output(kind, content, result, hooks.save_png))
             await output.emit("".join(texts))
-            if finished:
+            if idle and (replied or not hooks.replies):
                 break
         if dropped:
             await output.emit(hooks.dropped_notice)
+        if malformed:
+            await output.emit(malformed_notice(malformed))
         if result.status == "timeout":
             await output.emit(clock.timeout_notice())
     except KernelLost as lost:

@@ -10,6 +10,7 @@ had to be restarted.
 from __future__ import annotations
 
 import base64
+import collections
 import os
 import re
 import time
@@ -22,6 +23,7 @@ from ..sandbox.safe_files import open_folder, trusted_base, write_new
 from .cells import ExecutionResult, OutputCallback
 
 __all__ = [
+    "CUT_NOTICE",
     "DEATH_NOTICE",
     "DIED_BEFORE_NOTICE",
     "INTERRUPT_GRACE",
@@ -38,33 +40,89 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 INTERRUPT_GRACE = 5.0
 """Seconds an interrupted cell has to stop before its kernel is restarted."""
 
-DEATH_NOTICE = ("\nThe kernel died while running this cell and was restarted: all its state (variables, imports, "
-                "definitions) was lost.\n")
-DIED_BEFORE_NOTICE = ("The kernel had died since the last cell and was restarted: all its state (variables, "
-                      "imports, definitions) was lost.\n")
+DEATH_NOTICE = (
+    "\nThe kernel died while running this cell and was restarted: all its state (variables, imports, "
+    "definitions) was lost.\n"
+)
+DIED_BEFORE_NOTICE = (
+    "The kernel had died since the last cell and was restarted: all its state (variables, "
+    "imports, definitions) was lost.\n"
+)
 STUCK_NOTICE = "\nThe cell did not stop after an interrupt; the kernel was restarted and its state was lost.\n"
 
 
-class CellOutput:
-    """The text one cell has produced so far, each piece passed on to `on_output` as it arrives."""
+KEPT_HEAD = 500_000
+"""Characters of a cell's output kept from its start (and shown as they arrive)."""
+KEPT_TAIL = 500_000
+"""Characters of a cell's output kept from its end (shown when the cell ends); what lies between is counted only."""
+LIVE_CUT_NOTICE = (
+    "\n[The cell printed more than {head:,} characters: the rest is not shown as it arrives; the last "
+    "{tail:,} are kept and shown when the cell ends.]\n"
+)
+CUT_NOTICE = "\n[... {cut:,} characters of output were cut by the host; only the start and the end are kept ...]\n"
 
-    def __init__(self, on_output: OutputCallback | None) -> None:
+
+class CellOutput:
+    """The text one cell has produced so far, each piece passed on to `on_output` as it arrives.
+
+    Memory stays bounded however much a kernel prints: the first `head` characters are kept and passed
+    on as they arrive, then only the last `tail` are kept (passed on by `finish()`) and the rest counted.
+    """
+
+    def __init__(self, on_output: OutputCallback | None, *, head: int = KEPT_HEAD, tail: int = KEPT_TAIL) -> None:
         self._on_output = on_output
         self._parts: list[str] = []
+        self._head, self._tail_size = head, tail
+        self._kept = 0
+        self._tail: collections.deque[str] = collections.deque()
+        self._tail_chars = 0
+        self.cut = 0
+        """Characters counted but not kept (between the head and the tail)."""
 
-    async def emit(self, text: str) -> None:
-        """Keep `text` and hand it to the callback (awaited if it returns an awaitable)."""
-        if not text:
-            return
-        self._parts.append(text)
-        if self._on_output is not None:
+    async def _pass(self, text: str) -> None:
+        if text and self._on_output is not None:
             outcome = self._on_output(text)
             if outcome is not None:
                 await outcome
 
+    async def emit(self, text: str) -> None:
+        """Keep `text` and hand it to the callback (awaited if it returns an awaitable); past the head, its tail."""
+        if not text:
+            return
+        if self._kept < self._head:
+            part = text[: self._head - self._kept]
+            self._parts.append(part)
+            self._kept += len(part)
+            await self._pass(part)
+            text = text[len(part) :]
+            if not text:
+                return
+            await self._pass(LIVE_CUT_NOTICE.format(head=self._head, tail=self._tail_size))
+        self._tail.append(text)
+        self._tail_chars += len(text)
+        while self._tail_chars > self._tail_size:
+            first = self._tail[0]
+            excess = self._tail_chars - self._tail_size
+            if len(first) <= excess:
+                self._tail.popleft()
+                self._tail_chars -= len(first)
+                self.cut += len(first)
+            else:
+                self._tail[0] = first[excess:]
+                self._tail_chars -= excess
+                self.cut += excess
+
+    async def finish(self) -> None:
+        """Pass on what was kept past the head (the cut, said, and the tail): the cell has ended."""
+        if self._tail:
+            await self._pass(self._cut_notice() + "".join(self._tail))
+
+    def _cut_notice(self) -> str:
+        return CUT_NOTICE.format(cut=self.cut) if self.cut else ""
+
     @property
     def text(self) -> str:
-        return "".join(self._parts)
+        return "".join(self._parts) + self._cut_notice() + "".join(self._tail)
 
 
 class CellClock:
@@ -107,9 +165,7 @@ def strip_ansi(text: str) -> str:
     return _ANSI_ESCAPE.sub("", text)
 
 
-def render_output(
-    kind: str, content: dict[str, Any], result: ExecutionResult, save_png: Callable[[str], Path]
-) -> str:
+def render_output(kind: str, content: dict[str, Any], result: ExecutionResult, save_png: Callable[[str], Path]) -> str:
     """The text one iopub message adds to a cell's output; `image/png` data is saved with `save_png`.
 
     Shared by every kernel backend, so local and gateway kernels report output alike.

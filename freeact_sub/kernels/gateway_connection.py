@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KernelError
 from ._gateway_client import Closed, GatewayApi, KernelChannels
-from .cell_reader import BATCH, KernelLost, Message
+from .cell_reader import BATCH, KernelLost
+from .messages import Message, checked
 
 if TYPE_CHECKING:
     from ..config.agent_config import KernelGatewayConfig
@@ -107,7 +108,7 @@ class GatewayConnection:
         failed = False
         while time.monotonic() < deadline:
             message = await self.next(max(0.0, deadline - time.monotonic()))
-            if message.get("parent_header", {}).get("msg_id") != msg_id:
+            if message is None or message["parent_header"].get("msg_id") != msg_id:
                 continue
             failed = failed or message.get("msg_type") == "error"
             if message.get("msg_type") == "status" and message.get("content", {}).get("execution_state") == "idle":
@@ -131,7 +132,7 @@ class GatewayConnection:
                         raise KernelError(f"kernel gateway {self.url}: the kernel died and could not be restarted") \
                             from None
                     continue
-                if message.get("parent_header", {}).get("msg_id") != request:
+                if message is None or message["parent_header"].get("msg_id") != request:
                     continue
                 replied = replied or message.get("channel") == "shell"
                 iopub_seen = iopub_seen or message.get("channel") == "iopub"
@@ -139,9 +140,10 @@ class GatewayConnection:
                 return
         raise KernelError(f"kernel gateway {self.url}: the kernel did not answer within {timeout:g} s")
 
-    async def next(self, wait: float) -> Message:
+    async def next(self, wait: float) -> Message | None:
         """The next message within `wait` s (`TimeoutError` if none); raises `KernelLost` for the gateway's news."""
         assert self._channels is not None
+        item: dict[str, Any] | Closed | None
         if self._held is not None:
             item, self._held = self._held, None
             return self._checked(item)
@@ -152,9 +154,9 @@ class GatewayConnection:
             raise TimeoutError from None
         return self._checked(item)
 
-    async def receive(self, wait: float) -> list[Message]:
+    async def receive(self, wait: float) -> list[Message | None]:
         """The next message (waiting up to `wait` s) and every message already queued behind it."""
-        batch = [await self.next(wait)]
+        batch: list[Message | None] = [await self.next(wait)]
         assert self._channels is not None
         queue = self._channels.messages
         while len(batch) < BATCH and not queue.empty():
@@ -184,16 +186,18 @@ class GatewayConnection:
                 died = lost.state
 
     @staticmethod
-    def _checked(item: dict[str, Any] | Closed) -> Message:
+    def _checked(item: dict[str, Any] | Closed | None) -> Message | None:
         if isinstance(item, Closed):
             raise KernelLost("closed")
+        message = checked(item)  # the gateway's own word on a death comes as a status without a parent
         if (
-            item.get("msg_type") == "status"
-            and not item.get("parent_header")
-            and item.get("content", {}).get("execution_state") in ("restarting", "dead")
+            message is not None
+            and message["msg_type"] == "status"
+            and not message["parent_header"]
+            and message["content"]["execution_state"] in ("restarting", "dead")
         ):
-            raise KernelLost(item["content"]["execution_state"])
-        return item
+            raise KernelLost(message["content"]["execution_state"])
+        return message
 
     async def is_alive(self) -> bool:
         """Whether the gateway has the kernel and it is not dead."""

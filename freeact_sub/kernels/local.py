@@ -204,8 +204,10 @@ class Kernel(RunsCells):
         """Run `cell`; a `set_up` cell (`run_at_start`'s) takes no `[sandbox]` notices: what a limit did to the
         kernel belongs to the person's cell that met it, which may be the one that made this restart."""
         client = self._client
-        for startup in self._unsent_startup:  # its messages are not this cell's: the reader passes them over
+        quiet = {  # its messages are not this cell's: the reader passes them over
             client.execute(startup, silent=True, store_history=False, allow_stdin=False)
+            for startup in self._unsent_startup
+        }
         self._unsent_startup.clear()
         request = client.execute(cell.code, store_history=cell.store_history, allow_stdin=False)
         timed_by_profile = False
@@ -214,6 +216,9 @@ class Kernel(RunsCells):
             cell = dataclasses.replace(cell, timeout=timeout)
         hooks = CellHooks(
             receive=self._receive,
+            replies=True,
+            resync=functools.partial(self._connect, 10.0),
+            quiet=quiet.__contains__,
             state=self._state,
             check_every=0.0,
             interrupt=self.interrupt,
@@ -227,7 +232,7 @@ class Kernel(RunsCells):
         finally:
             await drain_shell(self._client)
 
-    async def _receive(self, wait: float) -> list[Message]:
+    async def _receive(self, wait: float) -> list[Message | None]:
         return await receive_batch(self._client, wait)
 
     async def _state(self) -> str:

@@ -26,8 +26,9 @@ from jupyter_client.connect import channel_socket_types
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from ..errors import KernelError
-from .cell_reader import BATCH, Message
+from .cell_reader import BATCH
 from .launcher import KERNEL_LAUNCHER, ForkedProvisioner, KernelZygote
+from .messages import MAX_MESSAGE_BYTES, Message
 
 __all__ = [
     "KERNEL_OPTIONS",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 _RECONNECT_INTERVAL_MS = 10
+IOPUB_QUEUE = 16
+"""Messages the host's iopub socket holds before it stops reading the kernel's (which then queue in the kernel's own
+memory: its publisher's send queue is unlimited): with `MAX_MESSAGE_BYTES` a part, a fixed bound on the host."""
 _KILL_POLL = 0.002
 """Seconds between looks at a killed kernel: is it gone yet?"""
 _KILL_WAIT = 5.0
@@ -90,28 +94,44 @@ def zmq_context() -> zmq.asyncio.Context:
 
 
 class KernelClient(AsyncKernelClient):
-    """A kernel client whose sockets suit a kernel that is just starting and may print a lot.
+    """A kernel client whose sockets suit a kernel that is just starting, may print a lot, and may be hostile.
 
-    - The iopub socket never drops output. ZeroMQ's default receive high-water mark (1000
-      messages) lets a kernel that prints faster than we read (e.g. 10,000
-      `print(..., flush=True)`) lose messages: the kernel's publisher drops what the
-      subscriber cannot queue. An unlimited receive queue keeps every message; the kernel's
-      own publisher has an unlimited send queue too (`_ipykernel_launcher`), for when this
-      process is too starved of CPU to read at all.
+    - The iopub socket never drops output, and holds a bounded queue. ZeroMQ's default high-water
+      marks (1000 messages each side) let a kernel that prints faster than we read (e.g. 10,000
+      `print(..., flush=True)`) lose messages: the kernel's publisher drops what it cannot queue.
+      The kernel's publisher has an unlimited send queue (`_ipykernel_launcher`), so past
+      `IOPUB_QUEUE` messages here the rest waits in the kernel's memory, not the host's.
+    - No message part larger than `MAX_MESSAGE_BYTES` is received (ZeroMQ's `MAXMSGSIZE`): a kernel
+      holds its connection key and may send anything, of any size.
     - Sockets retry a connection every 10 ms instead of ZeroMQ's 100 ms: we connect while the
       kernel is still binding its sockets, and each missed retry is start-up time lost.
     """
+
+    _poller: zmq.asyncio.Poller | None = None
 
     def _create_connected_socket(self, channel: str, identity: bytes | None = None) -> zmq.Socket:
         socket = self.context.socket(channel_socket_types[channel])
         socket.linger = 1000
         socket.reconnect_ivl = _RECONNECT_INTERVAL_MS
+        socket.maxmsgsize = MAX_MESSAGE_BYTES
         if channel == "iopub":
-            socket.rcvhwm = 0
+            socket.rcvhwm = IOPUB_QUEUE
         if identity:
             socket.identity = identity
         socket.connect(self._make_url(channel))
         return socket
+
+    def poller(self) -> zmq.asyncio.Poller:
+        """One poller over the iopub and shell sockets (made once the channels run)."""
+        if self._poller is None:
+            self._poller = zmq.asyncio.Poller()
+            self._poller.register(self.iopub_channel.socket, zmq.POLLIN)
+            self._poller.register(self.shell_channel.socket, zmq.POLLIN)
+        return self._poller
+
+    def stop_channels(self) -> None:
+        self._poller = None
+        super().stop_channels()
 
 
 def new_manager(
@@ -157,8 +177,13 @@ def sandbox_environment(env: dict[str, str], folder: str) -> None:
 def confined_plan(plan: Mapping[str, Any], folder: str) -> dict[str, Any]:
     """`plan` for the kernel whose private folder is `folder`: its own folders writable, no other kernel's visible."""
     writes = [os.path.join(folder, own) for own in KERNEL_WRITES]
-    return {**plan, "write": [*plan.get("write", ()), *writes], "scratch": folder,
-            "private_root": os.path.dirname(folder), "own": [folder]}
+    return {
+        **plan,
+        "write": [*plan.get("write", ()), *writes],
+        "scratch": folder,
+        "private_root": os.path.dirname(folder),
+        "own": [folder],
+    }
 
 
 def open_log(path: str) -> IO[bytes]:
@@ -183,14 +208,15 @@ async def _answer_arrives(request: str, receive: Callable[..., Any], until: floa
             message = await receive(timeout=left)
         except queue.Empty:
             return False
-        if message["parent_header"].get("msg_id") == request:
+        except Exception:  # a message the kernel sent that cannot be decoded: passed over
+            continue
+        parent = message.get("parent_header") if isinstance(message, dict) else None
+        if isinstance(parent, dict) and parent.get("msg_id") == request:
             return True
     return False
 
 
-async def wait_until_ready(
-    client: Any, timeout: float, is_alive: Callable[[], Awaitable[bool]], log_path: str
-) -> None:
+async def wait_until_ready(client: Any, timeout: float, is_alive: Callable[[], Awaitable[bool]], log_path: str) -> None:
     """Wait until the kernel answers `kernel_info` and its iopub messages reach us.
 
     Like `wait_for_ready` of jupyter_client, but it watches iopub for the status messages of
@@ -212,22 +238,37 @@ async def wait_until_ready(
     raise KernelError(f"the kernel did not answer within {timeout:g} s{log_details(log_path)}")
 
 
-async def receive_batch(client: Any, wait: float) -> list[Message]:
-    """The next iopub message (waiting up to `wait` s) and every message already queued behind it.
+async def _decoded(client: Any, socket: Any) -> Message | None:
+    """The next message on `socket`, already there; None if it cannot be decoded (a kernel may forge anything)."""
+    frames = await socket.recv_multipart()
+    try:
+        _, parts = client.session.feed_identities(frames)
+        return dict(client.session.deserialize(parts))
+    except Exception:  # bad signature, bad JSON, too deep, wrong types: all malformed alike
+        return None
 
+
+async def receive_batch(client: KernelClient, wait: float) -> list[Message | None]:
+    """The next iopub or shell messages (waiting up to `wait` s) and every message already queued behind them.
+
+    Shell messages (a cell's `execute_reply`) come first; None stands for a message that could not be decoded.
     Raises `TimeoutError` if none came.
     """
-    try:
-        batch = [await client.get_iopub_msg(timeout=wait)]
-    except queue.Empty:
-        raise TimeoutError from None
-    if batch[0]["msg_type"] != "stream":  # only printing comes in floods
-        return batch
-    while len(batch) < BATCH:
-        try:
-            batch.append(await client.get_iopub_msg(timeout=0))
-        except queue.Empty:
-            break
+    ready = dict(await client.poller().poll(wait * 1000))
+    if not ready:
+        raise TimeoutError
+    iopub, shell = client.iopub_channel.socket, client.shell_channel.socket
+    batch: list[Message | None] = []
+    if shell in ready:
+        batch.append(await _decoded(client, shell))
+        while await shell.poll(0):
+            batch.append(await _decoded(client, shell))
+    if iopub in ready:
+        # only printing comes in floods: take what is queued, up to a batch
+        while len(batch) < BATCH:
+            batch.append(await _decoded(client, iopub))
+            if not await iopub.poll(0):
+                break
     return batch
 
 

@@ -25,7 +25,8 @@ docs says why each step is there):
    processes, abstract sockets or (ABI 6) signals; 7. no capabilities, none regained (`no_new_privs`).
 Then `seal()`, once the process has bound its own sockets, puts a seccomp filter on every thread: no new
 Unix socket (unless `unix_sockets` names some; every other socket bound to a path is then covered), no VM
-socket, no io_uring, and no system call of another architecture's table.
+socket, no io_uring, no keyring calls (the host's session keyring), no nested user namespace (`clone3` falls
+back to `clone`, whose flags it reads), and no system call of another architecture's table.
 """
 
 from __future__ import annotations
@@ -69,11 +70,18 @@ _WRITING = (
 # numbers of seccomp(2) and socket(2); io_uring_setup/enter/register are 425-427 on both
 _SECCOMP_ARCHES = {"x86_64": (0xC000003E, 317, 41), "aarch64": (0xC00000B7, 277, 198)}
 _IO_URING_CALLS = (425, 426, 427)
+_KEYRING_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
+"""add_key, request_key, keyctl: the kernel shares the host's session keyring otherwise."""
+_NAMESPACE_CALLS = {"x86_64": (272, 56), "aarch64": (97, 220)}
+"""unshare, clone: refused with CLONE_NEWUSER in their flags (the first argument on both)."""
+_CLONE3 = 435
+"""clone3 takes its flags in a struct no filter can read: ENOSYS, and the C library falls back to clone."""
+_CLONE_NEWUSER = 0x10000000
 _X32_SYSCALL_BIT = 0x40000000
 _AF_UNIX, _AF_VSOCK = 1, 40
 _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
-_LD_ABS_W, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_LD_ABS_W, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _NR, _ARCH, _ARG0 = 0, 4, 16
 """Offsets in `struct seccomp_data` (the first argument's low 32 bits on a little-endian machine)."""
 
@@ -324,7 +332,9 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
-def _seccomp_program(arch: int, socket_call: int, unix_sockets: bool) -> list[tuple[int, int, int, int]]:
+def _seccomp_program(
+    arch: int, socket_call: int, unix_sockets: bool, machine: str = "x86_64"
+) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jump if true, jump if false, k) instructions; jumps count instructions skipped."""
     refused_families = [_AF_VSOCK] if unix_sockets else [_AF_UNIX, _AF_VSOCK]
     deny = _RET_ERRNO | errno.EACCES
@@ -338,6 +348,13 @@ def _seccomp_program(arch: int, socket_call: int, unix_sockets: bool) -> list[tu
     ]
     for call in _IO_URING_CALLS:  # io_uring runs socket and connect operations that no filter sees
         program += [(_JEQ_K, 0, 1, call), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
+    for call in _KEYRING_CALLS[machine]:  # no keyring of the host's: as container runtimes' default filters
+        program += [(_JEQ_K, 0, 1, call), (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)]
+    program += [(_JEQ_K, 0, 1, _CLONE3), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
+    unshare, clone = _NAMESPACE_CALLS[machine]
+    # no nested user namespace (a single-threaded process could make one, and in it every capability again)
+    program += [(_JEQ_K, 1, 0, unshare), (_JEQ_K, 0, 4, clone), (_LD_ABS_W, 0, 0, _ARG0),
+                (_JSET_K, 0, 1, _CLONE_NEWUSER), (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM), (_RET_K, 0, 0, _RET_ALLOW)]
     program += [(_JEQ_K, 1, 0, socket_call), (_RET_K, 0, 0, _RET_ALLOW), (_LD_ABS_W, 0, 0, _ARG0)]
     for family in refused_families:
         program += [(_JEQ_K, 0, 1, family), (_RET_K, 0, 0, deny)]
@@ -355,7 +372,7 @@ def seal(plan: dict[str, Any]) -> None:
     if machine not in _SECCOMP_ARCHES:
         raise SandboxUnavailable(errno.ENOSYS, f"no seccomp filter for {machine} machines")
     arch, seccomp_call, socket_call = _SECCOMP_ARCHES[machine]
-    instructions = _seccomp_program(arch, socket_call, bool(plan.get("unix_sockets")))
+    instructions = _seccomp_program(arch, socket_call, bool(plan.get("unix_sockets")), machine)
     filters = (_SockFilter * len(instructions))(*(_SockFilter(*instruction) for instruction in instructions))
     program = _SockFprog(len(instructions), filters)
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
@@ -375,6 +392,9 @@ def apply(plan: dict[str, Any]) -> None:
         raise SandboxUnavailable(errno.ENOSYS, "this kernel offers no Landlock")
     deny = [path for path in plan.get("deny", ()) if os.path.lexists(path)]
     network = plan.get("network", True)
+    # the host's table of bound sockets, read before a network namespace of its own shows only its own
+    hidden_anyway = [plan.get("private_root") or "/nonexistent", *plan.get("own", ())]
+    bound = _bound_sockets(set(plan["unix_sockets"]), hidden_anyway) if plan.get("unix_sockets") else []
     _enter_namespaces(network is True)
     if plan.get("overlay"):  # a workspace of its own: everything below applies to the view
         _sibling("overlay_mount").mount_over(plan["overlay"])
@@ -386,9 +406,8 @@ def apply(plan: dict[str, Any]) -> None:
     _cover([path for path in deny if path not in reveal], plan["scratch"])
     for root, shown in reveal.items():
         _hide_others(root, shown)  # bound back read-only with `read_only` below
-    if plan.get("unix_sockets"):  # the process may make Unix sockets: hide every bound one it was not handed
-        hidden_anyway = [plan.get("private_root") or "/nonexistent", *plan.get("own", ())]
-        _cover(_bound_sockets(set(plan["unix_sockets"]), hidden_anyway), plan["scratch"], tolerant=True)
+    if bound:  # the process may make Unix sockets: hide every bound one it was not handed
+        _cover(bound, plan["scratch"], tolerant=True)
     _bind_read_only([*plan.get("read_only", ()), *(path for shown in reveal.values() for path in shown)])
     if plan.get("private_root") and os.path.isdir(plan["private_root"]):
         _hide_others(plan["private_root"], list(plan.get("own", ())))

@@ -2,7 +2,9 @@
 
 A list holds host names (`pypi.org`), wildcards for subdomains (`*.github.com` matches `api.github.com`, not
 `github.com`), IP addresses and networks (`10.0.0.0/8`: the only way a private or loopback address is allowed),
-and named lists (`packages`). Names are compared lower-case, without a trailing dot.
+and named lists (`packages`). `*` is any name and any public address: what `network = true` means (the host's
+loopback, link-local and private ranges only where a network entry lists them). Names are compared lower-case,
+without a trailing dot.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["NAMED_HOST_LISTS", "address_allowed", "destination", "expand_hosts", "host_allowed", "hosts_meet",
-           "normalise_host"]
+__all__ = ["ANY_PUBLIC", "NAMED_HOST_LISTS", "address_allowed", "destination", "expand_hosts", "host_allowed",
+           "hosts_meet", "normalise_host"]
 
 NAMED_HOST_LISTS: dict[str, tuple[str, ...]] = {
     "packages": ("pypi.org", "files.pythonhosted.org"),
 }
 """Lists a profile names instead of spelling out: `packages` is what `pip install` reaches on the Python package
 index (its simple API and its files)."""
+
+ANY_PUBLIC = "*"
+"""The entry for any host name and any public address."""
 
 _LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
 _NAME = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
@@ -45,6 +50,9 @@ def expand_hosts(entries: Iterable[str]) -> tuple[str, ...]:
         if not isinstance(entry, str):
             raise ValueError(f"a network host is a string, not {type(entry).__name__}")
         entry = entry.strip().lower()
+        if entry == ANY_PUBLIC:
+            found.append(entry)
+            continue
         if entry in NAMED_HOST_LISTS:
             found.extend(NAMED_HOST_LISTS[entry])
             continue
@@ -62,6 +70,8 @@ def expand_hosts(entries: Iterable[str]) -> tuple[str, ...]:
 def host_allowed(host: str, hosts: Iterable[str]) -> bool:
     """Whether the (normalised) name `host` matches an entry: the same name, or a subdomain of a `*.` entry."""
     for entry in hosts:
+        if entry == ANY_PUBLIC:
+            return True
         if entry.startswith("*."):
             if host.endswith(entry[1:]) and len(host) > len(entry) - 1:
                 return True
@@ -86,6 +96,8 @@ def _covers(wide: str, narrow: str) -> bool:
                 and narrow_net.subnet_of(wide_net))  # type: ignore[arg-type]
     if wide == narrow:
         return True
+    if wide == ANY_PUBLIC:
+        return narrow != ANY_PUBLIC  # every name (a network entry, private ranges, it does not cover: above)
     if wide.startswith("*."):
         return narrow.endswith(wide[1:])
     return False
@@ -133,8 +145,9 @@ def destination(raw_host: str, port: int, hosts: tuple[str, ...],
         return raw_host[:100], port, "not a host name and port"
     literal = _ip(host)
     if literal is not None:
-        if not any(network.version == literal.version and literal in network
-                   for entry in hosts if "/" in entry and (network := _network(entry)) is not None):
+        public = ANY_PUBLIC in hosts and address_allowed(literal, ())
+        if not public and not any(network.version == literal.version and literal in network
+                                  for entry in hosts if "/" in entry and (network := _network(entry)) is not None):
             return host, port, f"an IP address the profile does not list (it allows {_listed(hosts)})"
         return [str(literal)]
     if not host_allowed(host, hosts):
@@ -152,4 +165,6 @@ def destination(raw_host: str, port: int, hosts: tuple[str, ...],
 
 
 def _listed(hosts: tuple[str, ...]) -> str:
+    if ANY_PUBLIC in hosts:
+        return "public addresses" + "".join(f", {entry}" for entry in hosts if entry != ANY_PUBLIC)
     return "only " + ", ".join(hosts) if hosts else "no host"

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from .enforce import platform_gaps
-from .hosts import NAMED_HOST_LISTS, expand_hosts, hosts_meet
+from .hosts import ANY_PUBLIC, NAMED_HOST_LISTS, expand_hosts, hosts_meet
 from .limits import DEFAULT_LIMITS, Limits, limit_gaps, limits_meet
 
 __all__ = [
@@ -120,9 +120,10 @@ class SandboxProfile(BaseModel):
     write: tuple[str, ...] = (".",)
     """Folders that may be written (`.` is the working folder); the kernel's own temp folder always may."""
     network: bool | tuple[str, ...] = True
-    """Whether the kernel may open network connections: `true` (anywhere), `false` (nowhere), or the hosts it may
-    reach over HTTP(S) through the host's filtering proxy (`pypi.org`, `*.github.com` for its subdomains, an IP or
-    network such as `10.0.0.0/8` to allow private addresses, `packages` for the Python package index's hosts)."""
+    """Whether the kernel may open network connections: `true` (the public internet), `false` (nowhere), or the hosts
+    it may reach (`pypi.org`, `*.github.com` for its subdomains, `*` for any public host, an IP or network such as
+    `10.0.0.0/8` or `127.0.0.1` to allow private or loopback addresses, `packages` for the Python package index's
+    hosts). Every connection goes over HTTP(S) through the host's filtering proxy."""
     limits: Limits = DEFAULT_LIMITS
     """What the kernel may take: `memory` (per process), `processes`, `cell_time` (wall seconds per cell)."""
     unix_sockets: tuple[str, ...] = ()
@@ -198,7 +199,10 @@ class SandboxProfile(BaseModel):
         denied = set(deny)
         read_only = {os.path.realpath(path) for path in kept if any(_within(os.path.realpath(path), w) for w in write)}
         sockets = [path for pattern in self.unix_sockets for path in _expand(pattern, working_dir, homes)]
-        network: bool | list[str] = list(self.network) if isinstance(self.network, tuple) else self.network
+        # `true` is the public internet through the proxy (a network namespace of its own): never the host's loopback,
+        # link-local or private ranges
+        network: bool | list[str] = list(self.network) if isinstance(self.network, tuple) else \
+            [ANY_PUBLIC] if self.network else False
         return {"deny": sorted(set(deny)), "reveal": _skills_shown(deny, homes),
                 "read_only": sorted(read_only - denied), "write": sorted(set(write)),
                 "network": network, "unix_sockets": sorted(set(sockets)), "limits": self.limits.plan(),

@@ -28,6 +28,7 @@ from typing import Any
 from ..config.agent_types import GENERAL
 from ..events import AgentEvent, ApprovalRequest, Emit, SubagentStarted, ToolOutput
 from ..tools import jsonschema_module
+from ..tools.bounded_schema import SchemaTimeout, first_error, refused_keywords
 from .runner import SubagentRunner
 
 __all__ = ["MAX_ITEMS", "MAX_PROMPT_CHARS", "MAX_SCHEMA_CHARS", "CodeTasks"]
@@ -139,7 +140,7 @@ class CodeTasks:
                 return _failure("failed", text)
             if options.schema is None:
                 return {"ok": True, "value": text}
-            value, problem = _parsed(text, options.schema)
+            value, problem = await asyncio.to_thread(_parsed, text, options.schema)
             if problem is not None and started:  # asked once to correct itself
                 text, is_error = await self._runner.run(
                     f"{call_id}-fix", _FIX_NOTE.format(problem=problem), options.max_turns, emit,
@@ -148,7 +149,7 @@ class CodeTasks:
                 )
                 if is_error:
                     return _failure("failed", text)
-                value, problem = _parsed(text, options.schema)
+                value, problem = await asyncio.to_thread(_parsed, text, options.schema)
         except Exception as exc:  # a fault of ours must not take the other items with it
             return _failure("failed", f"{type(exc).__name__}: {exc}")
         if problem is not None:
@@ -182,8 +183,10 @@ def _parsed(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
         value = json.loads(body)
     except json.JSONDecodeError as exc:
         return None, f"it is not valid JSON ({exc.msg} at position {exc.pos})"
-    validator = jsonschema_module().Draft202012Validator(schema)
-    error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
+    try:  # in a thread, with a time bound: the schema came from a cell
+        error = first_error(schema, value)
+    except SchemaTimeout as exc:
+        return None, f"the output schema could not be checked: {exc}"
     if error is None:
         return value, None
     where = "/".join(str(p) for p in error.absolute_path) or "the value"
@@ -252,6 +255,8 @@ def _schema(value: Any) -> dict[str, Any] | None:
     for ref in _refs(value):
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise _BadRequest(f"the output schema may refer only inside itself ($ref '#/...'), not to {ref!r:.80}")
+    if (refused := refused_keywords(value)) is not None:
+        raise _BadRequest(f"output schema: {refused}")
     jsonschema = jsonschema_module()
     try:
         jsonschema.Draft202012Validator.check_schema(value)

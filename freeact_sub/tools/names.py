@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from ..errors import ConfigError
 from . import BUILTIN_TOOL_NAMES
 
-__all__ = ["check_tool_names", "qualified_tool_name", "server_may_offer", "tool_allowed", "unmatched_patterns"]
+__all__ = ["check_tool_names", "qualified_tool_name", "server_may_offer", "tool_allowed", "tools_meet",
+           "unmatched_patterns"]
 
 _TOOL_NAME_MAX = 64
 
@@ -25,6 +26,19 @@ def tool_allowed(name: str, tools: Iterable[str] | None, disallowed: Iterable[st
     if tools is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in tools):
         return False
     return not any(fnmatch.fnmatchcase(name, pattern) for pattern in disallowed)
+
+
+def tools_meet(parent: list[str] | None, child: list[str] | None) -> list[str] | None:
+    """The `tools` patterns of a child whose parent allows `parent` and whose type asks for `child` (None: all).
+
+    A child never gets a tool its parent's configuration left out: the child's entries its parent's patterns allow,
+    and the parent's entries the child's patterns take in (`github_*` under `github_search`: `github_search`).
+    """
+    if parent is None or child is None:
+        return child if parent is None else list(parent)
+    kept = [entry for entry in child if tool_allowed(entry, parent)]
+    kept += [entry for entry in parent if entry not in kept and tool_allowed(entry, child)]
+    return kept
 
 
 def unmatched_patterns(patterns: Iterable[str], names: Iterable[str], servers: Iterable[str] = ()) -> list[str]:

@@ -21,7 +21,7 @@ def test_a_host_list_names_hosts_subdomains_networks_and_the_packages_list() -> 
     assert host_allowed("api.github.com", hosts) and host_allowed("a.b.github.com", hosts)
     assert not host_allowed("github.com", hosts)  # `*.` is for subdomains only
     assert not host_allowed("evilgithub.com", hosts) and not host_allowed("pypi.org.evil.com", hosts)
-    for bad in ("exa mple.com", "*", "a*.b.com", "http://pypi.org", "pypi.org/simple", "evil.com#pypi.org"):
+    for bad in ("exa mple.com", "**", "*.", "a*.b.com", "http://pypi.org", "pypi.org/simple", "evil.com#pypi.org"):
         with pytest.raises(ValueError):
             expand_hosts([bad])
 
@@ -110,3 +110,26 @@ def test_a_destination_is_checked_before_its_name_is_resolved() -> None:
     assert destination("ok.test", 0, hosts, resolve) == ("ok.test", 0, "not a host name and port")
     assert asked == ["ok.test", "rebound.ok.test", "inner.ok.test", "v6.ok.test"]  # refused names never resolved
     assert destination("10.1.2.3", 80, expand_hosts(["10.0.0.0/8"]), resolve) == ["10.1.2.3"]
+
+
+def test_network_on_is_the_public_internet_and_private_ranges_only_where_listed() -> None:
+    from freeact_sub.sandbox import BUILT_IN_PROFILES, SandboxProfile
+    from freeact_sub.sandbox.hosts import destination
+
+    def resolve(host: str, port: int) -> list[str]:
+        return {"example.com": ["93.184.215.14"], "intranet.test": ["10.1.2.3"], "metadata.test": ["169.254.169.254"],
+                "me.test": ["127.0.0.1"]}[host]
+
+    hosts = tuple(BUILT_IN_PROFILES["workspace"].plan(Path("/nowhere"))["network"])
+    assert hosts == ("*",)
+    assert destination("example.com", 443, hosts, resolve) == ["93.184.215.14"]
+    assert destination("1.1.1.1", 443, hosts, resolve) == ["1.1.1.1"]
+    for refused in ("127.0.0.1", "169.254.169.254", "10.0.0.1", "::1", "localhost"):
+        assert isinstance(destination(refused, 80, hosts, lambda host, port: ["127.0.0.1"]), tuple), refused
+    for name in ("intranet.test", "metadata.test", "me.test"):
+        assert isinstance(destination(name, 80, hosts, resolve), tuple), name
+    mine = SandboxProfile(name="dev", network=("*", "127.0.0.1"))
+    listed = tuple(mine.plan(Path("/nowhere"))["network"])
+    assert destination("me.test", 8000, listed, resolve) == ["127.0.0.1"]
+    assert destination("127.0.0.1", 8000, listed, resolve) == ["127.0.0.1"]
+    assert isinstance(destination("intranet.test", 80, listed, resolve), tuple)

@@ -55,7 +55,7 @@ def test_the_plan_names_existing_secrets_in_the_home_and_below_the_working_folde
     assert str(home / ".ssh") in plan["deny"] and str(home / ".aws") not in plan["deny"]  # only what exists
     assert str(work / ".env") in plan["deny"] and str(work / "app" / ".env") in plan["deny"]
     assert not any("node_modules" in path for path in plan["deny"])
-    assert plan["write"] == [str(work)] and plan["network"] is True
+    assert plan["write"] == [str(work)] and plan["network"] == ["*"]  # the public internet, through the proxy
     assert READ_ONLY.plan(work, homes=[str(home)])["write"] == []
 
 
