@@ -68,6 +68,19 @@ def _client_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]]:
     return found
 
 
+RESOURCE_NOT_FOUND = -32002
+"""ACP's error for an unknown session: clients such as acpx make a new session when they get it."""
+
+
+def _saved_events(open_session: Any, session_id: str, working_dir: Path) -> list[Any]:
+    """The saved events of a session to replay (none, logged, if it cannot be read)."""
+    try:
+        return list(open_session(session_id, working_dir).events())
+    except SessionError as exc:
+        log.warning("session %s could not be replayed: %s", session_id, exc)
+        return []
+
+
 class FreeactAcpAgent:
     """The ACP `Agent` the SDK's connection calls; one `AcpSession` per session."""
 
@@ -107,7 +120,8 @@ class FreeactAcpAgent:
         folder = self.args.working_dir or cwd
         working_dir = Path(folder).expanduser().resolve()
         if not working_dir.is_dir():
-            raise RequestError.invalid_params({"cwd": f"{folder}: not a directory"})
+            why = "not a folder (a file of that name is there)" if working_dir.exists() else "there is no such folder"
+            raise RequestError.invalid_params({"cwd": f"{folder}: {why}"})
         load_dotenv(working_dir, lambda text: log.warning("%s", text))
         try:
             config = build_config(self.args, working_dir, self.demo)
@@ -133,25 +147,26 @@ class FreeactAcpAgent:
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         agent = await self._start(self._config(cwd, mcp_servers), None)
+        agent.keep_session()  # its id is handed out now: a client may load it, still empty, in another process
         session = self._open(agent)
         return NewSessionResponse(session_id=session.session_id)
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
-        live = self.sessions.pop(session_id, None)
-        if live is not None:  # the client reloads a session this process runs: it is saved; resume it afresh
-            await live.close()
-        config = self._config(cwd, mcp_servers)
-        agent = await self._start(config, session_id)
         from freeact_sub.sessions import open_session
 
-        session = self._open(agent)
+        live = self.sessions.get(session_id)
+        if live is not None:  # the client reloads a session this process runs: replay it, and it goes on as it is
+            await live.replay(_saved_events(open_session, session_id, live.agent.settings.working_dir))
+            return LoadSessionResponse()
+        config = self._config(cwd, mcp_servers)
         try:
-            events = open_session(session_id, config.working_dir).events()
-        except SessionError as exc:
-            log.warning("session %s could not be replayed: %s", session_id, exc)
-            events = []
-        await session.replay(events)
+            open_session(session_id, config.working_dir)
+        except SessionError as exc:  # the one error a client recovers from (it makes a new session)
+            raise RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"sessionId": str(exc)}) from None
+        agent = await self._start(config, session_id)
+        session = self._open(agent)
+        await session.replay(_saved_events(open_session, session_id, config.working_dir))
         return LoadSessionResponse()
 
     def _open(self, agent: Agent) -> AcpSession:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
+from acp import update_agent_message_text, update_user_message_text
 from acp.schema import PromptResponse, Usage
 
 from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, RunCancelled, Thoughts, ToolOutput
@@ -109,6 +109,10 @@ class AcpSession:
             await self.send(update_agent_message_text(f"\n\nThe turn failed: {exc}"))
         finally:
             await self._drop_questions()
+        if cancelled:  # no call of the turn stays `in_progress` for ever (background subagents' calls go on)
+            spare = {info.agent_id for info in agent.subagents() if info.background}
+            for update in self.view.interrupted(spare):
+                await self.send(update)
         used = agent.usage.total
         usage = Usage(input_tokens=used.input_tokens - before.input_tokens,
                       output_tokens=used.output_tokens - before.output_tokens,
@@ -146,11 +150,12 @@ class AcpSession:
         main = self.agent.agent_id
         for event in events:
             if event.agent_id == main and isinstance(event, UserPrompt):
+                self.view.new_message()
                 await self.send(update_user_message_text(event.content))
-            elif event.agent_id == main and isinstance(event, Response):
-                await self.send(update_agent_message_text(event.content))
-            elif event.agent_id == main and isinstance(event, Thoughts):
-                await self.send(update_agent_thought_text(event.content))
+            elif event.agent_id == main and isinstance(event, Response | Thoughts):
+                kind: Literal["message", "thought"] = "message" if isinstance(event, Response) else "thought"
+                await self.send(self.view.words(kind, event.content))
+                self.view.response_ended(kind)
             else:
                 for update in self.view.updates(event):
                     await self.send(update)

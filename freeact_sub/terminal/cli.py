@@ -169,6 +169,7 @@ class _Runner:
                                                      else None))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        self.theme.apply(console)  # the trust question too is drawn for this background
 
         try:
             agent = Agent(config, session=args.resume)

@@ -25,6 +25,7 @@ from rich.text import Text
 from freeact_sub import (
     Agent,
     ApprovalRequest,
+    ContextCompacted,
     FreeactError,
     Response,
     RunCancelled,
@@ -78,10 +79,8 @@ class Session:
         """`theme`: the colours for the terminal's background (`theme.py`); default dark."""
         self.agent = agent
         self.console = console
-        if theme is not None and theme.styles:
-            from rich.theme import Theme as RichTheme
-
-            console.push_theme(RichTheme(theme.styles))
+        if theme is not None:
+            theme.apply(console)
         self.palette = Palette({name: definition.color for name, definition in agent.tree.agent_types.items()}, theme)
         self.palette.use_type_colour(agent.agent_id, agent.agent_type)  # `--agent TYPE`: that type's colour
         self.palette.colour(agent.agent_id)  # else the main agent gets the first colour
@@ -89,10 +88,12 @@ class Session:
         self.renderer = Renderer(console, self.palette, self.board, main_id=agent.agent_id, show_final=show_final)
         self._ask_keys = ask_keys
         self.desk = ApprovalDesk(self.renderer, self.palette, agent.approvals, stop=agent.cancel_subagent)
+        self.desk.on_line = self._typed_during_turn
         self._cancelling = False
         self._spinner = Spinner("dots", style="dim")
         self._turn_started = 0.0
         self.timeline: TimelineBuilder | None = None
+        self._compactions: list[ContextCompacted] = []
         """Set to collect the turns' events for a timeline (`-p … --timeline FILE`)."""
 
     async def run_turn(self, prompt: str) -> TurnOutcome:
@@ -196,7 +197,14 @@ class Session:
         if event is None:
             self.renderer.note("Nothing to compact (or a PreCompact hook said no).", style="dim")
         else:
-            self.renderer.handle(event)
+            self._show_once(event)
+
+    def _show_once(self, event: ContextCompacted) -> None:
+        """A `/compact` comes back twice, as the call's result and as a background event: show it once."""
+        if any(shown is event for shown in self._compactions):
+            return
+        self._compactions = [*self._compactions[-3:], event]
+        self.renderer.handle(event)
 
     def after_turn(self, outcome: TurnOutcome) -> None:
         """Say how the turn ended, and ask again the questions of background subagents that it left open."""
@@ -217,6 +225,9 @@ class Session:
     async def _watch_background(self) -> None:
         """Show background subagents' events while no turn runs; hand their questions to the desk."""
         async for event in self.agent.background_events():
+            if isinstance(event, ContextCompacted):
+                self._show_once(event)
+                continue
             self.renderer.handle(event)
             if isinstance(event, ApprovalRequest) and not event.decided:
                 self.desk.submit(event)
@@ -297,6 +308,16 @@ class Session:
                            + read_files_line(self.agent), style="dim")
 
     # -- during a turn --------------------------------------------------------------------
+
+    def _typed_during_turn(self, line: str) -> None:
+        """A line typed while the turn runs: `/agents` is shown at once; anything else is said to wait."""
+        if line.split()[0] == "/agents":
+            self.console.print(agents_table(self.agent.subagents(), self.palette))
+            self.renderer.refresh()
+        else:
+            self.renderer.note(f"A turn is running: {line[:40]!r} was not sent. While it runs, /agents lists the "
+                               "subagents and Ctrl-C cancels; type your prompt when the turn has ended.",
+                               style="yellow")
 
     def _desk_ended(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
