@@ -1,4 +1,4 @@
-"""The ACP agent: `initialize`, `session/new`, `session/load`, `session/prompt`, `session/cancel`.
+"""The ACP agent: `initialize`, `session/new`, `session/load`, `session/prompt`, `session/cancel`, `session/set_mode`.
 
 Every session is a main `Agent` built from the same configuration as the terminal's (`--config`, flags,
 `FREEACT_SUB_*` variables, the working folder's `.env`, agent types, sandbox, rules, hooks). The
@@ -24,10 +24,12 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SetSessionModeResponse,
 )
 
 from freeact_sub import Agent, ConfigError, FreeactError, SessionError, __version__
 from freeact_sub.launch import UsageError, build_config, load_dotenv
+from freeact_sub.launch.modes import MODES
 
 from .session import AcpSession
 
@@ -149,7 +151,7 @@ class FreeactAcpAgent:
         agent = await self._start(self._config(cwd, mcp_servers), None)
         agent.keep_session()  # its id is handed out now: a client may load it, still empty, in another process
         session = self._open(agent)
-        return NewSessionResponse(session_id=session.session_id)
+        return NewSessionResponse(session_id=session.session_id, modes=session.modes())
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
@@ -158,7 +160,7 @@ class FreeactAcpAgent:
         live = self.sessions.get(session_id)
         if live is not None:  # the client reloads a session this process runs: replay it, and it goes on as it is
             await live.replay(_saved_events(open_session, session_id, live.agent.settings.working_dir))
-            return LoadSessionResponse()
+            return LoadSessionResponse(modes=live.modes())
         config = self._config(cwd, mcp_servers)
         try:
             open_session(session_id, config.working_dir)
@@ -167,7 +169,7 @@ class FreeactAcpAgent:
         agent = await self._start(config, session_id)
         session = self._open(agent)
         await session.replay(_saved_events(open_session, session_id, config.working_dir))
-        return LoadSessionResponse()
+        return LoadSessionResponse(modes=session.modes())
 
     def _open(self, agent: Agent) -> AcpSession:
         session_id = agent.session_id or agent.agent_id
@@ -184,6 +186,12 @@ class FreeactAcpAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         return await self._session(session_id).prompt(_prompt_text(prompt))
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        if mode_id not in MODES:
+            raise RequestError.invalid_params({"modeId": f"no mode {mode_id!r}; the modes: {', '.join(MODES)}"})
+        await self._session(session_id).set_mode(mode_id)
+        return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)

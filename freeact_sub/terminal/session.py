@@ -32,8 +32,10 @@ from freeact_sub import (
     TimelineBuilder,
     ToolOutput,
 )
+from freeact_sub.launch.modes import MODES, initial_mode, mode_help
 
 from .approvals import ApprovalDesk
+from .built_in_commands import BUILT_IN_COMMANDS
 from .input_text import first_undecodable, replace_undecodable
 from .keys import KeyReader
 from .palette import Palette
@@ -47,18 +49,6 @@ from .theme import Theme
 __all__ = ["Session", "TurnOutcome"]
 
 TurnStatus = Literal["done", "cancelled", "failed", "rejected", "turn_limit"]
-
-BUILT_IN_COMMANDS = {
-    "/agents": ("/agents", "list the live subagents and the agent types"),
-    "/skills": ("/skills", "list the skills (the model reads one when a job needs it)"),
-    "/stop": ("/stop AGENT-ID", "stop a running subagent"),
-    "/send": ("/send AGENT-ID TEXT", "send a message to a running subagent (it reads it at its next step)"),
-    "/y": ("/y", "approve the oldest waiting question"),
-    "/n": ("/n [reason]", "reject it"),
-    "/s": ("/s", "stop the subagent that asks it"),
-    "/compact": ("/compact [focus]", "compact the conversation now: older rounds become a summary"),
-    "/help": ("/help", "this list"),
-}
 
 
 @dataclass(frozen=True)
@@ -89,6 +79,8 @@ class Session:
         self._ask_keys = ask_keys
         self.desk = ApprovalDesk(self.renderer, self.palette, agent.approvals, stop=agent.cancel_subagent)
         self.desk.on_line = self._typed_during_turn
+        self.mode = initial_mode(agent)
+        """`/mode`: how calls are approved and the type a prompt runs as."""
         self._cancelling = False
         self._spinner = Spinner("dots", style="dim")
         self._turn_started = 0.0
@@ -106,6 +98,7 @@ class Session:
             prompt, agent_type, model = self.agent.read_prompt(prompt, reserved=BUILT_IN_COMMANDS)
         except FreeactError as exc:  # a bad command file
             return TurnOutcome("failed", error=str(exc))
+        agent_type = self.mode.turn_type(agent_type)
         keys = KeyReader() if self._ask_keys else None
         desk = self.desk
         self.board.clear()
@@ -248,6 +241,8 @@ class Session:
 
             self.console.print(agents_table(self.agent.subagents(), self.palette))
             self.console.print(agent_types_table(self.agent))
+        elif name == "/mode":
+            self._switch_mode(rest.strip())
         elif name == "/skills":
             self.console.print(skills_view(self.agent))
         elif name == "/stop":
@@ -292,6 +287,15 @@ class Session:
         else:
             return False
         return True
+
+    def _switch_mode(self, name: str) -> None:
+        if name not in MODES:
+            style = "yellow" if name else "dim"
+            self.renderer.note((f"No mode {name!r}. " if name else "") + mode_help(self.mode), style=style)
+            return
+        self.mode = MODES[name]
+        self.mode.apply(self.agent)
+        self.renderer.note(f"Mode: {self.mode.name}. {self.mode.description}", style="bold")
 
     def _help(self, commands: dict[str, Any]) -> None:
         lines = [f"{usage}: {what}" for usage, what in BUILT_IN_COMMANDS.values()]
