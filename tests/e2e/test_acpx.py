@@ -23,7 +23,7 @@ import pytest
 from tests.e2e.terminal_driver import cli_env
 from tests.npm_servers import acpx_binary
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(600)  # six agent starts through acpx: about a minute on an idle 2-core machine
 
 MARK = "FREEACT_SUB_ACPX_TEST"
 """Set in acpx's environment: its queue owner and our agent inherit it, so the test finds what acpx started."""
@@ -41,11 +41,11 @@ class Acpx:
         self.env = cli_env(HOME=str(home), **{MARK: str(root)})
         self.agent = f"{sys.executable} -m freeact_sub.cli acp --demo"
 
-    def args(self, *args: str) -> list[str]:
-        return [str(self.binary), "--approve-all", "--ttl", "60", "--timeout", "120", "--agent", self.agent, *args]
+    def args(self, *args: str, ttl: int = 60) -> list[str]:
+        return [str(self.binary), "--approve-all", "--ttl", str(ttl), "--timeout", "120", "--agent", self.agent, *args]
 
-    def run(self, *args: str) -> str:
-        done = subprocess.run(self.args(*args), cwd=self.work, env=self.env,
+    def run(self, *args: str, ttl: int = 60) -> str:
+        done = subprocess.run(self.args(*args, ttl=ttl), cwd=self.work, env=self.env,
                               capture_output=True, text=True, timeout=180)
         output = done.stdout + done.stderr
         assert done.returncode == 0, output
@@ -74,21 +74,26 @@ class Acpx:
         return list(found.values())
 
 
+    def stop(self) -> list[psutil.Process]:
+        """End acpx's queue owners (each closes our agent's stdin: the agent stops its kernels itself), then
+        whatever is left of what they started; returns the kernels that had to be killed."""
+        started = self.started()
+        for process in started:
+            if "__queue-owner" in " ".join(_cmdline(process)):
+                _signal(process, "terminate")
+        _, alive = psutil.wait_procs(started, timeout=30)
+        for process in alive:
+            _signal(process, "kill")
+        return [p for p in alive if "ipykernel" in " ".join(_cmdline(p))]
+
+
 @pytest.fixture
 def acpx(tmp_path: Path) -> Iterator[Acpx]:
     client = Acpx(tmp_path)
     try:
         yield client
     finally:
-        started = client.started()
-        owners = [p for p in started if "__queue-owner" in " ".join(_cmdline(p))]
-        for process in owners:  # the owner closes our agent's stdin: the agent stops its kernels itself
-            _signal(process, "terminate")
-        _, alive = psutil.wait_procs(started, timeout=30)
-        for process in alive:
-            _signal(process, "kill")
-        assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and
-                    "ipykernel" in " ".join(_cmdline(p))], "a kernel outlived acpx's agent"
+        assert not client.stop(), "a kernel outlived acpx's agent"
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
@@ -107,8 +112,10 @@ def _signal(process: psutil.Process, how: str) -> None:
 
 def test_acpx_creates_prompts_switches_mode_cancels_and_runs_one_shot(acpx: Acpx) -> None:
     # `sessions new` in one process, `prompt` in another: the empty session loads (it was refused with -32602)
-    made = acpx.run("sessions", "new")
+    made = acpx.run("sessions", "new", ttl=1)  # the owner goes when idle: our agent ends as it does in use
     session_id = made.split()[0]
+    _, alive = psutil.wait_procs(acpx.started(), timeout=60)
+    assert not alive, alive  # no agent holds the session any more: `prompt` must load it from disk
     assert (acpx.work / ".freeact-sub" / "sessions" / session_id / "index.jsonl").is_file(), made
     answered = acpx.run("prompt", "compute it in one cell")
     assert "RESULT: 5050" in answered and "[done] end_turn" in answered, answered
