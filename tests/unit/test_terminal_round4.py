@@ -235,3 +235,29 @@ def test_skills_in_an_untrusted_folder_are_named_not_said_to_be_none(tmp_path: P
     text = " ".join(_lines(skills_view(agent), 200))  # type: ignore[arg-type]
     assert "No skills." not in text and "No skill is in use; these are left out:" in text
     assert ".agents/skills/pdf-forms/SKILL.md: not used (this folder is not trusted)" in text
+
+
+def test_messages_break_between_words_at_80_columns_and_go_on_indented(monkeypatch: pytest.MonkeyPatch) -> None:
+    from freeact_sub.terminal.output import wrapped
+    from freeact_sub.terminal.warning_lines import warnings_as_lines
+
+    said = ("agents/helper.md: permissionMode 'acceptEdits': ignored (only default, bypassPermissions and plan have a "
+            "meaning here); tools execute_ipython_cell stays")
+    console = Console(file=io.StringIO(), width=80, record=True)
+    with warnings_as_lines(console):
+        warnings.warn(said, ConfigWarning, stacklevel=1)
+    lines = console.export_text().splitlines()
+    assert len(lines) > 1 and all(len(line) <= 80 for line in lines)
+    assert all(line.startswith(" " * len("freeact-sub: warning: ")) for line in lines[1:])
+    assert " ".join(" ".join(lines).split()) == f"freeact-sub: warning: {said}"  # no word was cut
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "80")
+    text = wrapped(f"freeact-sub: {said}", Terminal())
+    assert all(len(line) < 80 for line in text.splitlines()) and len(text.splitlines()) > 1
+    assert all(line.startswith("  ") for line in text.splitlines()[1:])
+    assert " ".join(text.split()) == f"freeact-sub: {said}"
+    assert wrapped(said, io.StringIO()) == said  # not a terminal: one line, as it was
