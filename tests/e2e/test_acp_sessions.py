@@ -47,10 +47,10 @@ async def test_an_empty_session_loads_in_another_process_and_modes_switch(tmp_pa
     async with _agent(Client(), tmp_path) as (conn, _):
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         made = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-        assert made.modes is not None and made.modes.current_mode_id == "ask"
-        assert [mode.id for mode in made.modes.available_modes] == ["ask", "auto", "plan"]
     session_id = made.session_id
-    assert (tmp_path / ".freeact-sub" / "sessions" / session_id / "index.jsonl").is_file()
+    assert (tmp_path / ".freeact-sub" / "sessions" / session_id / "index.jsonl").is_file()  # kept, though empty
+    assert made.modes is not None and made.modes.current_mode_id == "ask"
+    assert [mode.id for mode in made.modes.available_modes] == ["ask", "auto", "plan"]
 
     client = Client()
     async with _agent(client, tmp_path) as (conn, _):
