@@ -1,4 +1,4 @@
-"""The ACP agent: `initialize`, `session/new`, `session/load`, `session/prompt`, `session/cancel`.
+"""The ACP agent: `initialize`, `session/new`, `session/load`, `session/prompt`, `session/cancel`, `session/set_mode`.
 
 Every session is a main `Agent` built from the same configuration as the terminal's (`--config`, flags,
 `FREEACT_SUB_*` variables, the working folder's `.env`, agent types, sandbox, rules, hooks). The
@@ -22,10 +22,12 @@ from acp.schema import (
     LoadSessionResponse,
     NewSessionResponse,
     PromptResponse,
+    SetSessionModeResponse,
 )
 
 import freeact_sub
 from freeact_sub.launch import UsageError, build_config, load_dotenv, start_demo
+from freeact_sub.launch.modes import MODES
 
 from .handshake import initialize_result
 
@@ -67,6 +69,21 @@ def _client_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]]:
         else:
             log.warning("MCP server %s from the client left out: only stdio and HTTP servers are used", server.name)
     return found
+
+
+RESOURCE_NOT_FOUND = -32002
+"""ACP's error for an unknown session: clients such as acpx make a new session when they get it."""
+
+
+def _saved_events(open_session: Any, session_id: str, working_dir: Path) -> list[Any]:
+    """The saved events of a session to replay (none, logged, if it cannot be read)."""
+    from freeact_sub import SessionError
+
+    try:
+        return list(open_session(session_id, working_dir).events())
+    except SessionError as exc:
+        log.warning("session %s could not be replayed: %s", session_id, exc)
+        return []
 
 
 class FreeactAcpAgent:
@@ -117,7 +134,8 @@ class FreeactAcpAgent:
         folder = self.args.working_dir or cwd
         working_dir = await asyncio.to_thread(lambda: Path(folder).expanduser().resolve())
         if not working_dir.is_dir():
-            raise RequestError.invalid_params({"cwd": f"{folder}: not a directory"})
+            why = "not a folder (a file of that name is there)" if working_dir.exists() else "there is no such folder"
+            raise RequestError.invalid_params({"cwd": f"{folder}: {why}"})
         load_dotenv(working_dir, lambda text: log.warning("%s", text))
         try:
             config = build_config(self.args, working_dir, self.demo)
@@ -156,9 +174,10 @@ class FreeactAcpAgent:
         await asyncio.sleep(0)  # `start()` opens the session (its id, its file) before it first waits
         if starting.done() and starting.exception() is not None:
             await self._failed_start(agent, starting)
+        agent.keep_session()  # its id is handed out now: a client may load it, still empty, in another process
         session = self._open(agent)
         self._starting[session.session_id] = starting
-        return NewSessionResponse(session_id=session.session_id)
+        return NewSessionResponse(session_id=session.session_id, modes=session.modes())
 
     async def _failed_start(self, agent: Agent, starting: asyncio.Future[None]) -> None:
         """Stop what had started, and raise the start's error as the client's request error."""
@@ -196,23 +215,22 @@ class FreeactAcpAgent:
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
-        await self._stop_starting(session_id)
-        live = self.sessions.pop(session_id, None)
-        if live is not None:  # the client reloads a session this process runs: it is saved; resume it afresh
-            await live.close()
-        config = await self._config(cwd, mcp_servers)
-        agent = await self._start(config, session_id)
         from freeact_sub import SessionError
         from freeact_sub.sessions import open_session
 
-        session = self._open(agent)
+        live = self.sessions.get(session_id)
+        if live is not None:  # the client reloads a session this process runs: replay it, and it goes on as it is
+            await live.replay(_saved_events(open_session, session_id, live.agent.settings.working_dir))
+            return LoadSessionResponse(modes=live.modes())
+        config = await self._config(cwd, mcp_servers)
         try:
-            events = open_session(session_id, config.working_dir).events()
-        except SessionError as exc:
-            log.warning("session %s could not be replayed: %s", session_id, exc)
-            events = []
-        await session.replay(events)
-        return LoadSessionResponse()
+            open_session(session_id, config.working_dir)
+        except SessionError as exc:  # the one error a client recovers from (it makes a new session)
+            raise RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"sessionId": str(exc)}) from None
+        agent = await self._start(config, session_id)
+        session = self._open(agent)
+        await session.replay(_saved_events(open_session, session_id, config.working_dir))
+        return LoadSessionResponse(modes=session.modes())
 
     def _open(self, agent: Agent) -> AcpSession:
         from .session import AcpSession
@@ -233,6 +251,12 @@ class FreeactAcpAgent:
         self._session(session_id)
         await self._started(session_id)
         return await self._session(session_id).prompt(_prompt_text(prompt))
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        if mode_id not in MODES:
+            raise RequestError.invalid_params({"modeId": f"no mode {mode_id!r}; the modes: {', '.join(MODES)}"})
+        await self._session(session_id).set_mode(mode_id)
+        return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
-from acp.schema import PromptResponse, Usage
+from acp import update_agent_message_text, update_user_message_text
+from acp.helpers import update_current_mode
+from acp.schema import PromptResponse, SessionMode, SessionModeState, Usage
 
 from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, RunCancelled, Thoughts, ToolOutput
+from freeact_sub.launch.modes import MODES, initial_mode
 
 from .permissions import answer, options_for
 from .updates import EventUpdates
@@ -39,6 +41,8 @@ class AcpSession:
         self.asking: dict[int, tuple[ApprovalRequest, asyncio.Task[None]]] = {}
         """Questions the client has not answered yet, by `id()` of their request (a request is not hashable)."""
         self.turn: asyncio.Task[Any] | None = None
+        self.mode = initial_mode(agent)
+        """`session/set_mode`: how calls are approved and the type a prompt runs as (`launch/modes.py`)."""
         self._watcher: asyncio.Task[None] | None = None
 
     def watch_background(self) -> None:
@@ -99,6 +103,7 @@ class AcpSession:
         cancelled = False
         try:
             prompt, agent_type, model = agent.read_prompt(text)
+            agent_type = self.mode.turn_type(agent_type)
             async for event in agent.stream(prompt, agent_type=agent_type, model=model):
                 await self.handle(event)
                 if isinstance(event, RunCancelled) and event.agent_id == agent.agent_id:
@@ -109,6 +114,10 @@ class AcpSession:
             await self.send(update_agent_message_text(f"\n\nThe turn failed: {exc}"))
         finally:
             await self._drop_questions()
+        if cancelled:  # no call of the turn stays `in_progress` for ever (background subagents' calls go on)
+            spare = {info.agent_id for info in agent.subagents() if info.background}
+            for update in self.view.interrupted(spare):
+                await self.send(update)
         used = agent.usage.total
         usage = Usage(input_tokens=used.input_tokens - before.input_tokens,
                       output_tokens=used.output_tokens - before.output_tokens,
@@ -124,6 +133,17 @@ class AcpSession:
         meta = {"freeact-sub": {"cost_usd": str(used.cost) if used.cost is not None else None,
                                 "subagents": [info.agent_id for info in agent.subagents()]}}
         return PromptResponse(stop_reason=stop, usage=usage, field_meta=meta)  # type: ignore[arg-type]
+
+    def modes(self) -> SessionModeState:
+        """The modes this session offers, and the one it is in."""
+        return SessionModeState(current_mode_id=self.mode.id, available_modes=[
+            SessionMode(id=mode.id, name=mode.name, description=mode.description) for mode in MODES.values()])
+
+    async def set_mode(self, mode_id: str) -> None:
+        """`session/set_mode`: from the next call on (a question already asked stays asked)."""
+        self.mode = MODES[mode_id]
+        self.mode.apply(self.agent)
+        await self.send(update_current_mode(mode_id))
 
     def cancel(self) -> None:
         """`session/cancel`: stop the turn as Ctrl-C does (model stream, approval waits, cells, subagents)."""
@@ -146,11 +166,12 @@ class AcpSession:
         main = self.agent.agent_id
         for event in events:
             if event.agent_id == main and isinstance(event, UserPrompt):
+                self.view.new_message()
                 await self.send(update_user_message_text(event.content))
-            elif event.agent_id == main and isinstance(event, Response):
-                await self.send(update_agent_message_text(event.content))
-            elif event.agent_id == main and isinstance(event, Thoughts):
-                await self.send(update_agent_thought_text(event.content))
+            elif event.agent_id == main and isinstance(event, Response | Thoughts):
+                kind: Literal["message", "thought"] = "message" if isinstance(event, Response) else "thought"
+                await self.send(self.view.words(kind, event.content))
+                self.view.response_ended(kind)
             else:
                 for update in self.view.updates(event):
                     await self.send(update)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from acp import text_block, tool_content
 from acp.schema import ContentToolCallContent, FileEditToolCallContent, TerminalToolCallContent
 
-__all__ = ["CallView", "call_kind", "call_title"]
+__all__ = ["CallView", "call_kind", "call_title", "summary"]
 
 Kind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
 
@@ -29,6 +29,16 @@ def call_kind(tool_name: str) -> Kind:
     return "fetch" if "_" in tool_name else "other"
 
 
+def summary(text: str, limit: int = 80) -> str:
+    """`text` on one line in at most `limit` characters: cut at a word where it can be, and then it ends with `…`."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    word_end = cut.rfind(" ")
+    return (cut[:word_end] if word_end > limit // 2 else cut).rstrip(" ,;:.") + "…"
+
+
 def call_title(tool_name: str, args: dict[str, Any], who: str | None, source: str = "model") -> str:
     """`Run Python`, `Call demo_constant (from code)`, `Start a subagent: review`; `who` (a subagent's id and type)
     goes first when another agent than the main one acts."""
@@ -38,7 +48,7 @@ def call_title(tool_name: str, args: dict[str, Any], who: str | None, source: st
         what = "Reset the kernel"
     elif tool_name == "task":
         kind = args.get("subagent_type") or "general"
-        description = args.get("description") or str(args.get("prompt", ""))[:60]
+        description = summary(str(args.get("description") or args.get("prompt", "")), 60)
         what = f"Start a subagent ({kind}): {description}".rstrip(": ")
     else:
         what = f"Call {tool_name}" + (" (from code)" if source == "code" else "")
@@ -64,6 +74,13 @@ class CallView:
     output: str = ""
     notes: list[str] = field(default_factory=list)
     """A subagent's own words (its answers and thoughts), shown in its `task` call."""
+    status: str = "pending"
+    """The status the client was last sent: a call still `pending` or `in_progress` when its turn is cancelled is
+    ended `failed`."""
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ("completed", "failed")
 
     @property
     def kind(self) -> Kind:

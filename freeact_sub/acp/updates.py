@@ -33,11 +33,14 @@ from freeact_sub import (
     ToolOutput,
 )
 
-from .tool_calls import CallView, call_title
+from .tool_calls import CallView, call_title, summary
 
 __all__ = ["EventUpdates"]
 
 Status = Literal["pending", "in_progress", "completed", "failed"]
+
+_INTERRUPTED = "The user interrupted"
+"""How the result of a call a cancelled turn cut short begins (the agent's words): live and on replay it is `failed`."""
 
 
 class EventUpdates:
@@ -52,6 +55,9 @@ class EventUpdates:
         """A subagent's id → the ACP id of the `task` call that started it."""
         self.plan: dict[str, tuple[str, str]] = {}
         """A subagent's id → (its plan entry's text, status), in the order they were queued or started."""
+        self._texts = {"message": False, "thought": False}
+        """Whether the main agent has said text (or thought) this turn: a later response's starts a new paragraph."""
+        self._open_text = {"message": False, "thought": False}
 
     @staticmethod
     def acp_id(agent_id: str, tool_call_id: str) -> str:
@@ -63,15 +69,43 @@ class EventUpdates:
 
     def new_turn(self) -> None:
         self.plan.clear()
+        self.new_message()
+
+    def new_message(self) -> None:
+        """A person's prompt: the main agent's next words start afresh (no paragraph break before them)."""
+        self._texts = {"message": False, "thought": False}
+        self._open_text = {"message": False, "thought": False}
+
+    def words(self, kind: Literal["message", "thought"], text: str) -> Any:
+        """A chunk of the main agent's text or thinking; the first chunk of a later model response is set off by a
+        blank line, so two responses never run together (`…done.The kernel…`) and a heading stays a heading."""
+        if not self._open_text[kind] and self._texts[kind] and text.strip():
+            text = "\n\n" + text.lstrip("\n")
+        if text:
+            self._open_text[kind] = True
+        make = update_agent_message_text if kind == "message" else update_agent_thought_text
+        return make(text)
+
+    def response_ended(self, kind: Literal["message", "thought"]) -> None:
+        """One model response's text (or thinking) is complete."""
+        if self._open_text[kind]:
+            self._texts[kind] = True
+        self._open_text[kind] = False
 
     def updates(self, event: Any) -> list[Any]:
         """The updates one event makes (none for events the protocol has no place for)."""
         main = event.agent_id == self.main_id
         match event:
             case ResponseChunk() if main:
-                return [update_agent_message_text(event.content)]
+                return [self.words("message", event.content)]
             case ThoughtsChunk() if main:
-                return [update_agent_thought_text(event.content)]
+                return [self.words("thought", event.content)]
+            case Response() if main:
+                self.response_ended("message")
+                return []
+            case Thoughts() if main:
+                self.response_ended("thought")
+                return []
             case Response() | Thoughts() if not main and event.content.strip():
                 return self._child_words(event)
             case ApprovalRequest():
@@ -102,6 +136,7 @@ class EventUpdates:
         view = CallView(acp_id, request.tool_name, dict(request.tool_args), title)
         self.calls[acp_id] = view
         status: Status = "pending" if not request.decided else ("in_progress" if request.decision else "failed")
+        view.status = status
         return start_tool_call(acp_id, title, kind=view.kind, status=status, content=view.content(),
                                raw_input=view.args)
 
@@ -110,10 +145,25 @@ class EventUpdates:
         view = self.calls.get(self.acp_id(request.agent_id, request.tool_call_id))
         if view is None:
             return None
+        if view.ended:
+            return None
         if request.decision:
+            view.status = "in_progress"
             return tool_call_update(view.acp_id, status="in_progress")
         view.output = "Rejected" + (f": {request.reason}" if request.reason else "")
+        view.status = "failed"
         return tool_call_update(view.acp_id, status="failed", content=view.content())
+
+    def interrupted(self, spare: set[str] = frozenset()) -> list[Any]:  # type: ignore[assignment]
+        """A cancelled turn: every call still pending or running ends `failed` (but those of the agents in `spare`,
+        background subagents the cancel did not stop), as its saved result (`The user interrupted…`) replays later."""
+        ended: list[Any] = []
+        for view in self.calls.values():
+            if not view.ended and view.acp_id.partition("/")[0] not in spare:
+                view.status = "failed"
+                view.output = view.output + ("\n" if view.output else "") + "Interrupted: the turn was cancelled."
+                ended.append(tool_call_update(view.acp_id, status="failed", content=view.content()))
+        return ended
 
     def _output(self, agent_id: str, call_id: str, text: str, *, append: bool = False, done: bool = False,
                 failed: bool = False) -> list[Any]:
@@ -121,7 +171,9 @@ class EventUpdates:
         if view is None:
             return []
         view.output = view.output + text if append else text
+        failed = failed or (done and text.startswith(_INTERRUPTED))
         status: Status = ("failed" if failed else "completed") if done else "in_progress"
+        view.status = status
         return [tool_call_update(view.acp_id, status=status, content=view.content(),
                                  raw_output=text if done else None)]
 
@@ -135,8 +187,10 @@ class EventUpdates:
         if task is not None:
             self.task_of[child] = task.acp_id
             parent = self.label(event.agent_id)
-            task.title = (f"{parent} → " if parent else "") + f"{child} ({event.agent_type})" + (
-                f": {event.description}" if event.description else "")
+            job = summary(event.description or event.prompt, 60)
+            who = (f"{parent} → " if parent else "") + f"{child} ({event.agent_type})"
+            task.title = who + (f": {job}" if job else "")
+            task.status = "in_progress"
             updates.append(tool_call_update(task.acp_id, title=task.title, status="in_progress"))
         return updates
 
@@ -150,7 +204,7 @@ class EventUpdates:
 
     @staticmethod
     def _plan_text(child: str, kind: str, job: str) -> str:
-        return f"{child} ({kind}): {' '.join(job.split())[:80]}"
+        return f"{child} ({kind}): {summary(job)}"
 
     def _plan(self) -> Any:
         return update_plan(plan_entry(text, status=status) for text, status in self.plan.values())  # type: ignore[arg-type]

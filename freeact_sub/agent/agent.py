@@ -289,6 +289,11 @@ class Agent:
             await asyncio.shield(self.tree.close())
             self.conversation.close("stopped", turns=self.turns.turns_used)
 
+    def keep_session(self) -> None:
+        """Keep this main agent's new session even if no prompt ever reaches it: an ACP client is handed its id at
+        `session/new` and may load it, empty, in another process. No effect before `start()` or without a session."""
+        self.conversation.keep()
+
     # -- a turn ----------------------------------------------------------------------------
 
     def cancel(self) -> None:

@@ -83,6 +83,11 @@ class Conversation:
             self._store.close()
         self._store, self.log = None, None
 
+    def keep(self) -> None:
+        """Keep the session when it closes even if nothing was said in it (its id was handed out already)."""
+        if self._store is not None:
+            self._store.mark_used()
+
     def save(self, *, durable: bool = True) -> None:
         """Append what is new in the history to the transcript: flushed, and fsync'ed if `durable`.
 

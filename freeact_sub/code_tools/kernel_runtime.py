@@ -18,8 +18,10 @@ import json
 import os
 import socket
 import struct
+import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 __all__ = [
@@ -183,3 +185,38 @@ def _read_exactly(connection: socket.socket, size: int) -> bytes:
         chunks.append(chunk)
         size -= len(chunk)
     return b"".join(chunks)
+
+
+_OURS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.__file__))
+"""Frames in these folders are not shown when a call from code fails: the generated package (this `_runtime.py`,
+`_tasks.py`, the tools' modules), and the standard library (the threads and event loop a batch waits in)."""
+
+
+def _short_traceback(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> list[str]:
+    """What a cell shows when a call from code fails and the cell does not catch it: the lines of the person's (or
+    the model's) code that made the call, then the one `ToolRejected: …` line; not the frames of the generated
+    modules and of IPython, 40 lines the model would read for nothing."""
+    frames = [frame for frame in traceback.extract_tb(tb)
+              if not frame.filename.startswith(_OURS) and "/IPython/" not in frame.filename]
+    shown = ["Traceback (most recent call last):\n", *traceback.format_list(frames[-3:])] if frames else []
+    stb = [*shown, f"{etype.__name__}: {value}"]
+    sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # as IPython's own traceback leaves them
+    # IPython 9 leaves the showing to the handler; `_showtraceback` is how ipykernel sends an `error` message
+    show = getattr(shell, "_showtraceback", None)
+    if show is not None:
+        show(etype, value, stb)
+    else:
+        print("".join(stb), file=sys.stderr)
+    return stb
+
+
+def _show_calls_briefly() -> None:
+    """Let an uncaught `ToolCallError` (and `TaskError`) show only its call site, unless this kernel's IPython already
+    has a handler of its own for some exceptions (then nothing is changed)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None and not getattr(shell, "custom_exceptions", ()):
+        shell.set_custom_exc((ToolCallError,), _short_traceback)
+
+
+_show_calls_briefly()

@@ -12,6 +12,8 @@ stays an error (a typo such as `descripton` must not pass silently).
 - Claude Code's and OpenCode's own tools in `tools` (`Read, Grep, Bash, …`) are `execute_ipython_cell`
   (the kernel reads, searches, runs and writes), `Task` is `task`; the rest (`WebFetch`) and any
   of theirs in `disallowedTools` are warned and dropped; Claude Code's `Skill` is `load_skill`;
+- `model: sonnet` (`opus`, `haiku`, `inherit`: Claude Code's aliases) is the parent's model, warned (not for
+  `inherit`, which says just that);
 - `skills` (Claude Code: skills preloaded into the agent's prompt) means the same here;
 - `memory`, `permission`, `hidden`, `disable`, … have no concept here: warned, dropped.
 """
@@ -59,6 +61,8 @@ _NO_CONCEPT = {
     "isolation": "every subagent has its own kernel already",
     "background": "the `task` call says whether a subagent runs in the background",
 }
+_CLAUDE_CODE_MODELS = frozenset({"sonnet", "opus", "haiku", "inherit", "opusplan", "default"})
+"""Claude Code's model aliases in an agent file's `model`: they name no provider, so the parent's model is used."""
 _SETTINGS = {"temperature": "temperature", "top_p": "top_p", "topP": "top_p"}
 _TURNS = ("maxSteps", "steps")
 
@@ -88,6 +92,12 @@ def translate_foreign_fields(fields: Mapping[str, Any], source: str) -> dict[str
                 out["max_turns"] = value
     if "permissionMode" in out:
         _permission_mode(out, out.pop("permissionMode"), dropped)
+    model = out.get("model")
+    if isinstance(model, str) and model.strip().lower() in _CLAUDE_CODE_MODELS:
+        out.pop("model")  # the parent's model, which Claude Code's `inherit` says and its aliases cannot
+        if model.strip().lower() != "inherit":
+            dropped.append((f"model {model!r}", "Claude Code's alias, not a model of a provider here; the type runs on "
+                            "its parent's model (name one, such as anthropic:claude-sonnet-4-5, to choose)"))
     for name in list(out):
         if name in _NO_CONCEPT:
             out.pop(name)

@@ -170,7 +170,10 @@ class ProjectPowers:
 
     def lines(self) -> list[str]:
         """One line per file with powers: `.freeact-sub/agents/helper.md: hooks (PreToolUse), base_url (…)`."""
-        return [f"{self._shown(file.path)}: {', '.join(file.powers)}" for file in self.powerful]
+        return [self._line(file) for file in self.powerful]
+
+    def _line(self, file: ProjectFile) -> str:
+        return f"{self._shown(file.path)}: {', '.join(file.powers)}"
 
     def _shown(self, path: Path) -> str:
         try:
@@ -196,6 +199,7 @@ class ProjectPowers:
         entries[str(self.folder)] = {
             "digest": self.digest,
             "files": [self._shown(file.path) for file in self.powerful],
+            "hashes": {self._key(file): _text_hash(file.text) for file in self.powerful},
             "trusted_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         _write(path, entries)
@@ -212,21 +216,52 @@ class ProjectPowers:
             return True
         raise ConfigError(self.question(for_program=True))
 
+    @property
+    def kinds(self) -> str:
+        """What the files with powers are, in words: `agent types`, `instructions and skills`, or both."""
+        types = any(file.kind == "type" for file in self.powerful)
+        texts = [kind for kind in ("instructions", "skill") if any(file.kind == kind for file in self.powerful)]
+        words = " and ".join({"instructions": "instructions", "skill": "skills"}[kind] for kind in texts)
+        return ("agent types" + (f", {words}" if words else "")) if types else words
+
+    def changes(self) -> tuple[list[ProjectFile], list[ProjectFile], list[str]]:
+        """Since the folder was trusted: the files that changed (or, for trust remembered without a hash per
+        file, may have), the files that are new, and the names of those no longer there."""
+        entry = _read(self._store()).get(str(self.folder))
+        entry = entry if isinstance(entry, Mapping) else {}
+        hashes = entry.get("hashes") if isinstance(entry.get("hashes"), Mapping) else None
+        before = list(hashes) if hashes is not None else [str(name) for name in entry.get("files") or []]
+        name = self._key if hashes is not None else (lambda file: self._shown(file.path))  # as each was remembered
+        now = {name(file): file for file in self.powerful}
+        new = [file for key, file in now.items() if key not in before]
+        if hashes is not None:
+            changed = [file for key, file in now.items() if key in hashes and hashes[key] != _text_hash(file.text)]
+        else:  # remembered by an older release: only the whole hash is known
+            changed = [file for key, file in now.items() if key in before]
+        return changed, new, [key for key in before if key not in now]
+
     def question(self, *, for_program: bool = False) -> str:
-        """What the person is asked (or, `for_program`, told in a `ConfigError`): the folder, files and fields."""
-        changed = self.remembered is not None
-        head = (f"The agent types of {self.folder} changed since you trusted the folder:" if changed else
-                f"This folder ({self.folder}) ships agent types that can run commands on your machine, approve "
-                "their own actions or send your keys elsewhere:")
-        if any(file.kind != "type" for file in self.powerful):
-            head = (f"The agent types, instructions or skills of {self.folder} changed since you trusted the folder:"
-                    if changed else
-                    f"This folder ({self.folder}) ships files that go into the model's instructions, or agent types "
-                    "that can run commands on your machine, approve their own actions or send your keys elsewhere:")
-        lines = [head, *(f"  {line}" for line in self.lines())]
+        """What the person is asked (or, `for_program`, told in a `ConfigError`): the folder, and each file that is
+        new or changed since the folder was trusted with what it would do (every file, the first time)."""
+        kinds = self.kinds
+        doing = [*(["can run commands on your machine, approve their own actions or send your keys elsewhere"]
+                   if "agent types" in kinds else []),
+                 *(["go into every agent's instructions"] if kinds != "agent types" else [])]
+        if self.remembered is None:
+            head = f"This folder ({self.folder}) ships {kinds} that {' or '.join(doing)}:"
+            lines = [head, *(f"  {line}" for line in self.lines())]
+        else:
+            changed, new, gone = self.changes()
+            lines = [f"Files of {self.folder} changed since you trusted the folder:"]
+            lines += [f"  changed: {self._line(file)}" for file in changed]
+            lines += [f"  new: {self._line(file)}" for file in new]
+            lines += [f"  removed: {name}" for name in gone]
+            same = [self._shown(file.path) for file in self.powerful if file not in changed and file not in new]
+            if same:
+                lines.append(f"  unchanged: {', '.join(same)}")
         if for_program:
             lines.append("Pass Agent(..., trust_project=True) to use them, trust_project=False to run without them "
-                         "(the other types still work), or trust the folder in the freeact-sub terminal or notebook.")
+                         "(the rest still works), or trust the folder in the freeact-sub terminal or notebook.")
         return "\n".join(lines)
 
     def _store(self) -> Path:
@@ -249,6 +284,10 @@ def forget_folder(folder: Path | str, store: Path | None = None) -> bool:
     del entries[key]
     _write(path, entries)
     return True
+
+
+def _text_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def project_powers(folder: Path, files: Iterable[ProjectFile], store: Path | None = None) -> ProjectPowers:

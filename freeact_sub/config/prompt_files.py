@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from ..errors import ConfigWarning
+from ..errors import ConfigError, ConfigWarning
 from .definitions import AgentType
 from .project_trust import ProjectFile, ProjectPowers, text_powers
 from .skills import (
@@ -26,6 +26,7 @@ from .skills import (
     parse_skill,
     read_instructions,
     read_skills,
+    skill_texts,
     user_config_dir,
 )
 
@@ -97,9 +98,9 @@ def project_text_files(working_dir: Path, left_out: list[str] | None = None) -> 
         files.append(ProjectFile(path=told.path, text=told.text, name="AGENTS.md", kind="instructions",
                                  powers=text_powers("instructions", "AGENTS.md")))
     for folder in PROJECT_SKILL_FOLDERS:
-        for skill in read_skills(working_dir, folder, "project", notes):
-            files.append(ProjectFile(path=skill.path, text=skill.text, name=skill.name, kind="skill",
-                                     powers=text_powers("skill", skill.name)))
+        for name, relative, text in skill_texts(working_dir, folder, notes):  # parsed only once they are used
+            files.append(ProjectFile(path=working_dir / relative, text=text, name=name, kind="skill",
+                                     powers=text_powers("skill", name)))
     return files
 
 
@@ -116,7 +117,11 @@ def load_prompt_files(project: ProjectPowers, *, applied: bool, user_dir: Path |
             if file.kind == "instructions":
                 instructions.append(Instructions(path=file.path, text=file.text, source="project"))
             else:
-                name, description, body = parse_skill(file.text, str(file.path), file.path.parent.name)
+                try:
+                    name, description, body = parse_skill(file.text, str(file.path), file.path.parent.name)
+                except ConfigError as exc:  # a project's file never stops the start: it is left out, and named
+                    notes.append(f"{exc} (this skill is left out)")
+                    continue
                 skills.append(Skill(name=name, description=description, body=body, text=file.text,
                                     folder=file.path.parent, source="project", root=project.folder))
     elif project_texts:

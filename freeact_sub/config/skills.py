@@ -35,6 +35,7 @@ __all__ = [
     "read_instructions",
     "read_skills",
     "skill_reply",
+    "skill_texts",
     "user_config_dir",
 ]
 
@@ -146,7 +147,19 @@ def parse_skill(text: str, source: str, folder_name: str) -> tuple[str, str, str
 
 
 def read_skills(base: Path, folder: str, source: Source, left_out: list[str]) -> list[Skill]:
-    """The skills in `base/folder` (none if it is missing), by folder name; links are left out and noted."""
+    """The skills in `base/folder` (none if it is missing), by folder name; links are left out and noted; a
+    malformed `SKILL.md` is a `ConfigError` naming the file and field."""
+    skills = []
+    for name, relative, text in skill_texts(base, folder, left_out):
+        parsed, description, body = parse_skill(text, str(base / relative), name)
+        skills.append(Skill(name=parsed, description=description, body=body, text=text,
+                            folder=base / folder / name, source=source, root=base))
+    return skills
+
+
+def skill_texts(base: Path, folder: str, left_out: list[str]) -> list[tuple[str, str, str]]:
+    """`(folder name, path relative to base, text)` of each `SKILL.md` in `base/folder`, not parsed (a project's
+    malformed skill is still a file of the project, to be trusted or left out); links are left out and noted."""
     try:
         names, links = folders_inside(base, folder)
     except OSError as exc:
@@ -155,7 +168,7 @@ def read_skills(base: Path, folder: str, source: Source, left_out: list[str]) ->
             return []
         raise ConfigError(f"{base / folder}: cannot read the skills folder: {exc.strerror or exc}") from None
     left_out.extend(_left_out(base / folder / link) for link in links)
-    skills = []
+    found = []
     for name in names:
         relative = f"{folder}/{name}/{SKILL_FILE}"
         try:
@@ -163,12 +176,9 @@ def read_skills(base: Path, folder: str, source: Source, left_out: list[str]) ->
         except _Link as link:
             left_out.append(_left_out(link.path))
             continue
-        if text is None:
-            continue  # a folder without a SKILL.md is not a skill (scripts of another kind, say)
-        parsed, description, body = parse_skill(text, str(base / relative), name)
-        skills.append(Skill(name=parsed, description=description, body=body, text=text,
-                            folder=base / folder / name, source=source, root=base))
-    return skills
+        if text is not None:  # a folder without a SKILL.md is not a skill (scripts of another kind, say)
+            found.append((name, relative, text))
+    return found
 
 
 def by_name(skills: Iterable[Skill]) -> dict[str, Skill]:

@@ -1,5 +1,6 @@
 """What the command-line front ends share to start an agent: the configuration flags, the working
-folder's `.env`, the demo server, and the `AgentConfig` built from flags, environment and `--config`.
+folder's `.env`, the demo server, the `AgentConfig` built from flags, environment and `--config`, and the
+modes a person switches between (`modes.py`: the terminal's `/mode`, ACP's `session/set_mode`).
 
 The terminal (`freeact-sub`) and the ACP agent (`freeact-sub acp`) both stand on it, so the two are
 configured the same way.

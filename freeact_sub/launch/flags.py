@@ -103,8 +103,9 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         "--trust-project",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="use (or, with --no-trust-project, leave out) this folder's agent types that carry hooks, endpoints, "
-        "keys' names, MCP servers, allow rules or a wider sandbox, without asking (default: ask once per folder)",
+        help="use (or, with --no-trust-project, leave out) this folder's AGENTS.md, its skills and its agent types "
+        "that carry hooks, endpoints, keys' names, MCP servers, allow rules or a wider sandbox, without asking "
+        "(default: ask once per folder)",
     )
 
 
@@ -116,6 +117,8 @@ def add_demo_flag(parser: argparse.ArgumentParser) -> None:
 def working_dir_from(flag: str | None) -> Path:
     raw = flag or os.environ.get("FREEACT_SUB_WORKING_DIR") or os.getcwd()
     path = Path(raw).expanduser().resolve()
+    if not path.exists():
+        raise UsageError(f"working directory {raw}: there is no such folder")
     if not path.is_dir():
-        raise UsageError(f"working directory {raw}: not a directory")
+        raise UsageError(f"working directory {raw}: not a folder (a file of that name is there)")
     return path

@@ -40,6 +40,7 @@ from .keys import BACK_TAB, ESCAPE, KeyReader
 from .palette import Palette
 from .render import Renderer
 from .safe_text import visible
+from .typed_line import TypedLine
 
 __all__ = ["ApprovalDesk"]
 
@@ -94,6 +95,9 @@ class ApprovalDesk:
         self._palette = palette
         self._policy = policy
         self._stop = stop
+        self.on_line: Callable[[str], None] | None = None
+        """Gets a line typed while no question waits (`/agents` during a turn)."""
+        self._typed = TypedLine()
         self._stopped: set[str] = set()
         """Subagents stopped from the desk: their questions leave the list at once (the cancel rejects them)."""
         self._requests: list[ApprovalRequest] = []
@@ -149,8 +153,11 @@ class ApprovalDesk:
             self.close_input()
             return True
         request = self.selected
-        if request is None:
-            return False  # typed while nothing was asked: not an answer to a later question
+        if request is None:  # typed while nothing was asked: not an answer to a later question, maybe a command
+            line = self._typed.key(key)
+            if line and self.on_line is not None:
+                self.on_line(line)
+            return False
         if self._in_burst(key, at):
             return False
         if self._reason is not None and self._reason.request is request:

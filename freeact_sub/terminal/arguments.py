@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 from pathlib import Path
 
 from freeact_sub.launch import UsageError, add_config_flags, add_demo_flag, working_dir_from
@@ -16,14 +17,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="freeact-sub",
-        description=(
+        description=textwrap.fill(
             "A code-action agent in your terminal: it writes Python that runs in an IPython kernel, "
-            "starts subagents for independent jobs, and asks you before each action, naming the agent."
+            "starts subagents for independent jobs, and asks you before each action, naming the agent.", 78
         ),
         epilog=(
-            "Enter sends, Alt-Enter or Ctrl-J starts a new line; Ctrl-C cancels a running turn, and at an "
-            "empty prompt Ctrl-C or Ctrl-D exits. Try it without an API key: freeact-sub --demo"
+            "commands:\n"
+            "  freeact-sub sessions   list and show saved sessions (resume one: --resume ID)\n"
+            "  freeact-sub trust      list the folders you trust, or forget one\n"
+            "  freeact-sub acp        the Agent Client Protocol agent (editors, Jupyter chat)\n"
+            "  (each takes --help)\n"
+            "\n"
+            + textwrap.fill(
+                "Enter sends, Alt-Enter or Ctrl-J starts a new line; Ctrl-C cancels a running turn, and at an "
+                "empty prompt Ctrl-C or Ctrl-D exits. Try it without an API key: freeact-sub --demo", 78
+            )
         ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the list of commands keeps its lines
     )
     parser.add_argument("-p", "--prompt", help="one-shot mode: run this prompt, print the final answer, exit")
     parser.add_argument(

@@ -144,6 +144,7 @@ class _Runner:
         working_dir = working_dir_from(args.working_dir)
         load_dotenv(working_dir, complain)
         self.theme = self._choose_theme()
+        self.theme.apply(console)  # the trust question too is drawn for this background
         if args.prompt is None:
             return await self._interactive(console, working_dir)
         from .keys import enter_stays_enter

@@ -20,7 +20,23 @@ def complain(text: str) -> None:
     """`freeact-sub: TEXT` on stderr; the text may quote what we did not write (see `safe_text.message`)."""
     from .safe_text import message
 
-    print("freeact-sub: " + message(text), file=sys.stderr)
+    print(wrapped("freeact-sub: " + message(text), sys.stderr), file=sys.stderr)
+
+
+def wrapped(text: str, stream: Any) -> str:
+    """`text` broken between words to the width of the terminal `stream` is, its further lines indented two cells
+    (the terminal's own wrap cut `permis|sionMode` and went on at column 0); unchanged when it is no terminal."""
+    import shutil
+    import textwrap
+
+    if not stream.isatty():
+        return text
+    width = shutil.get_terminal_size().columns
+    lines = []
+    for line in text.split("\n"):
+        lines.append(textwrap.fill(line, width=max(width - 1, 20), subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False) if len(line) >= width else line)
+    return "\n".join(lines)
 
 
 def show_resumed(console: Any, session_id: str, working_dir: Path, agent_id: str) -> None:

@@ -56,6 +56,7 @@ from .safe_text import clean, visible
 from .status import SubagentBoard
 from .wording import (
     compacted_note,
+    decided_call,
     markdown,
     one_line,
     retry_note,
@@ -274,7 +275,9 @@ class Renderer:
     def show_decision(self, request: ApprovalRequest, text: str, *, approved: bool, goes_on: bool = False) -> None:
         """Print how a request was decided; `goes_on` says a rejected agent continues (it was given a reason)."""
         mark = Text("✓" if approved else "✗", style="green" if approved else "red")
-        self._row(request.agent_id, mark, Text(clean(text), style="green" if approved else "red"))  # a saved reason too
+        line = Text.assemble(Text(clean(text), style="green" if approved else "red"),  # a saved reason too
+                             Text(f" · {decided_call(request)}", style="dim"))
+        self._row(request.agent_id, mark, line)
         if approved:
             self.board.set_state(request.agent_id, running_state(request))
         else:

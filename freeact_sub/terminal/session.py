@@ -25,14 +25,17 @@ from rich.text import Text
 from freeact_sub import (
     Agent,
     ApprovalRequest,
+    ContextCompacted,
     FreeactError,
     Response,
     RunCancelled,
     TimelineBuilder,
     ToolOutput,
 )
+from freeact_sub.launch.modes import MODES, initial_mode, mode_help
 
 from .approvals import ApprovalDesk
+from .built_in_commands import BUILT_IN_COMMANDS
 from .early_prompt import EarlyPrompt
 from .input_text import first_undecodable, replace_undecodable
 from .keys import KeyReader
@@ -47,18 +50,6 @@ from .theme import Theme
 __all__ = ["Session", "TurnOutcome"]
 
 TurnStatus = Literal["done", "cancelled", "failed", "rejected", "turn_limit"]
-
-BUILT_IN_COMMANDS = {
-    "/agents": ("/agents", "list the live subagents and the agent types"),
-    "/skills": ("/skills", "list the skills (the model reads one when a job needs it)"),
-    "/stop": ("/stop AGENT-ID", "stop a running subagent"),
-    "/send": ("/send AGENT-ID TEXT", "send a message to a running subagent (it reads it at its next step)"),
-    "/y": ("/y", "approve the oldest waiting question"),
-    "/n": ("/n [reason]", "reject it"),
-    "/s": ("/s", "stop the subagent that asks it"),
-    "/compact": ("/compact [focus]", "compact the conversation now: older rounds become a summary"),
-    "/help": ("/help", "this list"),
-}
 
 
 @dataclass(frozen=True)
@@ -79,10 +70,8 @@ class Session:
         """`theme`: the colours for the terminal's background (`theme.py`); default dark."""
         self.agent = agent
         self.console = console
-        if theme is not None and theme.styles:
-            from rich.theme import Theme as RichTheme
-
-            console.push_theme(RichTheme(theme.styles))
+        if theme is not None:
+            theme.apply(console)
         self.palette = Palette({name: definition.color for name, definition in agent.tree.agent_types.items()}, theme)
         self.palette.use_type_colour(agent.agent_id, agent.agent_type)  # `--agent TYPE`: that type's colour
         self.palette.colour(agent.agent_id)  # else the main agent gets the first colour
@@ -90,10 +79,14 @@ class Session:
         self.renderer = Renderer(console, self.palette, self.board, main_id=agent.agent_id, show_final=show_final)
         self._ask_keys = ask_keys
         self.desk = ApprovalDesk(self.renderer, self.palette, agent.approvals, stop=agent.cancel_subagent)
+        self.desk.on_line = self._typed_during_turn
+        self.mode = initial_mode(agent)
+        """`/mode`: how calls are approved and the type a prompt runs as."""
         self._cancelling = False
         self._spinner = Spinner("dots", style="dim")
         self._turn_started = 0.0
         self.timeline: TimelineBuilder | None = None
+        self._compactions: list[ContextCompacted] = []
         """Set to collect the turns' events for a timeline (`-p … --timeline FILE`)."""
 
     async def run_turn(self, prompt: str) -> TurnOutcome:
@@ -106,6 +99,7 @@ class Session:
             prompt, agent_type, model = self.agent.read_prompt(prompt, reserved=BUILT_IN_COMMANDS)
         except FreeactError as exc:  # a bad command file
             return TurnOutcome("failed", error=str(exc))
+        agent_type = self.mode.turn_type(agent_type)
         keys = KeyReader() if self._ask_keys else None
         desk = self.desk
         self.board.clear()
@@ -198,7 +192,14 @@ class Session:
         if event is None:
             self.renderer.note("Nothing to compact (or a PreCompact hook said no).", style="dim")
         else:
-            self.renderer.handle(event)
+            self._show_once(event)
+
+    def _show_once(self, event: ContextCompacted) -> None:
+        """A `/compact` comes back twice, as the call's result and as a background event: show it once."""
+        if any(shown is event for shown in self._compactions):
+            return
+        self._compactions = [*self._compactions[-3:], event]
+        self.renderer.handle(event)
 
     def after_turn(self, outcome: TurnOutcome) -> None:
         """Say how the turn ended, and ask again the questions of background subagents that it left open."""
@@ -219,6 +220,9 @@ class Session:
     async def _watch_background(self) -> None:
         """Show background subagents' events while no turn runs; hand their questions to the desk."""
         async for event in self.agent.background_events():
+            if isinstance(event, ContextCompacted):
+                self._show_once(event)
+                continue
             self.renderer.handle(event)
             if isinstance(event, ApprovalRequest) and not event.decided:
                 self.desk.submit(event)
@@ -239,6 +243,8 @@ class Session:
 
             self.console.print(agents_table(self.agent.subagents(), self.palette))
             self.console.print(agent_types_table(self.agent))
+        elif name == "/mode":
+            self._switch_mode(rest.strip())
         elif name == "/skills":
             self.console.print(skills_view(self.agent))
         elif name == "/stop":
@@ -284,6 +290,15 @@ class Session:
             return False
         return True
 
+    def _switch_mode(self, name: str) -> None:
+        if name not in MODES:
+            style = "yellow" if name else "dim"
+            self.renderer.note((f"No mode {name!r}. " if name else "") + mode_help(self.mode), style=style)
+            return
+        self.mode = MODES[name]
+        self.mode.apply(self.agent)
+        self.renderer.note(f"Mode: {self.mode.name}. {self.mode.description}", style="bold")
+
     def _help(self, commands: dict[str, Any]) -> None:
         lines = [f"{usage}: {what}" for usage, what in BUILT_IN_COMMANDS.values()]
         types = ", ".join(self.agent.tree.agent_types)
@@ -299,6 +314,16 @@ class Session:
                            + read_files_line(self.agent), style="dim")
 
     # -- during a turn --------------------------------------------------------------------
+
+    def _typed_during_turn(self, line: str) -> None:
+        """A line typed while the turn runs: `/agents` is shown at once; anything else is said to wait."""
+        if line.split()[0] == "/agents":
+            self.console.print(agents_table(self.agent.subagents(), self.palette))
+            self.renderer.refresh()
+        else:
+            self.renderer.note(f"A turn is running: {line[:40]!r} was not sent. While it runs, /agents lists the "
+                               "subagents and Ctrl-C cancels; type your prompt when the turn has ended.",
+                               style="yellow")
 
     def _desk_ended(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

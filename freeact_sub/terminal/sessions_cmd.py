@@ -183,7 +183,9 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
         background = choose_background(None, os.environ)
     except ValueError:
         background = "dark"
-    palette = Palette(theme=theme_for(background))
+    theme = theme_for(background)
+    theme.apply(console)
+    palette = Palette(theme=theme)
     palette.colour(agent_id)
     renderer = Renderer(console, palette, SubagentBoard(palette), main_id=agent_id, show_final=True)
     events = saved.events(agent_id)
@@ -194,12 +196,17 @@ def print_transcript(console: Console, saved: SavedSession, agent_id: str, *, la
             console.print(Text(f"… {skipped} earlier turn{'s' if skipped != 1 else ''} "
                                f"(freeact-sub sessions show {saved.session_id})", style="dim"))
             events = events[starts[-last_turns]:]
+    saved_agent = saved.agents.get(agent_id)
+    parent = saved_agent.parent_id if saved_agent is not None else None
+    # a subagent's prompts are its parent's task and messages, not the person's words
+    asker = Text("you", style="bold") if parent is None else palette.label(parent)
     for index, event in enumerate(events):
         if isinstance(event, UserPrompt):
             if event.agent_id == agent_id:  # a child's task is shown by its "started" line
                 console.print()
-                console.print(Gutter(Text(clean(event.content)), Text.assemble(("you", "bold"), ("  › ", "dim")),
-                                     Text("     │ ", style="dim")))
+                head = Text.assemble(asker, ("  › ", "dim"))
+                console.print(Gutter(Text(clean(event.content)), head,
+                                     Text(" " * (head.cell_len - 2) + "│ ", style="dim")))
         elif isinstance(event, ApprovalRequest):
             following = events[index + 1] if index + 1 < len(events) else None
             if isinstance(following, SavedDecision) and following.tool_call_id == event.tool_call_id:

@@ -67,6 +67,8 @@ def skills_view(agent: Agent) -> RenderableType:
             table.add_row(Text(clean(name), style="bold"), clean(_shown(skill.folder, agent.settings.working_dir)),
                           Text(about, style="dim"))
         parts.append(table)
+    elif files.left_out:  # skills are there but not used (an untrusted folder's, a link, a malformed file)
+        parts.append(Text("No skill is in use; these are left out:", style="dim"))
     else:
         parts.append(Text("No skills. Add one as .agents/skills/NAME/SKILL.md (or ~/.config/freeact-sub/skills/).",
                           style="dim"))

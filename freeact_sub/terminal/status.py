@@ -187,8 +187,9 @@ class SubagentBoard:
 
 _NUMBERS = ("elapsed", "turns", "tokens", "cost")
 _IDS = ("subagent", "parent")
-_WORDS = ("state", "type", "model")
-"""The columns of words, the most needed first: the state gets the room before the type, the type before the model."""
+_WORDS = ("state", "type", "model", "parent", "sandbox")
+"""The columns that may give way, the most needed first: the state gets the room before the type, the type before the
+model; `/agents`' parent (the indent shows it too) and sandbox (long, the same for most rows) go first."""
 _SHORTEST = 8
 """A word column given fewer cells than this (or than its longest word) is left out rather than cut to `gen…`."""
 
@@ -209,7 +210,7 @@ class _SubagentTable:
             name = self.columns[index]
             if name in _NUMBERS:
                 table.add_column(name, justify="right", no_wrap=True, min_width=widths[index])
-            elif index not in limits:  # an id
+            elif index not in limits or name in _IDS:  # an id
                 table.add_column(name, no_wrap=True, min_width=widths[index])
             elif name == "state" and limits[index] < widths[index]:  # on over lines, never cut
                 table.add_column(name, overflow="fold", width=max(limits[index], 1))
@@ -234,7 +235,8 @@ def _fit(columns: tuple[str, ...], widths: list[int], max_width: int) -> tuple[l
             for i in (i for i in words if i in shown):
                 limits[i] = min(widths[i], room)
                 room -= limits[i]
-            starved = [i for i in limits if columns[i] != "state" and limits[i] < min(widths[i], _SHORTEST)]
+            starved = [i for i in limits if columns[i] != "state"  # an id is shown whole or not at all
+                       and limits[i] < (widths[i] if columns[i] in _IDS else min(widths[i], _SHORTEST))]
             if not starved:
                 break
             shown.remove(starved[-1])  # the least needed of them: the others may fit in the room it leaves

@@ -19,9 +19,10 @@ import select
 import termios
 import time
 import tty
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = ["Background", "Theme", "choose_background", "from_colorfgbg", "parse_background_reply",
            "query_background", "theme_for"]
@@ -38,6 +39,10 @@ _LIGHT_NAMES = {"yellow": "dark_goldenrod", "bright_yellow": "dark_goldenrod", "
                 "bright_cyan": "dark_cyan", "green": "green4", "bright_green": "green4", "white": "grey35",
                 "bright_white": "grey35", "orange": "dark_orange3", "pink": "deep_pink3", "purple": "purple"}
 """Type colours (`color: yellow`) that would be faint on a light background, and what is drawn instead."""
+_APPLIED: weakref.WeakKeyDictionary[Any, Theme] = weakref.WeakKeyDictionary()
+"""The theme each console was given (`Theme.apply`): the CLI and its session both apply it, it is pushed once."""
+_LIGHT_WARNING = "dark_orange3"
+"""Warnings on a light background (ANSI yellow is faint on white)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,8 +65,20 @@ class Theme:
         """Rich's own styles that do not read on this background, drawn otherwise: Markdown's inline code is cyan
         on a black box, a dark patch in every answer on a light terminal."""
         if self.background == "light":
-            return {"markdown.code": "bold dark_blue on grey93", "markdown.code_block": "dark_blue on grey93"}
+            # every warning line (`cancelled`, `rejected`, the demo note) says `yellow`: on white it is unreadable,
+            # so the name itself is drawn in a dark orange (rich looks a style's name up in the theme first)
+            return {"markdown.code": "bold dark_blue on grey93", "markdown.code_block": "dark_blue on grey93",
+                    **{name: _LIGHT_WARNING for name in ("yellow", "bright_yellow")},
+                    **{f"bold {name}": f"bold {_LIGHT_WARNING}" for name in ("yellow", "bright_yellow")}}
         return {}
+
+    def apply(self, console: Any) -> None:
+        """Draw `console`'s output in this theme's styles (once per console; nothing to do for a dark one)."""
+        if self.styles and _APPLIED.get(console) is not self:
+            from rich.theme import Theme as RichTheme
+
+            console.push_theme(RichTheme(self.styles))
+            _APPLIED[console] = self
 
     def type_colour(self, name: str) -> str:
         """An agent type's own colour (a rich colour name) as drawn on this background."""

@@ -43,8 +43,7 @@ async def settle_trust(
     if not sys.stdin.isatty():
         files = "; ".join(project.lines())
         raise TrustRefused(
-            f"this folder ships agent types that can run commands or send your keys elsewhere, or instructions and "
-            f"skills for every agent's prompt ({files}), and it is not trusted; without a terminal to ask, add "
+            f"this folder ships {project.kinds} that are not trusted ({files}); without a terminal to ask, add "
             "--trust-project to use them or --no-trust-project to run without them"
         )
     if before_asking is not None:
@@ -72,8 +71,10 @@ async def ask(project: ProjectPowers, console: Any) -> bool:
     from .keys import ESCAPE, KeyReader
 
     console.print(Text(project.question(), style="yellow"))
-    console.print(Text("Trust this folder? Its agent types then act with your rights, its instructions and skills "
-                       "steer every agent. [y/N] ", style="bold"), end="")
+    kinds = project.kinds
+    then = [*(["its agent types then act with your rights"] if "agent types" in kinds else []),
+            *([f"its {kinds.removeprefix('agent types, ')} steer every agent"] if kinds != "agent types" else [])]
+    console.print(Text(f"Trust this folder? {'; '.join(then).capitalize()}. [y/N] ", style="bold"), end="")
     with KeyReader() as keys:
         keys.discard_typed_ahead()
         while True:
@@ -88,4 +89,4 @@ async def ask(project: ProjectPowers, console: Any) -> bool:
 
 def _say_inert(project: ProjectPowers, console: Any) -> None:
     names = project.names()
-    console.print(f"Not trusted: {names} not used this run (the other agent types work).", style="yellow")
+    console.print(f"Not trusted: {names} not used this run (everything else works).", style="yellow")

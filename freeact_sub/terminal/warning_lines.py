@@ -17,9 +17,12 @@ from typing import TextIO
 from rich.console import Console
 from rich.text import Text
 
+from .gutter import Gutter
 from .safe_text import clean
 
 __all__ = ["warnings_as_lines"]
+
+_HEAD = "freeact-sub: warning: "
 
 
 @contextlib.contextmanager
@@ -32,7 +35,8 @@ def warnings_as_lines(console: Console) -> Iterator[None]:
         text = " ".join(clean(str(message)).split())  # one line, whatever the warning's text held
         if text not in seen:
             seen.add(text)
-            console.print(Text(f"freeact-sub: warning: {text}", style="yellow"), soft_wrap=True)  # one line
+            # one line, or in a narrow terminal its words wrapped behind a hanging indent (never cut mid-word)
+            console.print(Gutter(Text(text, style="yellow"), Text(_HEAD, style="yellow"), Text(" " * len(_HEAD))))
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")  # `show` says each text once, wherever it was raised

@@ -70,6 +70,22 @@ def what_it_runs(request: ApprovalRequest) -> str:
     return clean(what)
 
 
+def decided_call(request: ApprovalRequest, width: int = 48) -> str:
+    """Which call a decision line answers, short: `code: print(primes[:10])`, `subagent (plan): Outline the …`,
+    `demo_constant`; several questions may be open at once."""
+    args = request.tool_args
+    if request.tool_name == "execute_ipython_cell":
+        what = f"code: {title_line(str(args.get('code', '')))}"
+    elif request.tool_name == "task":
+        what = f"subagent ({args.get('subagent_type') or 'general'}): " + title_line(
+            str(args.get("description") or args.get("prompt", "")))
+    elif request.tool_name == "reset_kernel":
+        what = "kernel reset"
+    else:
+        what = clean(request.tool_name)
+    return what if len(what) <= width else what[: width - 1].rstrip() + "…"
+
+
 def waiting_for(children: list[str]) -> str:
     """`waiting for agent-1d74`, `waiting for agent-1d74, agent-bbb5`, `waiting for 3 subagents`."""
     return f"waiting for {', '.join(children)}" if len(children) <= 2 else f"waiting for {len(children)} subagents"

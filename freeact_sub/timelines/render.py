@@ -80,6 +80,8 @@ def figure(data: TimelineData) -> Figure:
     from matplotlib.patches import Patch
 
     count = max(1, len(data.lanes))
+    used = {span.state for lane in data.lanes for span in lane.spans}
+    states = [state for state in SPAN_STATES if state in used or not used]
     height = min(2.0 + 0.32 * count, 80.0)
     fig = Figure(figsize=(11, height), layout="constrained")
     ax = fig.add_subplot()
@@ -109,10 +111,9 @@ def figure(data: TimelineData) -> Figure:
     ax.set_xlim(0, max(data.end - origin, 1e-3) * 1.02)
     ax.set_xlabel("seconds since the run started")
     ax.grid(axis="x", alpha=0.3)
-    handles = [Patch(color=COLOURS[state][1], label=STATE_NAMES[state]) for state in SPAN_STATES]
-    ax.legend(
-        handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=len(handles), fontsize=8, frameon=False
-    )
+    handles = [Patch(color=COLOURS[state][1], label=STATE_NAMES[state]) for state in states]
+    # at most five a row (ten in one row ran past the figure's edge: `fini…`), above the axes, in the layout
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 5), fontsize=8, frameon=False)
     return fig
 
 

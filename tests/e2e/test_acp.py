@@ -25,7 +25,7 @@ from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
 from freeact_sub.demo import PI_TASK, PRIMES_TASK
 from tests.e2e.terminal_driver import cli_env
-from tests.processes import is_gone
+from tests.processes import is_gone, kernel_processes
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -139,6 +139,7 @@ async def _tour(client: TourClient, conn: Any, session_id: str) -> None:
 
     # the main agent's words and thoughts streamed as chunks
     assert len(client.kinds("agent_message_chunk")) > 10 and "## Results" in client.text("agent_message_chunk")
+    assert "\n\n## Results" in client.text("agent_message_chunk")  # a later model turn is a paragraph of its own
     assert "see the whole flow" in client.text("agent_thought_chunk")
     # a cell: kind execute, its code as content, its output streamed before it completed
     starts = client.kinds("tool_call")
@@ -184,6 +185,7 @@ async def _cancel(client: TourClient, conn: Any, session_id: str) -> None:
     assert response.stop_reason == "cancelled"
     last = client.call_updates(cell.tool_call_id)[-1]
     assert "tick 120" not in _contents(last)
+    await client.until(lambda: client.call_updates(cell.tool_call_id)[-1].status == "failed")  # never left running
 
 
 async def _load(client: TourClient, conn: Any, session_id: str, workdir: Path) -> None:
@@ -195,6 +197,8 @@ async def _load(client: TourClient, conn: Any, session_id: str, workdir: Path) -
     assert "## Results" in client.text("agent_message_chunk")
     calls = "\n".join(_contents(update) for update in client.kinds("tool_call"))
     assert "random.seed(7)" in calls and "tick" in calls  # the children's cells, the cancelled cell
+    slow = next(u for u in client.kinds("tool_call") if "tick" in _contents(u))
+    assert client.call_updates(slow.tool_call_id)[-1].status == "failed"  # replayed as it ended live
     client.updates.clear()
     turn = asyncio.create_task(conn.prompt(session_id=session_id, prompt=[text_block("compute it in one cell")]))
     client.answer(await client.question("Run Python"), "once")
@@ -215,7 +219,10 @@ async def test_an_acp_client_drives_the_demo_tour_cancels_and_loads_the_session(
         await _tour(client, conn, session.session_id)
         await _cancel(client, conn, session.session_id)
         started = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+        kernels = kernel_processes()
         await _load(client, conn, session.session_id, workdir)
+        # loading a session this process runs kept it live (it was closed, its kernels stopped, and started anew)
+        assert kernels and set(kernels) & set(kernel_processes())
         started += [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
         assert started  # kernels and MCP servers ran under the agent process
         closing = time.monotonic()

@@ -147,8 +147,12 @@ async def test_a_rejected_call_raises_in_the_cell_and_the_agent_goes_on(shared) 
     script.reset([cell(code), ], ["the call was rejected"])
     events = await drive(agent.stream("echo"), decide=lambda r: r.source == "model")
     output = cell_output(events)
-    assert output.status == "error"
+    assert output.status == "error", output.content
     assert "ToolRejected" in output.content and "calc.echo was not approved" in output.content
+    # the call site and the one error line, not 40 lines through the generated modules (issue 40, item 5)
+    lines = output.content.strip().splitlines()
+    assert "echo(text='secret')" in output.content and lines[-1].startswith("ToolRejected: ")
+    assert "_runtime.py" not in output.content and len(lines) <= 6, output.content
     assert not [e for e in of(ToolOutput, events) if e.source == "code"]  # it never ran
     assert events[-1].content == "the call was rejected"  # the turn went on: the model got the traceback
     script.reset([cell("print(1 + 1)", "next")], ["2"])

@@ -202,6 +202,7 @@ async def test_approvals_one_by_one_rejected_batches_bad_requests_and_cancelling
     assert "bad the output schema may refer only inside itself" in text
     assert "bad max_turns must be an int from 1 to 1000, not True" in text
     assert "TaskRejected: the batch of 3 subagents was not approved; none of them ran" in text
+    assert "_tasks.py" not in text and "_runtime.py" not in text and "asyncio" not in text, text  # the call site only
     code = [r for r in of(ApprovalRequest, events) if r.source == "code"]
     assert [r.tool_args["prompt"] for r in code] == ["Label row 4", "Label row 1", "Label row 2", "Label row {}"]
 

@@ -45,7 +45,7 @@ async def test_a_subagents_calls_are_titled_with_its_id_and_type_and_its_output_
     assert (start.kind, start.title, start.status) == ("think", "Start a subagent (general): primes", "pending")
     plan, renamed = view.updates(SubagentStarted(agent_id="main", subagent_id="agent-1", tool_call_id="t1",
                                                  prompt="count", max_turns=4, agent_type="general"))
-    assert plan.entries[0].status == "in_progress" and renamed.title == "agent-1 (general)"
+    assert plan.entries[0].status == "in_progress" and renamed.title == "agent-1 (general): count"
     [cell] = view.updates(_request("agent-1"))
     assert cell.tool_call_id == "agent-1/c1" and cell.title == "agent-1 (general) · Run Python"
     [chunk] = view.updates(CodeExecutionOutputChunk(agent_id="agent-1", content="tick\n", tool_call_id="c1"))

@@ -7,6 +7,7 @@ import re
 import time
 import warnings
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from rich.console import Console
@@ -153,6 +154,7 @@ async def test_sessions_show_says_which_questions_were_still_open_when_the_sessi
 
     class Saved:
         session_id = "20261127-000000-abcd"
+        agents: ClassVar[dict[str, object]] = {}
 
         def events(self, agent_id: str) -> list[object]:
             return events

@@ -156,7 +156,7 @@ async def test_cell_output_and_model_text_cannot_pass_for_a_decision_line() -> N
     assert "\x1bc" not in raw and "\x9b" not in raw and "\x1b]" not in raw and "[999D" not in raw
     screen = SGR.sub("", raw).splitlines()
     starts = [line for line in screen if re.match(r"agent-3fa2 +✓", line)]
-    assert starts == ["agent-3fa2      ✓ approved"], "only the CLI's own decision starts at the left edge"
+    assert starts == ["agent-3fa2      ✓ approved · code: print(1)"], "only the CLI's own decision starts at the left"
     fakes = [line for line in screen if "✓  approved" in line]
     assert len(fakes) == 7 and all(re.match(r"(agent-3fa2)? +│ ", line) for line in fakes), fakes
     assert "safe" not in "\n".join(screen)  # what the carriage return overwrote is not shown

@@ -108,3 +108,21 @@ def test_a_lane_says_which_job_even_without_a_title() -> None:
     assert picture.lane(CHILD).title == "general: Count the primes below 200,000 with …"
     assert picture.lane("agent-titled").title == "general: Review the summary"
     assert 'margin-right:1em;white-space:nowrap"><i' in to_html(picture)
+
+
+def test_the_pictures_legend_fits_the_figure_and_names_the_states_that_occur() -> None:
+    from freeact_sub.timelines.lanes import SPAN_STATES, Lane, Span, TimelineData
+    from freeact_sub.timelines.render import STATE_NAMES, figure
+
+    every = Lane(agent_id="agent-main", title="main", spans=[Span(state=state, start=i, end=i + 1)
+                                                               for i, state in enumerate(SPAN_STATES)])
+    fig = figure(TimelineData(lanes=[every], start=0.0, end=float(len(SPAN_STATES))))
+    fig.canvas.draw()
+    legend = fig.legends[0]
+    box, frame = legend.get_window_extent(), fig.bbox
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1, (box, frame)  # nothing cut (`fini`)
+    assert [t.get_text() for t in legend.get_texts()] == [STATE_NAMES[s] for s in SPAN_STATES]
+
+    one = Lane(agent_id="agent-main", spans=[Span(state=SPAN_STATES[0], start=0.0, end=1.0)])
+    legend = figure(TimelineData(lanes=[one], start=0.0, end=1.0)).legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == [STATE_NAMES[SPAN_STATES[0]]]
