@@ -331,11 +331,11 @@ class Agent:
         `max_turns` bounds the model rounds (one model response plus its tool calls) of this turn;
         default `config.max_turns`. Raises `ModelError` if the model request fails.
 
-        `subagent_type="explore"` runs the turn as your own `task` call instead (what `@explore …`
+        `agent_type="explore"` runs the turn as your own `task` call instead (what `@explore …`
         does in the terminal and the notebook): that type starts as a subagent of this agent with
         `prompt` as its job, asked and approved as any `task` call, and its answer goes into this
         agent's history as the call's result. `model` is the model of this turn (of that subagent,
-        with `subagent_type`). A type this agent cannot start raises `ValueError`, an unknown
+        with `agent_type`). A type this agent cannot start raises `ValueError`, an unknown
         model `ConfigError`, before the turn begins.
 
         The turn goes only as far as you read: it starts a model round or a round of tool calls
