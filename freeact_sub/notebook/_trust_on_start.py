@@ -29,7 +29,7 @@ def install() -> None:
     from IPython.core.getipython import get_ipython
 
     shell = get_ipython()
-    if shell is None or id(shell) in _installed or getattr(shell, "custom_exceptions", ()):
+    if shell is None or id(shell) in _installed or shell.custom_exceptions:
         return
     _installed.add(id(shell))
     shell.set_custom_exc((ConfigError,), _handle)
