@@ -77,6 +77,8 @@ class AgentView:
         """Every event of the last run, in order (subagents' events included)."""
         self.panel: RunPanel | None = None
         """The widget tree of the last run."""
+        self.compaction: ContextCompacted | None = None
+        """The last `compact()`'s event (None before one, or when there was nothing to compact)."""
         self._task: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -127,15 +129,22 @@ class AgentView:
             )
         await self.start(prompt, max_turns=max_turns)
 
-    async def compact(self, focus: str | None = None) -> ContextCompacted | None:
-        """Compact the agent's history now, between runs (as `/compact [focus]` in the terminal); the compaction's
-        line joins the last run's panel. None if there was nothing to compact (or a `PreCompact` hook said no)."""
+    async def compact(self, focus: str | None = None) -> None:
+        """Compact the agent's history now, between runs (as `/compact [focus]` in the terminal), and show it in
+        this cell: the tokens before and after, and the summary the model wrote (folded). Says so when there was
+        nothing to compact (or a `PreCompact` hook said no). The event itself is `view.compaction`."""
         if self.running:
             raise RuntimeError("this view is running a turn; compact after it")
+        from IPython.display import display
+
+        from ._html import compaction_bundle
+
         event = await self.agent.compact(focus)
-        if event is not None and self.panel is not None:
-            self.panel.handle(event)
-        return event
+        self.compaction = event
+        if event is None:
+            display({"text/plain": "Nothing to compact (or a PreCompact hook said no)."}, raw=True)
+        else:
+            display(compaction_bundle(event), raw=True)
 
     def start(self, prompt: str, *, max_turns: int | None = None) -> asyncio.Task[None]:
         """Show the run in this cell and run it as a background task; returns the task at once."""
