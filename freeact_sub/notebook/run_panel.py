@@ -23,7 +23,10 @@ from .agent_panel import AgentPanel, AgentState
 from .timeline_view import TimelineView
 from .trust_panel import TrustPanel
 
-__all__ = ["RunPanel"]
+__all__ = ["APPROVE_ALL_NOTE", "RunPanel"]
+
+APPROVE_ALL_NOTE = ("Auto-approve is on (Approve all agents): every action of every agent runs without asking, in "
+                    "this run and later ones, until you release Approve all agents above.")
 
 
 class RunPanel(widgets.VBox):
@@ -59,14 +62,16 @@ class RunPanel(widgets.VBox):
         self.status = widgets.HTML()
         self.pending_count = widgets.HTML()
         self.pending_count.add_class("freeact-pending-status")
-        self.approve_all_button = widgets.Button(
-            description="Approve all agents", icon="check", layout=widgets.Layout(width="auto"),
-            tooltip="Approve what every agent waits for now, and every later action of every agent, without asking "
-                    "(as `A` in the terminal)",
+        self.approve_all_button = widgets.ToggleButton(
+            value=policy.everything, description="Approve all agents", icon="check",
+            layout=widgets.Layout(width="auto"),
+            tooltip="On: approve what every agent waits for now, and every later action of every agent, without "
+                    "asking (as `A` in the terminal). Off: ask again (each agent's own standing approval stays).",
         )
-        """The standing decision for every agent (`ApprovalPolicy.always_all`); off while that decision stands."""
+        """A toggle for the standing decision for every agent (`ApprovalPolicy.always_all`): pressed while it stands,
+        in every run of the agent; releasing it asks again."""
         self.approve_all_button.add_class("freeact-approve-all")
-        self.approve_all_button.on_click(lambda _: policy.always_all())
+        self.approve_all_button.observe(self._approve_all_toggled, names="value")
         prompt_line = widgets.HTML(f'<span class="freeact-prompt-text" title="{_html.escape(prompt)}">'
                                    f"<b>Prompt:</b> {_html.escape(prompt)}</span>")
         prompt_line.add_class("freeact-prompt")
@@ -78,13 +83,11 @@ class RunPanel(widgets.VBox):
         stylesheet = widgets.HTML(STYLESHEET)
         stylesheet.add_class("freeact-stylesheet")
         parts: list[widgets.Widget] = [stylesheet, header]
-        self.banner_shown = bool(auto_approve_note)
-        """Whether the run says that every action is approved without asking."""
-        if auto_approve_note:
-            banner = widgets.HTML(auto_approve_note)
-            banner.add_class("freeact-banner")
-            banner.add_class("freeact-auto-approve")
-            parts.append(banner)
+        self._auto_approve_note = auto_approve_note
+        self._banner = widgets.HTML()
+        self._banner.add_class("freeact-banner")
+        self._banner.add_class("freeact-auto-approve")
+        parts.append(self._banner)
         parts.append(self.main)
         self.timeline = TimelineView()
         """The run's timeline, under the agents' panels."""
@@ -97,9 +100,30 @@ class RunPanel(widgets.VBox):
         policy.subscribe(self._policy_changed)
         self._policy_changed()
 
+    @property
+    def banner_shown(self) -> bool:
+        """Whether the run says, now, that every action is approved without asking."""
+        return bool(self._banner.value)
+
+    def _approve_all_toggled(self, change: dict[str, Any]) -> None:
+        if change["new"] == self._policy.everything:
+            return  # the policy moved the toggle
+        if change["new"]:
+            self._policy.always_all()
+            return
+        agents = self._policy.agent_ids  # releasing the toggle asks again, but keeps each agent's own decision
+        self._policy.clear_all()
+        for agent_id in agents:
+            self._policy.always(agent_id)
+
     def _policy_changed(self) -> None:
         # every agent's panel answers what it waits for by itself (it follows the policy too)
-        self.approve_all_button.disabled = self._policy.everything
+        everything = self._policy.everything
+        self.approve_all_button.value = everything
+        self._banner.value = (self._auto_approve_note or APPROVE_ALL_NOTE) if everything else ""
+        self._banner.layout.display = None if everything else "none"
+        if not everything:
+            self._auto_approve_note = None  # turned off: what turned it on before no longer holds
 
     def __repr__(self) -> str:
         # instead of the whole widget tree; no state: it would be stale as soon as the run goes on

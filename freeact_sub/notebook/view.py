@@ -26,7 +26,6 @@ from .run_panel import RunPanel
 
 __all__ = ["AgentView"]
 
-AUTO_APPROVE_NOTE = "Auto-approve is on (FREEACT_SUB_AUTO_APPROVE=1): every action of every agent runs without asking."
 _TICK = 1.0
 
 
@@ -71,6 +70,7 @@ class AgentView:
         self.agent = agent
         self.auto_approve = auto_approve_from_env() if auto_approve is None else auto_approve
         """Whether this view approves every action of every agent."""
+        self._auto_approve_cause = "AgentView(auto_approve=True)" if auto_approve else "FREEACT_SUB_AUTO_APPROVE=1"
         self.answer: str | None = None
         """The main agent's final answer of the last run that completed."""
         self.events: list[AgentEvent] = []
@@ -154,16 +154,17 @@ class AgentView:
 
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        note = self._auto_approve_note()
         if self.auto_approve:
             self.agent.approvals.always_all()
             if not _in_ipython():  # in a notebook the run's banner says so; a printed line would say it twice
-                print(AUTO_APPROVE_NOTE)
+                print(note)
         panel = RunPanel(
             self.agent.agent_id,
             prompt,
             policy=self.agent.approvals,
             on_stop=self.stop,
-            auto_approve_note=AUTO_APPROVE_NOTE if self.agent.approvals.everything else None,
+            auto_approve_note=note,
             on_stop_agent=lambda agent_id: self._in_loop(lambda: self.agent.cancel_subagent(agent_id)),
             on_send=self._send,
         )
@@ -182,6 +183,17 @@ class AgentView:
         task.add_done_callback(_retrieve)
         self._task = task
         return task
+
+    def _auto_approve_note(self) -> str | None:
+        """The banner's words when approving everything is on before the run starts, naming what turned it on; None
+        when it is off or the header's **Approve all agents** did it (the run's panel says that itself)."""
+        if self.auto_approve:
+            cause = self._auto_approve_cause
+        elif self.agent.config.auto_approve and self.agent.approvals.everything:
+            cause = "the agent's config: auto_approve"
+        else:
+            return None
+        return f"Auto-approve is on ({cause}): every action of every agent runs without asking."
 
     def earlier_turns(self) -> Any:
         """The agent's saved turns (collapsed), or None if its session has none yet or it saves no session."""
