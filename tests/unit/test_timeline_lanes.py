@@ -108,3 +108,16 @@ def test_a_lane_says_which_job_even_without_a_title() -> None:
     assert picture.lane(CHILD).title == "general: Count the primes below 200,000 with …"
     assert picture.lane("agent-titled").title == "general: Review the summary"
     assert 'margin-right:1em;white-space:nowrap"><i' in to_html(picture)
+
+
+def test_the_html_legend_lists_only_the_states_the_run_went_through() -> None:
+    """A one-cell run listed all ten states; the legend now names those its bars show, in the usual order."""
+    from freeact_sub.timelines.render import to_html
+
+    builder = TimelineBuilder()
+    builder.add(TurnStarted(agent_id=MAIN, turn=1, at=100.0))
+    picture = builder.build(now=101.0)
+    states = {span.state for lane in picture.lanes for span in lane.spans}
+    legend = to_html(picture).split('class="fs-tl-legend"', 1)[1].split("</div>", 1)[0]
+    assert legend.count("<i ") == len(states) >= 1
+    assert "tool call" not in legend and "slot wait" not in legend and "running code" not in legend
