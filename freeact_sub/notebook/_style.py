@@ -86,7 +86,7 @@ _RULES = """
 .freeact-run-header > * { flex: none; }
 .freeact-run-header > .freeact-prompt { flex: 1 1 0; min-width: 0; overflow: hidden; }
 .freeact-prompt-text { display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.freeact-run-status, .freeact-pending-count { white-space: nowrap; }
+.freeact-run-status, .freeact-pending-count, .freeact-run-usage { white-space: nowrap; }
 /* a narrow notebook (700 px with the file browser open): the run's status is the main agent's badge too, and
    Approve all agents keeps its icon (its tooltip says it), so Stop and the pending count still fit on the line */
 .freeact-run { container-type: inline-size; }

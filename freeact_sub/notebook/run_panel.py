@@ -10,11 +10,13 @@ import ipywidgets as widgets
 from freeact_sub import (
     AgentEvent,
     ApprovalPolicy,
+    ModelUsage,
     ProjectPowers,
     SubagentFinished,
     SubagentMessage,
     SubagentQueued,
     SubagentStarted,
+    Usage,
 )
 
 from . import _html, _static
@@ -62,6 +64,10 @@ class RunPanel(widgets.VBox):
         self.status = widgets.HTML()
         self.pending_count = widgets.HTML()
         self.pending_count.add_class("freeact-pending-status")
+        self.usage_line = widgets.HTML()
+        """The run's tokens and cost so far, every agent's model responses summed."""
+        self.usage = Usage()
+        """What the line shows: the `ModelUsage` of every agent in this run, added up."""
         self.approve_all_button = widgets.ToggleButton(
             value=policy.everything, description="Approve all agents", icon="check",
             layout=widgets.Layout(width="auto"),
@@ -75,7 +81,8 @@ class RunPanel(widgets.VBox):
         prompt_line = widgets.HTML(f'<span class="freeact-prompt-text" title="{_html.escape(prompt)}">'
                                    f"<b>Prompt:</b> {_html.escape(prompt)}</span>")
         prompt_line.add_class("freeact-prompt")
-        header = widgets.HBox([self.stop_button, self.status, self.pending_count, self.approve_all_button, prompt_line])
+        header = widgets.HBox([self.stop_button, self.status, self.pending_count, self.approve_all_button,
+                               self.usage_line, prompt_line])
         header.add_class("freeact-run-header")
         self.main = self._new_panel(agent_id, subagent=False)
         self.panels: dict[str, AgentPanel] = {agent_id: self.main}
@@ -175,6 +182,19 @@ class RunPanel(widgets.VBox):
         if self.pending_count.value != value:
             self.pending_count.value = value
 
+    def _count(self, event: ModelUsage) -> None:
+        self.usage = self.usage + Usage(
+            requests=1, input_tokens=event.input_tokens, output_tokens=event.output_tokens, cost=event.cost,
+            unpriced_requests=int(event.cost is None),
+        )
+        usage = self.usage
+        cost = "cost unknown" if usage.cost is None else f"${usage.cost:.4f}"
+        if usage.cost is not None and usage.unpriced_requests:
+            cost += f" + {usage.unpriced_requests} unpriced"
+        title = f"{usage.input_tokens:,} in, {usage.output_tokens:,} out, {usage.requests} model responses, every agent"
+        self.usage_line.value = (f'<span class="freeact-run-usage" title="{_html.escape(title)}">'
+                                 f"{usage.total_tokens:,} tokens · {_html.escape(cost)}</span>")
+
     def _new_panel(self, agent_id: str, *, subagent: bool = True, max_turns: int | None = None) -> AgentPanel:
         return AgentPanel(
             agent_id, policy=self._policy, subagent=subagent, max_turns=max_turns, on_change=self._show_pending,
@@ -192,6 +212,8 @@ class RunPanel(widgets.VBox):
     def handle(self, event: AgentEvent) -> None:
         """Show one event in the panel of the agent it belongs to (and on the timeline)."""
         self.timeline.add(event)
+        if isinstance(event, ModelUsage):
+            self._count(event)
         match event:
             case SubagentQueued(subagent_id=child_id, tool_call_id=call_id):
                 panel = self._new_panel(child_id)
