@@ -127,6 +127,13 @@ def test_the_api_reference_links_the_types_in_its_signatures(site: Path) -> None
     assert "../events/#freeact_sub.AgentEvent" in links  # stream() yields AgentEvent
 
 
+def test_the_terminal_page_shows_its_picture_in_the_readers_theme(site: Path) -> None:
+    terminal = page(site, "terminal")
+    for theme in ("dark", "light"):  # Material shows the one that matches the reader's palette
+        assert f'src="../terminal-{theme}.svg#only-{theme}"' in terminal, theme
+        assert (site / f"terminal-{theme}.svg").stat().st_size > 10_000
+
+
 @pytest.mark.parametrize("name", ["sandbox", "gateways", "hooks"])
 def test_the_long_pages_have_sections_for_a_table_of_contents(site: Path, name: str) -> None:
     headings = re.findall(r"<h2 id=", page(site, name))
