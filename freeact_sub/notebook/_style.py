@@ -126,6 +126,7 @@ _RULES = """
 .freeact-id { font-family: var(--jp-code-font-family, monospace); font-weight: bold; }
 .freeact-role, .freeact-meta { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-meta { font-size: 90%; }
+.freeact-turns { white-space: nowrap; }  /* "turns used:" never wraps away from its value */
 .freeact-model-note { font-size: 90%; color: var(--jp-warn-color0, #e65100); }
 .freeact-sandbox { font-size: 90%; padding: 0 5px; border-radius: 8px;
   border: 1px solid var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }

@@ -138,10 +138,19 @@ class RunPanel(widgets.VBox):
 
     def ask_trust(self, project: ProjectPowers, on_decision: Callable[[bool], None]) -> TrustPanel:
         """Show the question whether to trust the working folder, above the main agent's panel."""
-        panel = TrustPanel(project, on_decision=on_decision)
+        def decided(trusted: bool) -> None:
+            self.main.waiting_for_trust = False
+            self.main.refresh()
+            self.approve_all_button.disabled = False
+            on_decision(trusted)
+
+        panel = TrustPanel(project, on_decision=decided)
         index = self.children.index(self.main)
         self.children = (*self.children[:index], panel, *self.children[index:])
         self.set_status("waiting: trust this folder?")
+        self.main.waiting_for_trust = True  # its badge says what it waits for, not "starting"
+        self.main.refresh()
+        self.approve_all_button.disabled = True  # nothing to approve before the agent exists
         return panel
 
     def show_files(self, instructions: list[str], skills: dict[str, str], left_out: list[str]) -> None:

@@ -315,7 +315,7 @@ class AgentView:
         if not trusted:
             self.agent.trust_project = False
             names = project.names()
-            question.settle(f"Not trusted: {names} not used in this run (the other agent types work).")
+            question.settle(f"Not trusted: {names} not used in this run (everything else works).")
             return
         try:
             where = project.remember()
