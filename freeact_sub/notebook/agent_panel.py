@@ -108,9 +108,9 @@ class AgentPanel(widgets.VBox):
         """The model's name as sent."""
 
         self._header = widgets.HTML()
-        self.always_checkbox = widgets.Checkbox(
-            description=f"Always approve {agent_id}",
-            tooltip=f"Standing decision: run every action of {agent_id} without asking",
+        self.always_checkbox = widgets.Checkbox(  # a state, in a word: a card's button says "Always approve …"
+            description="auto-approve",
+            tooltip=f"Standing decision: run every action of {agent_id} without asking (untick to be asked again)",
             indent=False,
             layout=widgets.Layout(width="auto"),
         )
