@@ -65,6 +65,7 @@ class RunPanel(widgets.VBox):
         self.pending_count = widgets.HTML()
         self.pending_count.add_class("freeact-pending-status")
         self.usage_line = widgets.HTML()
+        self.usage_line.add_class("freeact-run-usage-line")
         """The run's tokens and cost so far, every agent's model responses summed."""
         self.usage = Usage()
         """What the line shows: the `ModelUsage` of every agent in this run, added up."""

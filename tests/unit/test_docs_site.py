@@ -127,11 +127,12 @@ def test_the_api_reference_links_the_types_in_its_signatures(site: Path) -> None
     assert "../events/#freeact_sub.AgentEvent" in links  # stream() yields AgentEvent
 
 
-def test_the_terminal_page_shows_its_picture_in_the_readers_theme(site: Path) -> None:
-    terminal = page(site, "terminal")
+@pytest.mark.parametrize(("name", "picture"), [("terminal", "terminal-{}.svg"), ("notebook", "notebook-{}.png")])
+def test_the_front_ends_show_their_picture_in_the_readers_theme(site: Path, name: str, picture: str) -> None:
+    markup = page(site, name)
     for theme in ("dark", "light"):  # Material shows the one that matches the reader's palette
-        assert f'src="../terminal-{theme}.svg#only-{theme}"' in terminal, theme
-        assert (site / f"terminal-{theme}.svg").stat().st_size > 10_000
+        assert f'src="../{picture.format(theme)}#only-{theme}"' in markup, theme
+        assert (site / picture.format(theme)).stat().st_size > 10_000
 
 
 @pytest.mark.parametrize("name", ["sandbox", "gateways", "hooks"])
