@@ -15,6 +15,8 @@ server from `tests/servers/`; no API key, no network). It measures, on this mach
   (`bench/retry_bench.py`): all done, the wall-time ratio, and the peak of requests in flight;
 - subagents from code: the same children started by one cell (`map_tasks`) against `task` calls in one
   response, same run (`bench/code_tasks_bench.py`): wall time and the tokens of the results the parent reads;
+- telemetry: the same fan-out with OpenTelemetry traces and metrics exported over OTLP/HTTP to a local receiver,
+  against telemetry off, runs alternated (`bench/telemetry_bench.py`): wall and host-CPU ratios (target <= 1.05);
 - approval round trip: the `ApprovalRequest` leaves the agent -> the consumer decides ->
   the cell starts in the kernel (read from the kernel's own clock);
 - per-cell overhead: a trivial cell's round trip through our kernel client against raw
@@ -59,6 +61,8 @@ class Sizes:
     """(children, bound, cell seconds, runs of each) of the fan-out against a provider that misbehaves."""
     code_tasks: tuple[int, int, float]
     """(children, bound, cell seconds) of subagents from one cell against as many `task` calls."""
+    telemetry: tuple[int, int, float, int] = (20, 4, 0.2, 3)
+    """(children, bound, cell seconds, pairs of runs) of the fan-out with telemetry on against off."""
     approvals: int
     cell_rounds: int
     store_rounds: int
@@ -75,7 +79,8 @@ FULL = Sizes(
     store_rounds=100,
     session_messages=1000,
 )
-QUICK = Sizes(spawns=3, fan_outs=((4, 2, 0.2),), faulty_fan_out=(4, 2, 0.2, 1), code_tasks=(4, 2, 0.2), approvals=5,
+QUICK = Sizes(spawns=3, fan_outs=((4, 2, 0.2),), faulty_fan_out=(4, 2, 0.2, 1), code_tasks=(4, 2, 0.2),
+              telemetry=(4, 2, 0.2, 1), approvals=5,
               cell_rounds=20,
               store_rounds=20, session_messages=50)
 
@@ -164,6 +169,12 @@ async def tasks_from_code(sizes: Sizes, timelines: Path | None) -> dict[str, Any
 
     children, bound, cell = sizes.code_tasks
     return await compare(children, bound, cell, 1 if sizes is QUICK else 3)
+
+
+async def telemetry(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
+    from bench.telemetry_bench import compare
+
+    return await compare(*sizes.telemetry)
 
 
 async def approval_round_trip(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
@@ -267,6 +278,7 @@ async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
         ("fan_out", fan_out),
         ("retries", retries),
         ("tasks_from_code", tasks_from_code),
+        ("telemetry", telemetry),
         ("session", session_store),
         ("network", network),
     )

@@ -65,6 +65,14 @@ def table(results: dict[str, Any]) -> Any:
             f"{code['wall_ratio']:.2f} x the wall and {code['token_ratio']:.2f} x the results tokens of "
             f"{code['children']} task calls ({code['calls']['wall']:.2f} s, ~{code['calls']['results_tokens']:.0f})",
         )
+    if (traced := results.get("telemetry")) is not None:
+        rows.add_row(
+            f"fan-out with telemetry on: {traced['children']} children x {traced['cell']:g} s cell, "
+            f"bound {traced['bound']}",
+            f"{traced['on']['wall']:.2f} s, {traced['on']['cpu']:.2f} s host CPU",
+            f"{traced['wall_ratio']:.3f} x the wall and {traced['cpu_ratio']:.3f} x the host CPU of telemetry off "
+            f"({traced['off']['wall']:.2f} s, {traced['off']['cpu']:.2f} s); target <= 1.05",
+        )
     approval = results["approval"]
     total, seen, started = (
         approval[key] for key in ("request_to_cell_start", "request_to_consumer", "decision_to_cell_start")

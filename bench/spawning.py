@@ -71,8 +71,10 @@ async def timed_spawn(agent: Agent, script: SpawnScript) -> float:
 
 
 async def wait_for_pool(agent: Agent) -> None:
-    """Until the kernel pool and the MCP pool (every configured server) are full."""
+    """Start the tree's pools (they start when the first child is near) and wait until the kernel pool and the MCP
+    pool (every configured server) are full."""
     tree, config = agent.tree, agent.config
+    tree.supplies.warm_up()
 
     def warm() -> bool:
         mcp_ready = all(tree.supplies.mcp_pool.ready(name, spec, config.working_dir) >= config.mcp_pool_size

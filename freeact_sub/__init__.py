@@ -6,56 +6,108 @@ MCP servers a config names), the events `Agent.stream()` yields, the shared `App
 The terminal and the notebook front ends build on these; their own helpers live in their packages.
 """
 
+from __future__ import annotations
+
+import importlib
 import warnings
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from .agent.agent import Agent
-from .config.agent_config import (
-    DEFAULT_SYSTEM_PROMPT,
-    AgentConfig,
-    KernelGatewayConfig,
-    load_mcp_config,
-)
-from .config.builtin_types import BUILTIN_TYPES
-from .config.commands import Command, CommandFiles
-from .config.definitions import AgentType
-from .config.project_trust import ProjectPowers, forget_folder, trusted_folders
-from .errors import ConfigError, ConfigWarning, FreeactError, KernelError, McpServerError, ModelError, SessionError
-from .events import (
-    AgentEvent,
-    ApprovalRequest,
-    CodeExecutionOutput,
-    CodeExecutionOutputChunk,
-    ContextCompacted,
-    HookFailed,
-    ModelRetry,
-    ModelSlot,
-    ModelUsage,
-    Response,
-    ResponseChunk,
-    RunCancelled,
-    SubagentFinished,
-    SubagentMessage,
-    SubagentQueued,
-    SubagentReport,
-    SubagentStarted,
-    Thoughts,
-    ThoughtsChunk,
-    ToolOutput,
-    TurnStarted,
-    deprecated_name,
-)
-from .models.options import ModelOption
-from .policy.approvals import ApprovalPolicy
-from .policy.hooks import HookSpec
-from .timelines import Timeline, TimelineBuilder, timeline
-from .tree.registry import SubagentInfo
-from .usage import TreeUsage, Usage
+if TYPE_CHECKING:  # what type checkers and the API reference read; at run time each name is imported on first use
+    from .agent.agent import Agent
+    from .config.agent_config import (
+        DEFAULT_SYSTEM_PROMPT,
+        AgentConfig,
+        KernelGatewayConfig,
+        load_mcp_config,
+    )
+    from .config.builtin_types import BUILTIN_TYPES
+    from .config.commands import Command, CommandFiles
+    from .config.definitions import AgentType
+    from .config.project_trust import ProjectPowers, forget_folder, trusted_folders
+    from .errors import ConfigError, ConfigWarning, FreeactError, KernelError, McpServerError, ModelError, SessionError
+    from .events import (
+        AgentEvent,
+        ApprovalRequest,
+        CodeExecutionOutput,
+        CodeExecutionOutputChunk,
+        ContextCompacted,
+        HookFailed,
+        ModelRetry,
+        ModelSlot,
+        ModelUsage,
+        Response,
+        ResponseChunk,
+        RunCancelled,
+        SubagentFinished,
+        SubagentMessage,
+        SubagentQueued,
+        SubagentReport,
+        SubagentStarted,
+        Thoughts,
+        ThoughtsChunk,
+        ToolOutput,
+        TurnStarted,
+    )
+    from .models.options import ModelOption
+    from .policy.approvals import ApprovalPolicy
+    from .policy.hooks import HookSpec
+    from .timelines import Timeline, TimelineBuilder, timeline
+    from .tree.registry import SubagentInfo
+    from .usage import TreeUsage, Usage
 
-try:
-    __version__ = version("freeact-sub")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
-    __version__ = "0.0.0"
+_WHERE: dict[str, str] = {
+    "Agent": ".agent.agent",
+    "DEFAULT_SYSTEM_PROMPT": ".config.agent_config",
+    "AgentConfig": ".config.agent_config",
+    "KernelGatewayConfig": ".config.agent_config",
+    "load_mcp_config": ".config.agent_config",
+    "BUILTIN_TYPES": ".config.builtin_types",
+    "Command": ".config.commands",
+    "CommandFiles": ".config.commands",
+    "AgentType": ".config.definitions",
+    "ProjectPowers": ".config.project_trust",
+    "forget_folder": ".config.project_trust",
+    "trusted_folders": ".config.project_trust",
+    "ConfigError": ".errors",
+    "ConfigWarning": ".errors",
+    "FreeactError": ".errors",
+    "KernelError": ".errors",
+    "McpServerError": ".errors",
+    "ModelError": ".errors",
+    "SessionError": ".errors",
+    "AgentEvent": ".events",
+    "ApprovalRequest": ".events",
+    "CodeExecutionOutput": ".events",
+    "CodeExecutionOutputChunk": ".events",
+    "ContextCompacted": ".events",
+    "HookFailed": ".events",
+    "ModelRetry": ".events",
+    "ModelSlot": ".events",
+    "ModelUsage": ".events",
+    "Response": ".events",
+    "ResponseChunk": ".events",
+    "RunCancelled": ".events",
+    "SubagentFinished": ".events",
+    "SubagentMessage": ".events",
+    "SubagentQueued": ".events",
+    "SubagentReport": ".events",
+    "SubagentStarted": ".events",
+    "Thoughts": ".events",
+    "ThoughtsChunk": ".events",
+    "ToolOutput": ".events",
+    "TurnStarted": ".events",
+    "ModelOption": ".models.options",
+    "ApprovalPolicy": ".policy.approvals",
+    "HookSpec": ".policy.hooks",
+    "Timeline": ".timelines",
+    "TimelineBuilder": ".timelines",
+    "timeline": ".timelines",
+    "SubagentInfo": ".tree.registry",
+    "TreeUsage": ".usage",
+    "Usage": ".usage",
+}
+"""The module each public name lives in. Importing `freeact_sub` imports none of them: `freeact-sub --help`, the
+terminal's prompt and an ACP client's `initialize` do not wait for pydantic-ai, jupyter-client and the rest."""
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -111,11 +163,33 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """Deprecated names still import, with a `DeprecationWarning`: `AgentDefinition` (use `AgentType`),
-    `HookError` (use `HookFailed`), `TurnCancelled` (use `RunCancelled`)."""
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use (and kept); `__version__`; and the deprecated names, which still
+    import with a `DeprecationWarning`: `AgentDefinition` (use `AgentType`), `HookError` (use `HookFailed`),
+    `TurnCancelled` (use `RunCancelled`)."""
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+        globals()[name] = value
+        return value
+    if name == "__version__":
+        return _version()
     if name == "AgentDefinition":
         message = "freeact-sub: AgentDefinition is deprecated, use AgentType (the same class)"
         warnings.warn(message, DeprecationWarning, stacklevel=2)
-        return AgentType
+        return __getattr__("AgentType")
+    from .events import deprecated_name
+
     return deprecated_name(__name__, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("freeact-sub")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
+        return "0.0.0"

@@ -86,9 +86,14 @@ whole on one worker (`--dist loadfile`), in the order the files are collected (`
 the longest ones start first, so the short ones fill up the end and both workers finish together."""
 
 
+LAST = ("tests/e2e/test_phoenix.py",)
+"""Files that run after all others: CI builds what they need while the rest run."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))  # stable: the rest as collected
+    rank.update({path: len(SLOWEST_FIRST) + 1 + index for index, path in enumerate(LAST)})
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(SLOWEST_FIRST)))  # stable otherwise
 
 
 def pytest_configure(config: pytest.Config) -> None:

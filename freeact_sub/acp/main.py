@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 from typing import Any
 
-from freeact_sub.launch import UsageError, add_config_flags, add_demo_flag, start_demo
+from freeact_sub.launch import UsageError, add_config_flags, add_demo_flag
 
 __all__ = ["acp_main", "build_parser"]
+
+_STREAM_LIMIT = 50 * 1024 * 1024
+"""The longest line (one JSON-RPC message) read from the client."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,7 +70,7 @@ def _own_stdio() -> tuple[int, int]:
 
 async def _streams(fd_in: int, fd_out: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
+    reader = asyncio.StreamReader(limit=_STREAM_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd_in, "rb", buffering=0))
     transport, protocol = await loop.connect_write_pipe(
         lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(fd_out, "wb", buffering=0)
@@ -75,36 +79,62 @@ async def _streams(fd_in: int, fd_out: int) -> tuple[asyncio.StreamReader, async
 
 
 async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
-    from acp import run_agent
+    import freeact_sub
 
-    from .server import FreeactAcpAgent
+    from .handshake import answer_initialize, relayed
 
-    demo = start_demo() if args.demo else None
-    agent = FreeactAcpAgent(args, demo)
-    try:
-        agent.check_config()  # a bad flag, file or key: said on stderr at once, before any client waits on it
-    except UsageError:
-        if demo is not None:
-            demo.close()
-        raise
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, task.cancel)
+    # The client's `initialize` is answered at once (`handshake.py`) while the SDK is imported; then the demo
+    # server, the config and the model (pydantic-ai and the provider's SDK: seconds) are made behind the
+    # connection, and a session waits for them. A bad flag, file or key is said on stderr as soon as it is
+    # found, and ends the process (exit 2).
+    sdk = asyncio.create_task(asyncio.to_thread(_import_sdk), name="import-acp")
+    agent: Any = None
+    jobs: list[asyncio.Task[Any]] = [sdk]
     try:
         reader, writer = await _streams(fd_in, fd_out)
-        await run_agent(agent, input_stream=writer, output_stream=reader)  # type: ignore[arg-type]
+        first, client = await answer_initialize(reader, writer, freeact_sub.__version__)
+        run_agent, agent_class = await sdk
+        agent = agent_class(args)
+        agent.client_initialize = client
+        checked = asyncio.create_task(asyncio.to_thread(agent.check_config), name="check-config")
+        agent.ready = checked
+        rest, copying = relayed(reader, first, _STREAM_LIMIT)
+        serving = asyncio.create_task(run_agent(agent, input_stream=writer, output_stream=rest))
+        jobs += [checked, copying, serving]
+        await asyncio.wait({checked, serving}, return_when=asyncio.FIRST_COMPLETED)
+        if checked.done() and checked.exception() is not None:
+            raise checked.exception()  # type: ignore[misc]
+        await serving
     except asyncio.CancelledError:
         _uncancel(task)
     finally:
-        closing = asyncio.ensure_future(_close(agent, demo))
-        while not closing.done():  # a signal while the sessions stop does not cut the stop short
-            try:
-                await asyncio.shield(closing)
-            except asyncio.CancelledError:
-                _uncancel(task)
+        for job in jobs:
+            if not job.done():
+                job.cancel()
+                with contextlib.suppress(BaseException):
+                    await job
+        if agent is not None:
+            closing = asyncio.ensure_future(_close(agent))
+            while not closing.done():  # a signal while the sessions stop does not cut the stop short
+                try:
+                    await asyncio.shield(closing)
+                except asyncio.CancelledError:
+                    _uncancel(task)
     return 0
+
+
+def _import_sdk() -> tuple[Any, Any]:
+    """The ACP SDK's `run_agent` and our agent class (whose module imports the SDK's schema)."""
+    from acp import run_agent
+
+    from .server import FreeactAcpAgent
+
+    return run_agent, FreeactAcpAgent
 
 
 def _uncancel(task: asyncio.Task[Any]) -> None:
@@ -112,9 +142,9 @@ def _uncancel(task: asyncio.Task[Any]) -> None:
         pass
 
 
-async def _close(agent: Any, demo: Any) -> None:
+async def _close(agent: Any) -> None:
     try:
         await agent.close()
     finally:
-        if demo is not None:
-            demo.close()
+        if agent.demo is not None:
+            agent.demo.close()

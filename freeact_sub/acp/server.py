@@ -10,29 +10,30 @@ resumes it (the conversation goes on; the kernel is new) and replays it to the c
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import RequestError
 from acp.schema import (
-    AgentCapabilities,
-    Implementation,
     InitializeResponse,
     LoadSessionResponse,
-    McpCapabilities,
     NewSessionResponse,
-    PromptCapabilities,
     PromptResponse,
 )
 
-from freeact_sub import Agent, ConfigError, FreeactError, SessionError, __version__
-from freeact_sub.launch import UsageError, build_config, load_dotenv
+import freeact_sub
+from freeact_sub.launch import UsageError, build_config, load_dotenv, start_demo
 
-from .session import AcpSession
+from .handshake import initialize_result
 
 if TYPE_CHECKING:
+    from freeact_sub import Agent
     from freeact_sub.demo import DemoServer
+
+    from .session import AcpSession
 
 __all__ = ["FreeactAcpAgent"]
 
@@ -71,41 +72,50 @@ def _client_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]]:
 class FreeactAcpAgent:
     """The ACP `Agent` the SDK's connection calls; one `AcpSession` per session."""
 
-    def __init__(self, args: argparse.Namespace, demo: DemoServer | None) -> None:
+    def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.demo = demo
+        self.demo: DemoServer | None = None
+        """The offline demo's model server (`--demo`), started by `check_config`."""
+        self.ready: asyncio.Future[None] | None = None
+        """`check_config` running behind the client's `initialize`; a session waits for it."""
         self.client: Any = None
+        self.client_initialize: dict[str, Any] | None = None
+        """The client's `initialize` params (its capabilities and name), when `handshake.py` answered it."""
         self.sessions: dict[str, AcpSession] = {}
+        self._starting: dict[str, asyncio.Future[None]] = {}
+        """Sessions whose agent starts behind the `session/new` answer, until their first prompt waited for it."""
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=True),
-            ),
-            agent_info=Implementation(name="freeact-sub", title="freeact-sub", version=__version__),
-        )
+        return InitializeResponse.model_validate(initialize_result(freeact_sub.__version__))
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None
 
     def check_config(self) -> None:
-        """Build the configuration once for the folder the process starts in: `UsageError` names the problem."""
+        """Start the demo server (`--demo`), and build the configuration once for the folder the process starts in:
+        `UsageError` names the problem. It imports the agent and the model's SDK, so that a session need not."""
+        from freeact_sub import ConfigError
+
+        if self.args.demo and self.demo is None:
+            self.demo = start_demo()
         working_dir = Path(self.args.working_dir or Path.cwd()).expanduser().resolve()
         try:
             build_config(self.args, working_dir, self.demo).resolve_model()
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
+        import freeact_sub.agent.agent  # noqa: F401 - here, off the event loop, not when the first session starts
 
-    def _config(self, cwd: str, mcp_servers: list[Any] | None) -> Any:
+    async def _config(self, cwd: str, mcp_servers: list[Any] | None) -> Any:
+        from freeact_sub import ConfigError
+
+        if self.ready is not None:
+            await asyncio.shield(self.ready)  # its error ends the process; here it is the session's too
         folder = self.args.working_dir or cwd
-        working_dir = Path(folder).expanduser().resolve()
+        working_dir = await asyncio.to_thread(lambda: Path(folder).expanduser().resolve())
         if not working_dir.is_dir():
             raise RequestError.invalid_params({"cwd": f"{folder}: not a directory"})
         load_dotenv(working_dir, lambda text: log.warning("%s", text))
@@ -120,10 +130,9 @@ class FreeactAcpAgent:
         return config
 
     async def _start(self, config: Any, session: str | None) -> Agent:
-        try:
-            agent = Agent(config, session=session, trust_project=self.args.trust_project)
-        except (SessionError, ConfigError) as exc:
-            raise RequestError.invalid_params({"session": str(exc)}) from None
+        from freeact_sub import FreeactError
+
+        agent = self._agent(config, session)
         try:
             await agent.start()
         except FreeactError as exc:
@@ -131,18 +140,69 @@ class FreeactAcpAgent:
             raise RequestError.internal_error({"start": str(exc)}) from None
         return agent
 
+    def _agent(self, config: Any, session: str | None) -> Agent:
+        from freeact_sub import Agent, ConfigError, SessionError
+
+        try:
+            return Agent(config, session=session, trust_project=self.args.trust_project)
+        except (SessionError, ConfigError) as exc:
+            raise RequestError.invalid_params({"session": str(exc)}) from None
+
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
-        agent = await self._start(self._config(cwd, mcp_servers), None)
+        """The session's id at once; its kernel and MCP servers start behind the answer, and its first prompt
+        waits for them (a start that fails is that prompt's error)."""
+        agent = self._agent(await self._config(cwd, mcp_servers), None)
+        starting = asyncio.ensure_future(agent.start())
+        await asyncio.sleep(0)  # `start()` opens the session (its id, its file) before it first waits
+        if starting.done() and starting.exception() is not None:
+            await self._failed_start(agent, starting)
         session = self._open(agent)
+        self._starting[session.session_id] = starting
         return NewSessionResponse(session_id=session.session_id)
+
+    async def _failed_start(self, agent: Agent, starting: asyncio.Future[None]) -> None:
+        """Stop what had started, and raise the start's error as the client's request error."""
+        from freeact_sub import FreeactError
+
+        exc = starting.exception()
+        await agent.stop()
+        if isinstance(exc, FreeactError):
+            raise RequestError.internal_error({"start": str(exc)}) from None
+        raise exc  # type: ignore[misc]
+
+    async def _started(self, session_id: str) -> None:
+        """Wait for the session's agent to have started (`new_session` starts it behind its answer)."""
+        starting = self._starting.get(session_id)
+        if starting is None:
+            return
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            if not starting.cancelled():
+                raise
+        self._starting.pop(session_id, None)
+        if starting.cancelled() or starting.exception() is not None:
+            session = self.sessions.pop(session_id, None)
+            if session is not None and not starting.cancelled():
+                await self._failed_start(session.agent, starting)
+            raise RequestError.internal_error({"start": "the session's start was cancelled"})
+
+    async def _stop_starting(self, session_id: str) -> None:
+        starting = self._starting.pop(session_id, None)
+        if starting is not None and not starting.done():
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
+        await self._stop_starting(session_id)
         live = self.sessions.pop(session_id, None)
         if live is not None:  # the client reloads a session this process runs: it is saved; resume it afresh
             await live.close()
-        config = self._config(cwd, mcp_servers)
+        config = await self._config(cwd, mcp_servers)
         agent = await self._start(config, session_id)
+        from freeact_sub import SessionError
         from freeact_sub.sessions import open_session
 
         session = self._open(agent)
@@ -155,6 +215,8 @@ class FreeactAcpAgent:
         return LoadSessionResponse()
 
     def _open(self, agent: Agent) -> AcpSession:
+        from .session import AcpSession
+
         session_id = agent.session_id or agent.agent_id
         session = AcpSession(session_id, agent, self.client)
         self.sessions[session_id] = session
@@ -168,6 +230,8 @@ class FreeactAcpAgent:
         return session
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        self._session(session_id)
+        await self._started(session_id)
         return await self._session(session_id).prompt(_prompt_text(prompt))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -177,6 +241,8 @@ class FreeactAcpAgent:
 
     async def close(self) -> None:
         """Stop every session's agent (the client went away, or a signal ended the process)."""
+        for session_id in list(self._starting):
+            await self._stop_starting(session_id)
         sessions, self.sessions = list(self.sessions.values()), {}
         for session in sessions:
             try:

@@ -240,6 +240,7 @@ class Agent:
             check_cost_budget(self.config, settings, self._model)
             self.session_id = self.conversation.open(settings.working_dir, self.agent_id, session_id=self.session_id,
                                                      save=settings.save_sessions, model=self._model)
+            self.tree.start_telemetry(settings)
         try:
             self._parts = await start_parts(self)
         except BaseException:

@@ -160,6 +160,11 @@ class Conversation:
         """The saved conversation of a child (from an earlier process too), ready for the model; None if none."""
         return self.log.saved_child(agent_id) if self.log is not None else None
 
+    @property
+    def session_folder(self) -> Path | None:
+        """The folder of the session this agent is saved in (None: not saved)."""
+        return self.log.store.path if self.log is not None else None
+
     def saved_children(self) -> list[SavedAgent]:
         """The children this agent started that its session holds (this process's and earlier ones')."""
         return self.log.saved_children() if self.log is not None else []

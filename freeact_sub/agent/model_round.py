@@ -18,6 +18,7 @@ from ..events import ModelRetry, ModelUsage, Thoughts
 from ..models import retries
 from ..models.request import Attempt, provider_message, send
 from ..models.retries import LONGEST_WAIT, backoff, provider_wait, retry_reason
+from .traced import traced_model
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse
@@ -47,7 +48,7 @@ async def model_round(owner: TurnOwner, emit: Emit, model: Model, *, ran_nothing
             response = await send(
                 model, owner.conversation.messages, owner.parts.toolbox.definitions(), settings.model_settings,
                 agent_id=owner.agent_id, slots=owner.tree.model_requests, idle=settings.stream_idle_timeout,
-                emit=emit, attempt=this,
+                emit=emit, attempt=this, instrument=traced_model(owner),
             )
             break
         except asyncio.CancelledError:

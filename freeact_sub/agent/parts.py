@@ -115,6 +115,8 @@ async def start_parts(agent: Starter) -> AgentParts:
         hook_context=agent.hook_context, record=agent.conversation.shown,
         stopped_by=lambda: getattr(agent.tree.agents.get(agent.agent_id), "stopped_by", None),
     )
+    if subagents is not None:
+        subagents.jobs.ask = gate.ask  # a child's change set is decided at this agent's gate
     calls = ToolCallRunner(
         agent_id=agent.agent_id, config=settings, toolbox=toolbox, gate=gate, kernel=kernel, mcp=mcp,
         subagents=subagents, sandbox=agent.sandbox, model_sees_images=accepts_images(agent.model),

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import AgentEvent, Response, RunCancelled, TurnStarted
 from .compaction import round_with_room
+from .traced import traced_call, traced_emit, traced_run, traced_turn
 from .turn_owner import TurnOwner
 
 if TYPE_CHECKING:
@@ -100,7 +101,9 @@ class TurnEngine:
         """Run one turn in a task of its own and yield its events, and `background`'s while it runs."""
         await self.end()
         reader = Reader()
-        body = self.run(prompt, limit, reader.emit, agent_type=agent_type, model=model, turn_model=turn_model)
+        emit = traced_emit(self._owner, reader.emit)
+        body = self.run(prompt, limit, emit, agent_type=agent_type, model=model, turn_model=turn_model)
+        body = traced_run(self._owner, self, body, prompt)
         turn = asyncio.create_task(body, name=f"turn:{self._owner.agent_id}")
         if background is not None:
             background.attach(reader.emit)  # background subagents' events join this turn while it runs
@@ -232,35 +235,37 @@ class TurnEngine:
                 await self.wait_for_reader()  # no new model round for a consumer that stopped reading
             self._tell_background_results()
             self.turns_used += 1
-            emit(TurnStarted(agent_id=owner.agent_id, turn=self.turns_used))
-            calls_before = self.tool_calls_used
+            with traced_turn(owner, self.turns_used):
+                emit(TurnStarted(agent_id=owner.agent_id, turn=self.turns_used))
+                calls_before = self.tool_calls_used
 
-            def ran_nothing(before: int = calls_before) -> bool:
-                return self.tool_calls_used == before
+                def ran_nothing(before: int = calls_before) -> bool:
+                    return self.tool_calls_used == before
 
-            response = await round_with_room(owner, emit, turn_model or owner.model, ran_nothing=ran_nothing)
-            conversation.messages.append(response)
-            calls = [p for p in response.parts if p.part_kind == "tool-call"]
-            conversation.save(durable=not calls)  # with calls, the round ends with their results
-            text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-            last_text = text or last_text
-            if text or not calls:
-                emit(Response(agent_id=owner.agent_id, content=text, final=not calls))
-            if not calls:
-                return
-            self.tool_calls_used += len(calls)
-            await self.wait_for_reader()  # no tool call starts while nobody reads
-            outcomes = await self._run_calls(calls, emit)
-            conversation.messages.append(ModelRequest(parts=[part for part, _ in outcomes]))
-            conversation.save()
-            rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True) if was_rejected]
-            if rejected:
-                names = ", ".join(f"`{name}`" for name in rejected)
-                message = f"The user rejected the call to {names}, so this turn ends here."
-                conversation.messages.append(ModelResponse(parts=[TextPart(message)]))
-                self.last_turn_rejected = True
-                emit(Response(agent_id=owner.agent_id, content=message, final=True))
-                return
+                response = await round_with_room(owner, emit, turn_model or owner.model, ran_nothing=ran_nothing)
+                conversation.messages.append(response)
+                calls = [p for p in response.parts if p.part_kind == "tool-call"]
+                conversation.save(durable=not calls)  # with calls, the round ends with their results
+                text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+                last_text = text or last_text
+                if text or not calls:
+                    emit(Response(agent_id=owner.agent_id, content=text, final=not calls))
+                if not calls:
+                    return
+                self.tool_calls_used += len(calls)
+                await self.wait_for_reader()  # no tool call starts while nobody reads
+                outcomes = await self._run_calls(calls, emit)
+                conversation.messages.append(ModelRequest(parts=[part for part, _ in outcomes]))
+                conversation.save()
+                rejected = [call.tool_name for call, (_, was_rejected) in zip(calls, outcomes, strict=True)
+                            if was_rejected]
+                if rejected:
+                    names = ", ".join(f"`{name}`" for name in rejected)
+                    message = f"The user rejected the call to {names}, so this turn ends here."
+                    conversation.messages.append(ModelResponse(parts=[TextPart(message)]))
+                    self.last_turn_rejected = True
+                    emit(Response(agent_id=owner.agent_id, content=message, final=True))
+                    return
 
     def _limit_note(self, limit: int | None) -> str | None:
         """The note a turn stops with, if it reached its round limit or a budget; None to go on."""
@@ -322,7 +327,8 @@ class TurnEngine:
         # run must not call it interrupted
         on_result = conversation.call_finished if conversation.log is not None and len(calls) > 1 else None
         announced = runner.announce_subagents(calls)  # their kernels boot while the calls are approved
-        tasks = [asyncio.ensure_future(runner.run(call, emit, on_result)) for call in calls]
+        tasks = [asyncio.ensure_future(traced_call(self._owner, call, runner.run(call, emit, on_result)))
+                 for call in calls]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:

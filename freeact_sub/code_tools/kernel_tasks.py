@@ -74,12 +74,16 @@ def _value(output: Any, value: Any) -> Any:
 
 
 def _options(
-    agent_type: str | None, subagent_type: str | None, model: str | None, max_turns: int | None, output: Any
+    agent_type: str | None, subagent_type: str | None, model: str | None, max_turns: int | None, output: Any,
+    isolation: str | None = None,
 ) -> dict[str, Any]:
     if agent_type is not None and subagent_type is not None and agent_type != subagent_type:
         raise TypeError("give agent_type or its old name subagent_type, not both")
-    return {"agent_type": agent_type or subagent_type, "model": model, "max_turns": max_turns,
-            "output": _schema(output)}
+    options = {"agent_type": agent_type or subagent_type, "model": model, "max_turns": max_turns,
+               "output": _schema(output)}
+    if isolation is not None:
+        options["isolation"] = isolation
+    return options
 
 
 def task_sync(
@@ -91,16 +95,18 @@ def task_sync(
     max_turns: int | None = None,
     description: str | None = None,
     subagent_type: str | None = None,
+    isolation: str | None = None,
 ) -> Any:
     """Run one subagent on `prompt` and return its answer; blocks until it ends.
 
     `agent_type` (old name: `subagent_type`) and `model` pick the agent type and one of the models it offers;
     `output` (a pydantic model class or a JSON schema) asks for an answer in that shape and returns it as
-    that model (or the parsed JSON value); without it the answer is text. Raises `TaskRejected`,
+    that model (or the parsed JSON value); without it the answer is text. `isolation="copy-on-write"` runs it in a
+    workspace of its own (its changes are applied when the person approves them). Raises `TaskRejected`,
     `TaskFailed` or `TaskCancelled`.
     """
     payload = {"kind": "task", "prompt": prompt, "description": description,
-               **_options(agent_type, subagent_type, model, max_turns, output)}
+               **_options(agent_type, subagent_type, model, max_turns, output, isolation)}
     reply = request(payload)
     if not reply.get("ok"):
         raise _error(reply)
@@ -122,6 +128,7 @@ def map_tasks_sync(
     max_turns: int | None = None,
     approve: Literal["batch", "each"] = "batch",
     subagent_type: str | None = None,
+    isolation: str | None = None,
 ) -> list[Any]:
     """One subagent per item, at most as many at a time as the agent tree allows; returns their answers in the
     order of `items`. A failed, rejected or malformed item's value is its `TaskError` (it is not raised).
@@ -129,12 +136,13 @@ def map_tasks_sync(
     The prompt of an item is `prompt_template.format(item, item=item, **item)` (the item's keys when it is a
     dict, e.g. a DataFrame row from `df.to_dict("records")`). `approve="batch"` asks once for the whole batch
     (the question names the template and the count; a rejected batch raises `TaskRejected`), `"each"` asks
-    for every subagent on its own.
+    for every subagent on its own. `isolation="copy-on-write"` gives each its own workspace (each one's change
+    set is decided when it ends).
     """
     rows = list(items)
     prompts = [_render(prompt_template, item) for item in rows]
     payload = {"kind": "map", "template": prompt_template, "prompts": prompts, "approve": approve,
-               **_options(agent_type, subagent_type, model, max_turns, output)}
+               **_options(agent_type, subagent_type, model, max_turns, output, isolation)}
     reply = request(payload)
     if not reply.get("ok"):
         raise _error(reply)

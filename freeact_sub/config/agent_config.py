@@ -115,6 +115,11 @@ class AgentConfig(BaseModel):
 
     Each one is an idle server process (over HTTP, an open session) until a subagent takes it.
     """
+    prestart_pools: bool = False
+    """Start the kernel zygote and fill both pools as soon as the main agent has started. Off (the default), they
+    start when the first subagent is near (its `task` call is announced, or it registers), so a run that starts
+    no subagent starts no spare kernel and no spare MCP server; the interactive terminal turns it on behind its
+    prompt, where a person's typing hides the cost."""
     max_turns: int | None = Field(default=None, ge=1)
     """Default limit on model rounds per `stream()` call (None: unlimited)."""
     model_retries: int = Field(default=5, ge=0)
@@ -132,6 +137,13 @@ class AgentConfig(BaseModel):
     request beyond it waits for a slot. None (`"none"` in the environment or on the command line): no bound."""
     auto_approve: bool = False
     """Approve every action of every agent (still emitted as decided `ApprovalRequest`s)."""
+    telemetry: bool = False
+    """Export OpenTelemetry traces and metrics of the tree (one trace per run; needs `freeact-sub[telemetry]`).
+    Also on when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; off when `OTEL_SDK_DISABLED=true`. A tracer provider the
+    program set already (Logfire, its own) is used as it is."""
+    telemetry_content: bool = False
+    """Put prompts, code, outputs and model messages on the spans (the GenAI conventions' opt-in); off: only
+    names, ids, times, tokens and cost."""
     context_window: int | None = Field(default=None, gt=0)
     """The model's context window in tokens; None: from pydantic-ai's model profile (the provider's table, else
     `genai-prices`). Set it for a model neither knows (a local server, a proxy); unknown: no compaction before a

@@ -15,6 +15,7 @@ from ..models.options import ModelOption, option_list
 from ..policy.hooks import HookTable
 from ..sandbox.profiles import SandboxSetting
 from ..tools.names import tool_allowed
+from ..workspaces import Isolation
 from .mcp_servers import McpServers
 
 __all__ = ["GENERAL", "AgentType", "ApprovalRule", "definition_fields"]
@@ -88,6 +89,10 @@ class AgentType(BaseModel):
     """Hooks of its own (as `AgentConfig.hooks`), for agents of this type only; added to the config's."""
     sandbox: SandboxSetting = None
     """Its sandbox profile (a name or a table, as `AgentConfig.sandbox`); it can only narrow its parent's."""
+    isolation: Isolation | None = None
+    """How its kernel sees the working folder: `shared` (its writes land at once) or `copy-on-write` (a view of
+    its own, its writes come back as a change set that is applied by a decision); unset: `shared`. A `task` call's
+    `isolation` wins."""
     approvals: dict[str, ApprovalRule] = Field(default_factory=dict)
     """Rules by tool pattern: `allow` (run without asking), `ask` (default) or `deny` (never run, nobody asked)."""
     instructions: bool = True

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..workspaces import ChangeSet
 from .base import AgentEvent, CallSource
 
 __all__ = ["ApprovalRequest"]
@@ -65,6 +66,9 @@ class ApprovalRequest(AgentEvent):
     """The approval rule that decided this request without asking anyone, e.g. `'files_write_*': deny
     (agent type reviewer)`; None when a person or a standing decision decides. An `allow` rule's
     request arrives approved (`auto_approved` true), a `deny` rule's rejected."""
+    changes: ChangeSet | None = None
+    """For `apply_changes` (a subagent with a workspace of its own ended): its change set, file by file, each with
+    its diff and any conflict. Set a file's `apply` to False before approving to leave that file out."""
     _decision: asyncio.Future[bool] = field(default_factory=_new_decision, repr=False, compare=False)
     _verdict: _Verdict = field(default_factory=_Verdict, repr=False, compare=False)
 

@@ -9,7 +9,7 @@ every run, so it may only set:
   cost, time and output.
 
 Every other variable is ignored, and one warning line names them: the sandbox, auto-approve,
-rules, hooks, MCP servers, the kernel's environment, endpoints, keys' names, the gateway, the
+rules, hooks, MCP servers, the kernel's environment, endpoints, telemetry, keys' names, the gateway, the
 working folder, tools, and variables that redirect or inspect provider traffic
 (`OPENAI_BASE_URL`, `HTTPS_PROXY`, `SSL_CERT_FILE`, …) come only from the person's own
 environment, flags or `--config` file. As before, a variable already set is never overridden,
@@ -39,7 +39,7 @@ without the person, where requests go or what a kernel may touch."""
 DOTENV_REFUSED: frozenset[str] = frozenset({
     "SANDBOX", "AUTO_APPROVE", "APPROVALS", "HOOKS", "MCP_SERVERS", "KERNEL_ENV", "BASE_URL", "API_KEY_ENV",
     "KERNEL_GATEWAY", "GATEWAY_USERNAME", "AGENTS", "AGENT", "TOOLS", "DISALLOWED_TOOLS", "SUBAGENT_MODELS",
-    "SYSTEM_PROMPT", "WORKING_DIR", "IMAGES_DIR", "SAVE_SESSIONS",
+    "SYSTEM_PROMPT", "WORKING_DIR", "IMAGES_DIR", "SAVE_SESSIONS", "TELEMETRY", "TELEMETRY_CONTENT",
 })
 """`AgentConfig` fields a `.env` may never set (a test checks that every field is in one of the two sets)."""
 

@@ -87,6 +87,19 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         help="run every action of every agent without asking (also FREEACT_SUB_AUTO_APPROVE=1)",
     )
     parser.add_argument(
+        "--telemetry",
+        action="store_true",
+        default=None,
+        help="export OpenTelemetry traces and metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT, default "
+        "http://localhost:4318; needs freeact-sub[telemetry]); also on when that variable is set",
+    )
+    parser.add_argument(
+        "--telemetry-content",
+        action="store_true",
+        default=None,
+        help="with telemetry: put prompts, code and outputs on the spans",
+    )
+    parser.add_argument(
         "--trust-project",
         action=argparse.BooleanOptionalAction,
         default=None,

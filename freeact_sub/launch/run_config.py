@@ -56,6 +56,8 @@ def build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer |
         "mcp_tools": args.mcp_tools,
         "working_dir": working_dir,
         "auto_approve": args.auto_approve,
+        "telemetry": args.telemetry,
+        "telemetry_content": args.telemetry_content,
         "kernel_gateway": args.kernel_gateway,
         "agent": args.agent,
         "subagent_models": args.subagent_models,

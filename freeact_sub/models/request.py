@@ -20,6 +20,7 @@ from .retries import RequestSlots, StreamIdle
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
+    from pydantic_ai.models.instrumented import InstrumentationSettings
     from pydantic_ai.tools import ToolDefinition
 
 __all__ = ["Attempt", "provider_message", "send"]
@@ -44,10 +45,12 @@ async def send(
     idle: float | None,
     emit: Callable[[AgentEvent], None],
     attempt: Attempt,
+    instrument: InstrumentationSettings | None = None,
 ) -> ModelResponse:
     """Send one model request and stream its response (text and thinking as `agent_id`'s events), noting in
     `attempt` when it was sent and whether a chunk was shown. Holds one of `slots` while it runs (a wait for
-    one is a `ModelSlot` event). A stream silent for `idle` seconds raises `StreamIdle`."""
+    one is a `ModelSlot` event). A stream silent for `idle` seconds raises `StreamIdle`. With `instrument` (telemetry
+on), pydantic-ai's own `chat <model>` span covers the request, under the span current here (the turn's)."""
     from pydantic_ai.direct import model_request_stream
     from pydantic_ai.models import ModelRequestParameters
 
@@ -67,6 +70,7 @@ async def send(
             async with _idle_limit(idle):
                 stream = await stack.enter_async_context(model_request_stream(
                     model, list(history), model_settings=settings, model_request_parameters=parameters,
+                    instrument=instrument,
                 ))
             events = aiter(stream)
             while True:

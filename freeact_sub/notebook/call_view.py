@@ -13,6 +13,7 @@ from freeact_sub.subagents.task_notes import task_call_notes
 
 from . import _html
 from .approval_panel import ApprovalPanel
+from .change_panel import ChangePanel
 
 __all__ = ["CallView", "Decision"]
 
@@ -78,6 +79,7 @@ class CallView(widgets.VBox):
         self._images = widgets.HBox()
         self._images.add_class("freeact-images")
         self._subagents = widgets.VBox()
+        self._changes = ChangePanel(request.changes) if request is not None and request.changes else None
         self.approval: ApprovalPanel | None = None
         self.decision: Decision
         if request is None:
@@ -192,6 +194,10 @@ class CallView(widgets.VBox):
             f"{self.decision}</span>{reason}"
         )
         parts: list[widgets.Widget] = [self._title, self._body]
+        if self._changes is not None:
+            parts.append(self._changes)
+            if not self.pending:
+                self._changes.disable()
         if self.approval is not None:
             parts.append(self.approval)
         if self._subagents.children:
@@ -211,6 +217,8 @@ def _describe(tool_name: str, arguments: dict) -> str:
         note = f' <span class="freeact-meta">({html.escape(" · ".join(notes))})</span>' if notes else ""
         job = "Job for each subagent of a batch" if "count" in arguments else "Job for a subagent"
         return f"<b>{job}</b>{note}{_html.preformatted(arguments['prompt'])}"
+    if tool_name == "apply_changes":
+        return ""  # the change panel shows the files
     if tool_name == "reset_kernel":
         return '<span class="freeact-meta">restart the kernel: all variables are lost</span>'
     return _html.tool_arguments(arguments) if arguments else ""

@@ -17,6 +17,7 @@ from .hooks import HookAnswer, Hooks, pre_tool_verdict
 
 if TYPE_CHECKING:
     from ..tools import Toolbox
+    from ..workspaces import ChangeSet
     from .approvals import ApprovalPolicy, ApprovalRules
 
 __all__ = ["ApprovalGate"]
@@ -83,13 +84,14 @@ class ApprovalGate:
         source: CallSource = "model",
         cell_call_id: str | None = None,
         granted: bool = False,
+        changes: ChangeSet | None = None,
     ) -> ApprovalRequest:
         """Emit the `ApprovalRequest` for a call; returns it once decided.
 
         A `deny` rule rejects it and an `allow` rule approves it at once (nobody is asked); with
         no rule (or `ask`) a standing decision approves it, else the consumer decides. `granted`: the
         person approved it already as part of a batch (subagents from code): it is approved like under a
-        standing decision, still after hooks and rules.
+        standing decision, still after hooks and rules. `changes`: the change set an `apply_changes` request is about.
         """
         verdict = None
         if self.hooks is not None and self.hooks.wants("PreToolUse"):
@@ -111,7 +113,7 @@ class ApprovalGate:
         by_hook = verdict is not None and (hook_says in ("allow", "deny") or verdict.tool_input is not None)
         request = ApprovalRequest(
             agent_id=self.agent_id, tool_name=name, tool_args=arguments, tool_call_id=call_id,
-            auto_approved=decision is True, source=source, cell_call_id=cell_call_id,
+            auto_approved=decision is True, source=source, cell_call_id=cell_call_id, changes=changes,
             rule=str(match) if by_rule else None, hook=verdict.hook if by_hook and verdict is not None else None,
         )
         if decision is False and hook_says == "deny":
@@ -186,6 +188,8 @@ class ApprovalGate:
         answers = await self.hook("PreToolUse", {"tool_name": name, "tool_input": arguments, "tool_use_id": call_id},
                                    emit, tool_name=name, call_id=call_id)
         verdict = pre_tool_verdict(answers)
+        if verdict is not None and verdict.tool_input is not None and name not in self.toolbox:
+            return replace(verdict, tool_input=None)  # a decision of the host's (`apply_changes`): nothing to rewrite
         if verdict is not None and verdict.tool_input is not None:
             rewritten = self.toolbox.with_defaults(name, verdict.tool_input)
             if problem := self.toolbox.check(name, rewritten):

@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from . import kernel_folders
 from .enforce import landlock_abi
 from .profiles import BUILT_IN_PROFILES, DEFAULT_SECRETS, SandboxProfile, meet, profile_from
+from .views import copy_on_write_problem
 
 __all__ = [
     "BUILT_IN_PROFILES",
@@ -30,6 +31,7 @@ __all__ = [
     "SandboxProfile",
     "check_enforceable",
     "confined_command",
+    "copy_on_write_problem",
     "effective",
     "meet",
     "platform_problem",

@@ -376,6 +376,8 @@ def apply(plan: dict[str, Any]) -> None:
     deny = [path for path in plan.get("deny", ()) if os.path.lexists(path)]
     network = plan.get("network", True)
     _enter_namespaces(network is True)
+    if plan.get("overlay"):  # a workspace of its own: everything below applies to the view
+        _sibling("overlay_mount").mount_over(plan["overlay"])
     _set_rlimits(plan.get("limits") or {})
     if isinstance(network, list) and plan.get("proxy"):
         _hand_over_proxy_port(plan["proxy"])
@@ -394,3 +396,15 @@ def apply(plan: dict[str, Any]) -> None:
         os.rmdir(plan["scratch"])
     _restrict_writes(list(plan.get("write", ())), abi)
     _drop_capabilities()
+
+
+def _sibling(name: str) -> Any:
+    """A module beside this one, loaded by its path (this file runs where the package is not imported)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_freeact_sub_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -5,7 +5,8 @@ Records (one JSON object a line, `record` says which):
 - `session`: `id`, `created` (first line);
 - `agent`: an agent joined: `agent_id`, `parent_id` (None for the main agent), `tool_call_id`
   (the parent's `task` call), `type`, `model`, `sandbox` (a subagent's profile), `prompt`, `started`;
-- `usage`: an agent's running totals after a model response: `requests`, `input_tokens`, `output_tokens`;
+- `usage`: an agent's running totals after a model response: `requests`, `input_tokens`, `output_tokens`,
+  `cost` (USD as a string, absent while no response was priced);
 - `status`: an agent's state changed: `status`, `turns`, `ended`;
 - `prompt`: the main agent got a user prompt (`text`, `at`);
 - `resumed`: a process resumed the session (`at`).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,8 @@ class SavedAgent:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: Decimal | None = None
+    """USD of its priced responses (None: none was priced, or saved before costs were recorded)."""
 
     @property
     def total_tokens(self) -> int:
@@ -140,6 +144,7 @@ def _apply(summary: SessionSummary, record: dict[str, Any]) -> None:
         agent.requests = int(record.get("requests", 0))
         agent.input_tokens = int(record.get("input_tokens", 0))
         agent.output_tokens = int(record.get("output_tokens", 0))
+        agent.cost = _decimal(record.get("cost"))
     elif kind == "status":
         agent = summary.agents[record["agent_id"]]
         agent.status = record["status"]
@@ -152,3 +157,13 @@ def _apply(summary: SessionSummary, record: dict[str, Any]) -> None:
             summary.agents[main].prompt = record["text"]
     elif kind == "resumed":
         summary.resumed.append(record.get("at", ""))
+
+
+def _decimal(value: object) -> Decimal | None:
+    """A cost the index holds (a string, for exactness); None if absent or not a number (a hand-edited file)."""
+    if not isinstance(value, str | int | float):
+        return None
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        return None

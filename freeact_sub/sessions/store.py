@@ -21,10 +21,12 @@ import os
 import secrets
 import shutil
 from collections.abc import Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import SessionError
+from ..usage import price_of
 from .index import SavedAgent, SessionSummary, read_index
 from .transcript import Durability, TranscriptWriter, read_messages, valid_for_model
 
@@ -206,6 +208,7 @@ class SessionStore:
         log = self._open_log(agent_id, saved)
         log.turns = record.turns
         log.usage = [record.requests, record.input_tokens, record.output_tokens]
+        log.cost = record.cost
         return log, valid_for_model(saved)
 
     def _open_log(self, agent_id: str, saved: Sequence[ModelMessage]) -> AgentLog:
@@ -255,6 +258,8 @@ class AgentLog:
         self._writer = writer
         self.turns = 0
         self.usage = [0, 0, 0]  # requests, input tokens, output tokens
+        self.cost: Decimal | None = None
+        """USD of the responses that could be priced."""
 
     def sync(self, history: Sequence[ModelMessage], *, durable: bool = True) -> None:
         """Append what is new in `history` (flushed; fsync'ed if `durable`) and the agent's usage so far."""
@@ -271,17 +276,20 @@ class AgentLog:
                 self.usage[0] += 1
                 self.usage[1] += int(getattr(usage, "input_tokens", 0) or 0)
                 self.usage[2] += int(getattr(usage, "output_tokens", 0) or 0)
+                if (price := price_of(response)) is not None:
+                    self.cost = (self.cost or Decimal(0)) + price
             self._writer.responses.clear()
             requests, input_tokens, output_tokens = self.usage
-            self.store.record(
-                {
-                    "record": "usage",
-                    "agent_id": self.agent_id,
-                    "requests": requests,
-                    "input_tokens": input_tokens,
-                    "output_tokens": output_tokens,
-                },
-            )
+            record: dict[str, Any] = {
+                "record": "usage",
+                "agent_id": self.agent_id,
+                "requests": requests,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+            }
+            if self.cost is not None:
+                record["cost"] = str(self.cost)
+            self.store.record(record)
 
     def compacted(self, history: Sequence[ModelMessage], *, kept: int, summary: ModelMessage,
                   response: ModelMessage) -> None:

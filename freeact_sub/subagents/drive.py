@@ -19,6 +19,8 @@ from ..events import (
 )
 from ..tools.names import tool_allowed
 from ..tree.registry import ChildSpec, TreeMember
+from ..workspaces import KEPT_FOLDER
+from .change_sets import settle
 from .jobs import Job, Jobs
 from .results import outcome
 
@@ -73,7 +75,7 @@ async def drive(
                 model=getattr(spec.config.model, "model_name", str(spec.config.model)),
                 # a type that runs no code has no kernel to confine: no profile to show
                 sandbox=spec.sandbox.name if runs_code else "",
-                sandbox_limits=spec.sandbox.detail() if runs_code else "",
+                sandbox_limits=_limits(spec) if runs_code else "",
             )
         )
         announced = True
@@ -93,12 +95,20 @@ async def drive(
                 elif isinstance(event, ApprovalRequest) and event.agent_id == child.agent_id:
                     requests.append(event)
         status, result = outcome(child, answer, requests, max_turns)
+        if spec.workspace is not None:  # its kernel stops first: nothing writes its workspace while it is read
+            await child.stop()
+            session = parent.conversation.session_folder
+            keep_in = session / KEPT_FOLDER / child.agent_id if session is not None else None
+            result = await settle(spec.workspace, child.agent_id, spec.tool_call_id, result, emit, jobs.ask,
+                                  tree.journal, keep_in)
         return result
     except asyncio.CancelledError:
         status = "cancelled"
         raise
     except Exception as exc:
         result = (f"The subagent {child.agent_id} failed: {type(exc).__name__}: {exc}", True)
+        if spec.workspace is not None:
+            result = (result[0] + f"\n[Its workspace, with what it wrote, stays in {spec.workspace.upper}.]", True)
         return result
     finally:
         if job is not None:
@@ -107,6 +117,7 @@ async def drive(
             if job.background:
                 jobs.background_ended(job, result, record.stopped_by)
         tree.unregister(child.agent_id)
+        tree.workspaces.pop(child.agent_id, None)
         stopping = asyncio.ensure_future(child.stop())
         try:
             await asyncio.shield(stopping)
@@ -144,6 +155,12 @@ async def drive(
                           "turns_used": child.turns.turns_used, "usage": usage}
                 with contextlib.suppress(Exception):
                     await asyncio.shield(child.hooks.ask("SubagentStop", child.hook_context(), fields, emit))
+
+
+def _limits(spec: ChildSpec) -> str:
+    """The child's sandbox limits as its start shows them, its workspace first (the mechanism named)."""
+    view = "a workspace of its own (copy-on-write: an overlay of the folder)" if spec.workspace is not None else ""
+    return "; ".join(part for part in (view, spec.sandbox.detail()) if part)
 
 
 def _subagent_fields(spec: ChildSpec, child_id: str) -> dict[str, Any]:

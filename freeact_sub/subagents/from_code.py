@@ -55,6 +55,7 @@ class _Options:
     max_turns: int | None
     description: str
     schema: dict[str, Any] | None
+    isolation: str | None = None
 
 
 class CodeTasks:
@@ -132,6 +133,7 @@ class CodeTasks:
             text, is_error = await self._runner.run(
                 call_id, prompt + _shape_note(options.schema), options.max_turns, watch,
                 agent_type=options.agent_type, model=options.model, description=options.description,
+                isolation=options.isolation,
             )
             if is_error:
                 return _failure("failed", text)
@@ -142,6 +144,7 @@ class CodeTasks:
                 text, is_error = await self._runner.run(
                     f"{call_id}-fix", _FIX_NOTE.format(problem=problem), options.max_turns, emit,
                     agent_type=options.agent_type, resume=started[0], description=options.description,
+                    isolation=options.isolation,
                 )
                 if is_error:
                     return _failure("failed", text)
@@ -196,6 +199,8 @@ def _arguments(prompt: str, options: _Options) -> dict[str, Any]:
         arguments["model"] = options.model
     if options.max_turns is not None:
         arguments["max_turns"] = options.max_turns
+    if options.isolation is not None:
+        arguments["isolation"] = options.isolation
     return arguments
 
 
@@ -227,9 +232,12 @@ def _options(request: dict[str, Any]) -> _Options:
     description = request.get("description")
     if description is not None and not isinstance(description, str):
         raise _BadRequest(f"description must be a str, not {type(description).__name__}")
+    isolation = request.get("isolation")
+    if isolation not in (None, "shared", "copy-on-write"):
+        raise _BadRequest(f"isolation must be 'shared' or 'copy-on-write', not {isolation!r:.40}")
     return _Options(agent_type=agent_type, model=_name(request.get("model"), "model"), max_turns=max_turns,
                     description=" ".join(str(description or "").split())[:_MAX_NAME],
-                    schema=_schema(request.get("output")))
+                    schema=_schema(request.get("output")), isolation=isolation)
 
 
 def _schema(value: Any) -> dict[str, Any] | None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..events import SubagentStatus
 from ..tree.registry import AgentTree, TreeMember
@@ -66,6 +68,8 @@ class Jobs:
         """Children that finished, by id (to resume them)."""
         self.started_children = 0
         """New children this agent started over its life (resumed ones are not new), for `max_children`."""
+        self.ask: Callable[..., Awaitable[Any]] | None = None
+        """The parent's gate (`ApprovalGate.ask`): asks whether a child's change set is applied."""
 
     @property
     def running(self) -> dict[str, TreeMember]:

@@ -21,9 +21,11 @@ from typing import Any
 from ..config.agent_types import GENERAL, configure, confine
 from ..errors import ConfigError
 from ..events import AgentEvent, Emit, Response, SubagentMessage, SubagentReport
+from ..kernels.backends import uses_local_kernels
 from ..models.options import model_label
 from ..tools.names import tool_allowed
 from ..tree.registry import AgentTree, ChildSpec, TreeMember
+from .change_sets import open_workspace
 from .checks import TaskChecks
 from .drive import drive
 from .jobs import Job, Jobs
@@ -102,13 +104,14 @@ class SubagentRunner:
             max_tool_calls=arguments.get("max_tool_calls"), max_cost=arguments.get("max_cost"),
             agent_type=arguments.get("subagent_type") or GENERAL,
             description=" ".join(str(arguments.get("description") or "").split()), model=arguments.get("model"),
+            isolation=arguments.get("isolation"),
         )
 
     async def run(
         self, tool_call_id: str, prompt: str, max_turns: int | None, emit: Emit, *, background: bool = False,
         resume: str | None = None, fork: bool = False, max_tokens: int | None = None,
         max_tool_calls: int | None = None, agent_type: str = GENERAL, description: str = "",
-        max_cost: float | None = None, model: str | None = None,
+        max_cost: float | None = None, model: str | None = None, isolation: str | None = None,
     ) -> tuple[str, bool]:
         """Run one child to its end (or start it in the background); returns the `task` call's result and
         whether it is an error.
@@ -116,7 +119,8 @@ class SubagentRunner:
         The result is an error when the child failed, stopped at its turn limit or a budget, was
         stopped, or stopped because the user rejected one of its calls: the parent model should
         not take it for a finished job. `model` names one of the models the type allows; a resumed
-        child keeps the model it had unless `model` names another.
+        child keeps the model it had unless `model` names another. `isolation` (default: the type's, else
+        `shared`): `copy-on-write` runs it in a workspace of its own, whose change set is decided when it ends.
         """
         parent, tree = self._parent, self._tree
         arguments = {"prompt": prompt, "subagent_type": agent_type, "resume": resume, "fork": fork}
@@ -150,11 +154,19 @@ class SubagentRunner:
         max_cost = max_cost if max_cost is not None else definition.max_cost
         if (refusal := unpriced(config.model, max_cost, tree.config.max_cost)) is not None:
             return refusal, True
+        workspace = None
+        if (isolation or definition.isolation or "shared") == "copy-on-write" and definition.needs_kernel:
+            opened = open_workspace(config.working_dir, enforced=sandbox.enforced, local=uses_local_kernels(config))
+            if isinstance(opened, str):
+                return f"The subagent did not start: {opened}", True
+            workspace = opened
+            config = config.model_copy(update={"enable_subagents": False})  # its children would write the folder
         if resume is None:
             self.jobs.started_children += 1
         spec = ChildSpec(config=config, parent_id=parent.agent_id, tool_call_id=tool_call_id, prompt=prompt,
                          agent_type=agent_type, definition=definition, description=description,
-                         max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_cost=max_cost, sandbox=sandbox)
+                         max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_cost=max_cost, sandbox=sandbox,
+                         workspace=workspace)
         if resume is not None:
             ended = self.jobs.ended.pop(resume, None)
             live = resume in self.jobs.running
@@ -170,6 +182,9 @@ class SubagentRunner:
             spec = replace(spec, history=history, note=FORK_NOTE.format(parent=parent.agent_id))
         child = tree.new_child(spec)
         record = tree.agents[child.agent_id]
+        if workspace is not None:
+            workspace.agent_id = child.agent_id
+            tree.workspaces[child.agent_id] = workspace
         job = Job(child.agent_id, spec.description, spec.agent_type, time.monotonic(), background=background,
                    model=model_label(config.model))
         self.jobs.children.pop(child.agent_id, None)  # a resumed child is listed once, as its latest run

@@ -48,4 +48,6 @@ def task_call_notes(arguments: Mapping[str, Any]) -> list[str]:
         notes.append(f"continues {resumed}")
     if arguments.get("fork") is True:
         notes.append("with a copy of this conversation")
+    if arguments.get("isolation") == "copy-on-write":
+        notes.append("in a workspace of its own (its changes come back to you to apply)")
     return notes

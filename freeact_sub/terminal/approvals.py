@@ -35,6 +35,7 @@ from rich.text import Text
 
 from freeact_sub import ApprovalPolicy, ApprovalRequest
 
+from .change_view import pick_files
 from .keys import BACK_TAB, ESCAPE, KeyReader
 from .palette import Palette
 from .render import Renderer
@@ -46,7 +47,7 @@ MAX_LISTED = 9
 """How many questions the list shows and numbers (one key each); later ones wait below a count."""
 
 _QUESTIONS = {"execute_ipython_cell": "Run this code?", "task": "Start this subagent?",
-              "reset_kernel": "Reset the kernel?"}
+              "reset_kernel": "Reset the kernel?", "apply_changes": "Apply these changes to the folder?"}
 _ENTER = ("\r", "\n")
 _BACKSPACE = ("\x7f", "\b")
 _CLEAR_LINE = "\x15"  # Ctrl-U
@@ -61,6 +62,8 @@ class _Reason:
 
     request: ApprovalRequest
     text: str = ""
+    files: bool = False
+    """Typing the numbers of the files of a change set to apply (`f`), not a reason."""
 
 
 @dataclass
@@ -176,6 +179,8 @@ class ApprovalDesk:
         elif key in ("n", "N"):
             self._reason = _Reason(request)
             self._burst = _Burst(at) if at is not None else None
+        elif key == "f" and request.changes is not None:
+            self._reason = _Reason(request, files=True)
         elif key == "s" and self._can_stop(request):
             self._stop_asker(request)
             return True
@@ -226,8 +231,12 @@ class ApprovalDesk:
     def _type_reason(self, key: str) -> bool:
         assert self._reason is not None
         if key in _ENTER:
-            request, reason = self._reason.request, self._reason.text.strip()
+            request, reason, files = self._reason.request, self._reason.text.strip(), self._reason.files
             self._reason = None
+            if files and request.changes is not None:
+                chosen = pick_files(request.changes, reason)
+                self._decide(request, "y" if chosen else "n", None if chosen else "no file was chosen")
+                return True
             self._decide(request, "n", reason or None)
             return True
         if key == ESCAPE:
@@ -337,6 +346,9 @@ class ApprovalDesk:
         dropped = self._burst.dropped if self._burst is not None else ""
         left_out = (f"[left out, typed with the key before: {' '.join(visible(dropped).split())[:20]}] "
                     if dropped.strip() else "")
+        if self._reason is not None and self._reason.request is request and self._reason.files:
+            head = Text.assemble(("Apply only the files numbered", "bold"), " (e.g. 1 3; Enter applies, Esc: back): ")
+            return Text.assemble(line, head, self._reason.text, ("▏", "blink"))
         if self._reason is not None and self._reason.request is request:
             head = self._fit(
                 Text.assemble(("Reject. Reason for the model", "bold"),
@@ -365,6 +377,9 @@ class ApprovalDesk:
             line, f"{question}  ", ("[y]", "bold"), "es ", ("[n]", "bold"), "o ", ("[a]", "bold"), "lways ",
             ("[A]", "bold"), "ll",
         )
+        if request.changes is not None:
+            full.append_text(Text.assemble("  ", ("[f]", "bold"), "iles: some of them"))
+            short.append_text(Text.assemble(" ", ("[f]", "bold"), "iles"))
         if self._can_stop(request):
             full.append_text(Text.assemble("  ", ("[s]", "bold"), "top ", self._palette.label(agent)))
             short.append_text(Text.assemble(" ", ("[s]", "bold"), "top"))

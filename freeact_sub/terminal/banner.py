@@ -122,6 +122,8 @@ def agent_types_table(agent: Agent) -> RenderableType:
             tools += " except " + ", ".join(definition.disallowed_tools)
         if not definition.needs_kernel:
             tools += " (no kernel)"
+        if definition.isolation == "copy-on-write":
+            tools += ", a workspace of its own"
         if definition.sandbox is not None:
             tools += f", sandbox {definition.sandbox.name}"
             if definition.sandbox.detail():

@@ -21,7 +21,8 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freeact_sub.launch import UsageError, build_config, load_dotenv, start_demo, working_dir_from
@@ -33,11 +34,13 @@ if TYPE_CHECKING:
     from freeact_sub import Agent, AgentConfig
     from freeact_sub.demo import DemoServer
 
+    from .early_prompt import EarlyPrompt
     from .theme import Theme
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+STARTING = "Starting the kernel and MCP servers …"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,17 +140,96 @@ class _Runner:
             return await self._run_with(console)
 
     async def _run_with(self, console: Any) -> int:
-        from freeact_sub import ConfigError, FreeactError
-
         args = self.args
-        one_shot = args.prompt is not None
         working_dir = working_dir_from(args.working_dir)
         load_dotenv(working_dir, complain)
+        self.theme = self._choose_theme()
+        if args.prompt is None:
+            return await self._interactive(console, working_dir)
+        from .keys import enter_stays_enter
+
+        config = self._configure(working_dir)
+        agent = await self._trusted_agent(config, console)
+        with enter_stays_enter():  # a line typed while the kernel starts or a turn runs is sent when the prompt is up
+            with console.status(STARTING, spinner="dots") as status, self._ctrl_c_stops_the_start(status):
+                started = await self._start(agent, console)
+            if started is not None:
+                return started
+            return await self._session_then_stop(agent, config, console)
+
+    async def _interactive(self, console: Any, working_dir: Path) -> int:
+        """The prompt first: it reads while the configuration, the model, the agent and its kernel start behind it."""
+        from prompt_toolkit.patch_stdout import patch_stdout
+        from rich.text import Text
+
+        from .early_prompt import EarlyPrompt
+        from .keys import enter_stays_enter
+        from .prompt import CtrlC, PromptReader
+
+        style = self.theme.prompt_style if self.theme is not None else "bold ansibrightcyan"
+        reader = PromptReader(working_dir / ".freeact-sub" / "history", style=style)
+        console.print(Text("freeact-sub · starting the model, the kernel and MCP servers; type ahead, your prompt "
+                           "is sent once they are up", style="dim"))
+
+        @contextlib.contextmanager
+        def waiting() -> Iterator[None]:
+            with console.status(STARTING, spinner="dots") as status, self._ctrl_c_stops_the_start(status):
+                yield
+
+        @contextlib.contextmanager
+        def leaving(how: EOFError) -> Iterator[None]:
+            if not isinstance(how, CtrlC):
+                yield
+                return
+            self.stopping = True
+            with sigint_ignored(), console.status("Cancelled: stopping what had started …", spinner="dots"):
+                yield
+
+        early = EarlyPrompt(reader, waiting, leaving)
+        agent: Agent | None = None
+        with enter_stays_enter(), patch_stdout(raw=True):
+            try:
+                config = await early.during(asyncio.to_thread(self._configure, working_dir))
+                if "prestart_pools" not in config.model_fields_set:
+                    config.prestart_pools = True  # the pools boot behind the prompt, while the person types
+                agent = await self._trusted_agent(config, console, before_asking=early.take_down)
+                started = await early.during(self._start(agent, console))
+                if started is not None:
+                    return started
+            except EOFError as exc:  # the person left (Ctrl-D, Ctrl-C at an empty line) while it started
+                if agent is not None:
+                    with leaving(exc):
+                        await agent.stop()
+                if isinstance(exc, CtrlC):
+                    complain("cancelled while starting (Ctrl-C); nothing was left running")
+                    return EXIT_CANCELLED
+                return EXIT_OK
+            except BaseException:
+                await early.take_down()
+                raise
+            return await self._session_then_stop(agent, config, console, early)
+
+    def _choose_theme(self) -> Theme:
+        from .theme import choose_background, theme_for
+
+        asks = sys.stdin.isatty() and sys.stdout.isatty() and os.isatty(sys.stdout.fileno())
+        try:
+            return theme_for(choose_background(self.args.theme, os.environ,
+                                               tty_fds=(sys.stdin.fileno(), sys.stdout.fileno()) if asks else None))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    def _configure(self, working_dir: Path) -> AgentConfig:
+        """The demo server, the config and its model, resolved: every problem with them is one `UsageError` line,
+        before any kernel starts. Imports pydantic-ai and the provider's SDK (seconds): the prompt may be up."""
+        from freeact_sub import ConfigError
+
+        args = self.args
         if args.demo:
             self.demo = start_demo()
         try:
             config = build_config(args, working_dir, self.demo)
-            if one_shot and not sys.stdin.isatty() and not config.auto_approve:
+            if args.prompt is not None and not sys.stdin.isatty() and not config.auto_approve:
                 raise UsageError(
                     "-p without a terminal cannot ask for approvals; add --auto-approve "
                     "(or set FREEACT_SUB_AUTO_APPROVE=1) to run every action of every agent without asking"
@@ -155,55 +237,61 @@ class _Runner:
             config.resolve_model()  # a missing API key or an unknown model is reported before any kernel starts
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
+        import freeact_sub.agent.agent  # noqa: F401 - imported here, off the event loop, not when the agent is made
 
-        from freeact_sub import Agent, SessionError
+        return config
 
-        from .keys import enter_stays_enter
-        from .theme import choose_background, theme_for
+    async def _trusted_agent(
+        self, config: AgentConfig, console: Any, *, before_asking: Callable[[], Awaitable[None]] | None = None
+    ) -> Agent:
+        """The agent, with the folder's trust settled (by the flag, the remembered trust or the person's answer)."""
+        from freeact_sub import Agent, ConfigError, SessionError
+
         from .trust import TrustRefused, settle_trust
 
-        asks = sys.stdin.isatty() and sys.stdout.isatty() and os.isatty(sys.stdout.fileno())
         try:
-            self.theme = theme_for(choose_background(args.theme, os.environ,
-                                                     tty_fds=(sys.stdin.fileno(), sys.stdout.fileno()) if asks
-                                                     else None))
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-
-        try:
-            agent = Agent(config, session=args.resume)
-            await settle_trust(agent, args.trust_project, console)
+            agent = Agent(config, session=self.args.resume)
+            await settle_trust(agent, self.args.trust_project, console, before_asking=before_asking)
         except (SessionError, ConfigError, TrustRefused) as exc:
             raise UsageError(str(exc)) from None
-        with enter_stays_enter():  # a line typed while the kernel starts or a turn runs is sent when the prompt is up
-            try:
-                with console.status("Starting the kernel and MCP servers …", spinner="dots") as status, \
-                        self._ctrl_c_stops_the_start(status):
-                    await agent.start()
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if not self.start_cancelled or task is None:
-                    raise
-                task.uncancel()  # the cancel was ours: stop what had started (timeouts in it work as usual)
-                self.stopping = True
-                with sigint_ignored(), console.status("Cancelled: stopping what had started …", spinner="dots"):
-                    await agent.stop()
-                complain("cancelled while starting (Ctrl-C); nothing was left running")
-                return EXIT_CANCELLED
-            except FreeactError as exc:
-                self.stopping = True
-                await agent.stop()
-                complain(str(exc))
-                # a bad type file or field, or a server command that does not exist: found before any kernel starts
-                return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
-            try:
-                return await self._session(agent, config, console)
-            finally:
-                self.stopping = True
-                with sigint_ignored(), console.status("Stopping kernels and MCP servers …", spinner="dots"):
-                    await agent.stop()
+        return agent
 
-    async def _session(self, agent: Agent, config: AgentConfig, console: Any) -> int:
+    async def _start(self, agent: Agent, console: Any) -> int | None:
+        """Start the agent (its kernel and MCP servers); None when it started, else the exit code (what had started
+        is stopped)."""
+        from freeact_sub import ConfigError, FreeactError
+
+        try:
+            await agent.start()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self.start_cancelled or task is None:
+                raise
+            task.uncancel()  # the cancel was ours: stop what had started (timeouts in it work as usual)
+            self.stopping = True
+            with sigint_ignored(), console.status("Cancelled: stopping what had started …", spinner="dots"):
+                await agent.stop()
+            complain("cancelled while starting (Ctrl-C); nothing was left running")
+            return EXIT_CANCELLED
+        except FreeactError as exc:
+            self.stopping = True
+            await agent.stop()
+            complain(str(exc))
+            # a bad type file or field, or a server command that does not exist: found before any kernel starts
+            return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
+        return None
+
+    async def _session_then_stop(
+        self, agent: Agent, config: AgentConfig, console: Any, early: EarlyPrompt | None = None
+    ) -> int:
+        try:
+            return await self._session(agent, config, console, early)
+        finally:
+            self.stopping = True
+            with sigint_ignored(), console.status("Stopping kernels and MCP servers …", spinner="dots"):
+                await agent.stop()
+
+    async def _session(self, agent: Agent, config: AgentConfig, console: Any, early: EarlyPrompt | None) -> int:
         from .banner import banner
         from .session import Session
 
@@ -213,11 +301,8 @@ class _Runner:
         console.print(banner(agent, config, session.palette, demo=self.demo, one_shot=args.prompt is not None))
         if args.resume is not None and agent.session_id is not None:
             show_resumed(console, agent.session_id, config.working_dir, agent.agent_id)
-        if args.prompt is None:
-            from .prompt import PromptReader
-
-            style = self.theme.prompt_style if self.theme is not None else "bold ansibrightcyan"
-            await session.interactive(PromptReader(config.working_dir / ".freeact-sub" / "history", style=style))
+        if early is not None:
+            await session.interactive(early.reader, early)
             return EXIT_OK
         if args.timeline is not None:
             from freeact_sub import TimelineBuilder

@@ -6,10 +6,19 @@ Both exits show up as `EOFError` from `read()`.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PromptReader"]
+__all__ = ["CtrlC", "PromptReader"]
+
+
+class CtrlC(EOFError):
+    """The person pressed Ctrl-C at an empty line (an `EOFError`, as every exit is; told apart where it matters)."""
+
+
+class _TakenDown(Exception):
+    """The prompt was taken down by the program (`interrupt()`), not by the person."""
 
 
 class PromptReader:
@@ -29,7 +38,7 @@ class PromptReader:
             if buffer.text:
                 buffer.reset()
             else:
-                event.app.exit(exception=EOFError())
+                event.app.exit(exception=CtrlC())
 
         @bindings.add("escape", "enter")
         @bindings.add("c-j")
@@ -50,9 +59,22 @@ class PromptReader:
             prompt_continuation=lambda width, line_number, wrap_count: "." * (width - 1) + " ",
         )
 
-    async def read(self) -> str:
-        """The next prompt the person sends; `EOFError` when they exit."""
+    async def read(self, default: str = "") -> str:
+        """The next prompt the person sends (`default`: the text the line starts with); `EOFError` when they exit
+        (`CtrlC` for Ctrl-C). A read taken down by `interrupt()` raises `asyncio.CancelledError`."""
         from prompt_toolkit.formatted_text import FormattedText
 
-        text: str = await self._session.prompt_async(FormattedText([(self._style, "you › ")]))
+        try:
+            text: str = await self._session.prompt_async(FormattedText([(self._style, "you › ")]), default=default)
+        except _TakenDown:
+            raise asyncio.CancelledError from None
         return text
+
+    def interrupt(self) -> str:
+        """Take a running `read()` down (it raises `CancelledError`) and return what was typed on its line."""
+        app = self._session.app
+        if not app.is_running:
+            return ""
+        typed: str = app.current_buffer.text
+        app.exit(exception=_TakenDown())
+        return typed

@@ -49,6 +49,7 @@ from freeact_sub import (
 
 from ..subagents.task_notes import task_call_notes
 from .cell_lines import MARKER_WIDTH, CellLines
+from .change_view import change_set_view
 from .gutter import Gutter
 from .palette import Palette
 from .safe_text import clean, visible
@@ -256,6 +257,8 @@ class Renderer:
             numbered = any(cell_len(line) > room + 2 for line in code.splitlines())
             body = Syntax(code, "python", theme=self.palette.code_theme, word_wrap=True, background_color="default",
                           line_numbers=numbered)
+        elif request.changes is not None:
+            body = change_set_view(request.changes, self.palette.code_theme)
         elif request.tool_name == "task":
             notes = task_call_notes(request.tool_args)
             prompt = Text(visible(str(request.tool_args.get("prompt", ""))))

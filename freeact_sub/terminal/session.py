@@ -33,6 +33,7 @@ from freeact_sub import (
 )
 
 from .approvals import ApprovalDesk
+from .early_prompt import EarlyPrompt
 from .input_text import first_undecodable, replace_undecodable
 from .keys import KeyReader
 from .palette import Palette
@@ -148,29 +149,30 @@ class Session:
             status = "turn_limit"
         return TurnOutcome(status, answer if answer is not None else directed_answer, error)
 
-    async def interactive(self, reader: PromptReader) -> None:
+    async def interactive(self, reader: PromptReader, early: EarlyPrompt | None = None) -> None:
         """Read prompts and run turns until the person exits (Ctrl-D, or Ctrl-C at an empty prompt).
 
         Between turns, background subagents' events are printed above the prompt as they come, and
         their questions wait on the desk: `/y` or `/n [reason]` answers the oldest, `/s` stops the
         subagent that asks it (the next turn's keys can too). `/agents` lists the live subagents,
-        `/stop ID` stops one.
+        `/stop ID` stops one. `early`: the prompt that was up while the agent started; its line is the first.
         """
         watcher = asyncio.create_task(self._watch_background(), name="background-events")
         try:
-            await self._prompts(reader)
+            await self._prompts(reader, early)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
 
-    async def _prompts(self, reader: PromptReader) -> None:
+    async def _prompts(self, reader: PromptReader, early: EarlyPrompt | None) -> None:
         from prompt_toolkit.patch_stdout import patch_stdout
 
         while True:
             try:
                 with patch_stdout(raw=True):  # what background subagents print goes above the prompt line
-                    prompt = await reader.read()
+                    prompt = await (early.first() if early is not None else reader.read())
+                    early = None
             except (EOFError, KeyboardInterrupt):
                 return
             if not prompt.strip():

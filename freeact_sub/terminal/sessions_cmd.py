@@ -73,6 +73,13 @@ def sessions_main(argv: list[str]) -> int:
             if args.timeline is not None:
                 return _draw_timeline(saved, args.timeline)
             print_transcript(console, saved, agent_id)
+            from .session_usage import agents_usage_table
+
+            console.print(agents_usage_table(saved))
+
+            from .change_view import print_kept_changes
+
+            print_kept_changes(console, saved.path)
             return EXIT_OK
         sessions = list_sessions(working_dir)
     except SessionError as exc:

@@ -9,6 +9,7 @@ must say it.
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,8 +22,12 @@ class TrustRefused(Exception):
     """The folder's powerful files wait for a decision nobody can give here (no terminal, no flag)."""
 
 
-async def settle_trust(agent: Agent, flag: bool | None, console: Any) -> None:
+async def settle_trust(
+    agent: Agent, flag: bool | None, console: Any, *, before_asking: Callable[[], Awaitable[None]] | None = None
+) -> None:
     """Set `agent.trust_project` from `flag` (`--[no-]trust-project`), the remembered trust, or the person's answer.
+
+    `before_asking` runs before the question, if one is asked (it takes a prompt that is up down).
 
     Raises `TrustRefused` (one line) when the folder waits for trust and stdin is no terminal;
     a `ConfigError` from a bad type file or trust file goes through.
@@ -42,6 +47,8 @@ async def settle_trust(agent: Agent, flag: bool | None, console: Any) -> None:
             f"skills for every agent's prompt ({files}), and it is not trusted; without a terminal to ask, add "
             "--trust-project to use them or --no-trust-project to run without them"
         )
+    if before_asking is not None:
+        await before_asking()
     if await ask(project, console):
         from freeact_sub import ConfigError
 

@@ -8,10 +8,12 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..policy.hooks import Hooks
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..workspaces import Workspace
 
 if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
@@ -47,6 +49,11 @@ class MemberConversation(Protocol):
 
     def saved_children(self) -> list[Any]:
         """What its session says of each child it started (`SavedAgent`s, earlier processes' too)."""
+        ...
+
+    @property
+    def session_folder(self) -> Path | None:
+        """The folder of the session it is saved in (None: not saved)."""
         ...
 
 
@@ -144,6 +151,8 @@ class ChildSpec:
     """Budget: USD over the child's life (its model's price is known)."""
     sandbox: SandboxProfile = field(default_factory=lambda: BUILT_IN_PROFILES["off"])
     """The sandbox profile the child's kernel runs under (its parent's, narrowed by its type)."""
+    workspace: Workspace | None = None
+    """Its copy-on-write workspace (`isolation: copy-on-write`); None: it writes the working folder itself."""
 
 
 
@@ -173,6 +182,9 @@ class AgentRecord:
     """The job its `task` call gave it."""
     runs_code: bool | None = None
     """Whether its type lets it run cells (so it takes a kernel); worked out once, when first asked."""
+    tool_call_id: str = ""
+    """The call that started it (its parent's `task` call, or a cell's `<cell id>/code-task-<n>`); empty for the
+    main agent."""
 
 
 @dataclass(frozen=True, kw_only=True)

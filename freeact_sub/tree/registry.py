@@ -19,8 +19,10 @@ from ..kernels.backends import KernelBackend
 from ..models.retries import RequestSlots
 from ..policy.hooks import Hooks
 from ..sandbox import SandboxProfile
+from ..telemetry import open_telemetry
 from ..tools.names import tool_allowed
 from ..usage import UsageLedger
+from ..workspaces import Journal, Workspace
 from .background import BackgroundEvents
 from .members import AgentRecord, ChildSpec, SubagentInfo, TreeMember
 from .supplies import Supplies
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
     from ..config.definitions import AgentType
     from ..policy.approvals import ApprovalPolicy
+    from ..telemetry.tracing import Telemetry
 
 __all__ = [
     "AgentFactory", "AgentRecord", "AgentTree", "BackgroundEvents", "ChildSpec", "SubagentInfo",
@@ -63,6 +66,12 @@ class AgentTree:
         """The config's hooks (set when the main agent starts); each agent adds its type's own."""
         self.supplies = Supplies(lambda: self.config, root.agent_id)
         """The kernels, MCP connections, packages and models its agents take."""
+        self.workspaces: dict[str, Workspace] = {}
+        """The copy-on-write workspaces of running children, by agent id (their kernels are started in them)."""
+        self.journal = Journal()
+        """The folder's versions that applying change sets replaced: the bases later sets are merged against."""
+        self.telemetry: Telemetry | None = None
+        """Its traces and metrics, while the main agent runs with telemetry on (`start_telemetry`)."""
         self._factory = factory
         self._announced: set[tuple[str, str]] = set()
         """`task` calls of a model response (by parent and call id) whose children will take a kernel from the main
@@ -193,7 +202,7 @@ class AgentTree:
         record = self.register(
             child, parent_id=spec.parent_id, agent_type=spec.agent_type, description=spec.description
         )
-        record.prompt = spec.prompt
+        record.prompt, record.tool_call_id = spec.prompt, spec.tool_call_id
         self._announced.discard((spec.parent_id, spec.tool_call_id))  # counted from now on as a child
         self._expect_children()
         return child
@@ -218,7 +227,14 @@ class AgentTree:
     async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile) -> KernelBackend:
         """A started kernel for `agent_id` confined to `sandbox`: launched for the main agent, from a pool for a
         child (see `Supplies.acquire_kernel`)."""
-        return await self.supplies.acquire_kernel(agent_id, sandbox, is_child=self.is_child(agent_id))
+        child = self.is_child(agent_id)
+        began = time.monotonic()
+        kernel = await self.supplies.acquire_kernel(agent_id, sandbox, is_child=child,
+                                                    workspace=self.workspaces.get(agent_id))
+        if self.telemetry is not None:
+            self.telemetry.kernel_spawned(time.monotonic() - began, how="child" if child else "main",
+                                          sandbox=sandbox.name)
+        return kernel
 
     def refill(self, config: AgentConfig) -> None:
         """Top the pools up after a child started (not before: booting would slow that child's own start)."""
@@ -249,15 +265,22 @@ class AgentTree:
         return self.supplies.running
 
     def start(self) -> None:
-        """When the main agent has started, in the background: open the MCP pool's connections; start the
-        kernel zygote, then fill the kernel pool."""
+        """The main agent has started: the supplies may warm up from now on (see `Supplies.start`)."""
         if not self.supplies.running:
             self._renew()
             self.supplies.start()
 
+    def start_telemetry(self, config: AgentConfig) -> None:
+        """Open the tree's telemetry if `config` or the environment turns it on (once per start of the main agent)."""
+        if self.telemetry is None:
+            self.telemetry = open_telemetry(config.telemetry, content=config.telemetry_content)
+
     async def close(self) -> None:
-        """End the background events and close the supplies (children are stopped by their parents)."""
+        """End the background events and close the supplies and telemetry (children are stopped by their parents)."""
         self.background.close()
         self.background = BackgroundEvents()
         await self.supplies.close()
+        telemetry, self.telemetry = self.telemetry, None
+        if telemetry is not None:  # its last spans leave in a thread (bounded): the loop goes on meanwhile
+            await asyncio.to_thread(telemetry.close)
         self._renew()  # a main agent may be started again after it stopped

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..code_tools import PackageShelf
+from ..errors import ConfigError
 from ..kernels.backends import KernelBackend, new_kernel, uses_local_kernels
 from ..kernels.launcher import KernelZygote
 from ..kernels.pool import KernelPool
 from ..mcp.pool import McpPool, ToolListings
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..workspaces import Workspace
 
 if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
@@ -26,6 +28,11 @@ __all__ = ["PLAN_FRESHNESS", "Supplies"]
 
 PLAN_FRESHNESS = 1.0
 """Seconds a sandbox plan's paths (the secrets found, the folders kept read-only) are used before a look again."""
+
+
+def _with_view(plan: Callable[..., dict[str, Any]], workspace: Workspace, **options: Any) -> dict[str, Any]:
+    """`plan`, with the kernel's working folder a copy-on-write view (`sandbox/overlay_mount.py`)."""
+    return {**plan(**options), "overlay": workspace.plan()}
 
 
 class Supplies:
@@ -40,6 +47,7 @@ class Supplies:
         self._plans: dict[tuple[SandboxProfile, Path, str], tuple[float, dict[str, Any]]] = {}
         self._models: dict[tuple[str, str | None, str | None], Any] = {}
         """Resolved models by name and connection, shared by the children (`resolve_model`)."""
+        self._running = False
         self._warming: asyncio.Task[None] | None = None
         self._root_id = root_id
         self.renew()
@@ -110,12 +118,25 @@ class Supplies:
     def _pooled_kernel(self) -> KernelBackend:
         return self.new_kernel("pooled", self.sandbox, launcher=self.zygote)
 
-    async def acquire_kernel(self, agent_id: str, sandbox: SandboxProfile, *, is_child: bool) -> KernelBackend:
+    async def acquire_kernel(
+        self, agent_id: str, sandbox: SandboxProfile, *, is_child: bool, workspace: Workspace | None = None
+    ) -> KernelBackend:
         """A started kernel for `agent_id` confined to `sandbox`.
 
         Launched for the main agent; for a child, from the pool of its profile (the main agent's,
-        or one made when the first child under another profile starts).
+        or one made when the first child under another profile starts). A child with a `workspace` gets a kernel
+        forked for it (no pooled kernel has its view), whose working folder is its copy-on-write view.
         """
+        if is_child:
+            self.warm_up()
+        if workspace is not None:
+            plan = self.sandbox_plan(sandbox)
+            if plan is None:
+                raise ConfigError("isolation: copy-on-write needs a local kernel under an enforced sandbox profile")
+            kernel = new_kernel(self.config, label=agent_id, launcher=self.zygote if self.zygote.running else None,
+                                sandbox=functools.partial(_with_view, plan, workspace))
+            await kernel.start()
+            return kernel
         if is_child and sandbox == self.sandbox:
             kernel = await self.pool.acquire()
         elif is_child and uses_local_kernels(self.config):
@@ -138,6 +159,8 @@ class Supplies:
 
     def top_up(self, config: AgentConfig) -> None:
         """Top the pools of other profiles and the MCP pool up (the main pool tops itself up as it is expected)."""
+        if self._warming is None:
+            return
         for pool in self.profile_pools.values():
             pool.fill()
         self.mcp_pool.fill(config.mcp_servers, config.working_dir)
@@ -145,6 +168,9 @@ class Supplies:
     def expect(self, waiting: dict[SandboxProfile, int], announced: int) -> None:
         """Tell each kernel pool how many children will take one of its kernels soon (`waiting` per profile, and
         `announced` ones under the main agent's), up to `max_subagents`: their kernels boot meanwhile."""
+        if not any(waiting.values()) and not announced and self._warming is None:
+            return  # nothing is coming: the supplies stay cold
+        self.warm_up()
         limit = self.config.max_subagents
         self.pool.expect(min(waiting.get(self.sandbox, 0) + announced, limit))
         for profile, pool in self.profile_pools.items():
@@ -153,13 +179,27 @@ class Supplies:
     @property
     def running(self) -> bool:
         """Whether the main agent has started them (`start()`) and not closed them since."""
+        return self._running
+
+    @property
+    def warmed(self) -> bool:
+        """Whether the zygote and the pools have been started (they start when the first subagent is near)."""
         return self._warming is not None
 
     def start(self) -> None:
-        """When the main agent has started, in the background: open the MCP pool's connections; start the
-        kernel zygote, then fill the kernel pool."""
-        if self._warming is None:
+        """The main agent has started: from now on the supplies may be warmed. They start cold, so a run that
+        starts no subagent starts no zygote, no spare kernel and no spare MCP server; `warm_up()` (the first
+        subagent announced, registered or given a kernel; or `prestart_pools`) starts them."""
+        if not self._running:
             self.renew()  # nothing has used them yet; the config may have changed since they were made
+            self._running = True
+            if self.config.prestart_pools:
+                self.warm_up()
+
+    def warm_up(self) -> None:
+        """In the background: open the MCP pool's connections; start the kernel zygote, then fill the kernel pool.
+        Once per start; nothing before the main agent has started (nobody would stop them)."""
+        if self._running and self._warming is None:
             self.mcp_pool.fill(self.config.mcp_servers, self.config.working_dir)
             self._warming = asyncio.create_task(self._warm_up(), name="agent-tree-warm-up")
 
@@ -175,7 +215,7 @@ class Supplies:
             self._warming.cancel()
             with contextlib.suppress(BaseException):
                 await self._warming
-        self._warming = None
+        self._warming, self._running = None, False
         pool, zygote, mcp_pool, others = self.pool, self.zygote, self.mcp_pool, list(self.profile_pools.values())
         packages = self.code_packages
         self.renew()  # a main agent may be started again after it stopped

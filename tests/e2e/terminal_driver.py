@@ -82,6 +82,13 @@ class Terminal:
                 )
             self._pump(0.1)
 
+    def expect_started(self, timeout: float = 90.0) -> None:
+        """Wait for the session's start: the prompt comes at once, the banner once the agent, its kernel and MCP
+        servers are up (it ends with the keys), and the prompt again below it."""
+        self.expect(r"you ›", timeout)
+        self.expect(r"keys +Enter sends", timeout)
+        self.expect(r"you ›", timeout)
+
     @property
     def position(self) -> int:
         """Where the next `expect()` starts searching."""

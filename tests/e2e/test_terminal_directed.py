@@ -94,8 +94,8 @@ def test_a_line_typed_ahead_is_sent_when_the_prompt_is_up(workdir: Path) -> None
     draft behind a `.....` continuation line (the terminal used to turn it into Ctrl-J, the prompt's new line)."""
     term = Terminal("--demo", "--auto-approve", cwd=workdir)
     try:
-        term.expect(r"Starting the kernel")
-        term.send("one cell\r")  # typed before the prompt is there
+        term.expect(r"starting the model, the kernel and MCP servers")
+        term.send("one cell\r")  # typed before the prompt is there, or while the agent starts behind it
         term.expect(r"RESULT: 5050")
         term.expect(r"you › ")
         term.send("one cell\r")  # and once more, between two prompts

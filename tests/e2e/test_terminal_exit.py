@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(300)
 def _running_subagents(workdir: Path) -> Terminal:
     """The auto-approved tour, once its subagents have started and one of them is running a cell."""
     term = Terminal("--demo", "--auto-approve", cwd=workdir)
-    term.expect(r"you ›")
+    term.expect_started()
     assert _demo_server(term) == ["/v1/chat/completions", "/v1/messages"], "the demo server answers both protocols"
     term.send("show me what you can do\r")
     term.expect(rf"started {AGENT} +Count the prime")

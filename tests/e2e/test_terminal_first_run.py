@@ -101,7 +101,7 @@ def test_the_cli_asks_the_terminal_for_its_background_and_draws_for_a_light_one(
             assert time.monotonic() < deadline and not term.ended, term.text[-2000:]
             term._pump(0.1)
         term.send("\x1b]11;rgb:ffff/ffff/ffff\x1b\\")  # as a terminal with a white background answers
-        term.expect(r"you ›")
+        term.expect_started()
         banner = term.raw[term.raw.index("\x1b]11;?"):]
         assert "38;5;26m" in banner  # the main agent's label in the light theme's first colour (dodger_blue3)
         assert "\x1b[1;96m" not in banner  # not bright cyan, faint on white
@@ -119,12 +119,13 @@ def test_ctrl_c_while_a_slow_mcp_server_starts_stops_the_start_at_once(workdir: 
     mcp.write_text(json.dumps({"mcpServers": {"slow": server}}))
     term = Terminal("--demo", "--mcp-config", str(mcp), cwd=workdir)
     try:
-        term.expect(r"Starting the kernel and MCP servers")
+        term.expect(r"starting the model, the kernel and MCP servers")  # the prompt is up while they start
+        term.expect(r"you ›")
         deadline = time.monotonic() + 60
         while not any("slow.py" in line for line in processes_in(workdir)):
             assert time.monotonic() < deadline, "the slow server never started"
             term._pump(0.2)
-        term.send("\x03")
+        term.send("\x03")  # Ctrl-C at the empty prompt
         pressed = time.monotonic()
         term.expect(r"Cancelled: stopping what had started", timeout=5)
         assert term.wait_exit() == 130

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def test_a_dropped_agent_is_stopped_on_its_loop(workdir: Path) -> None:
-    agent = Agent(AgentConfig(model=Script().model, working_dir=workdir, kernel_pool_size=0))
+    agent = Agent(AgentConfig(model=Script().model, working_dir=workdir, kernel_pool_size=0, prestart_pools=True))
     await agent.start()
     zygote = agent.tree.supplies.zygote
     # The kernel zygote starts in the background; until that task ends it refers to the tree and
@@ -50,7 +50,7 @@ from pydantic_ai.models.function import FunctionModel
 
 async def main():
     agent = Agent(AgentConfig(model=FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("hi")])),
-                              working_dir=sys.argv[1], save_sessions=False))
+                              working_dir=sys.argv[1], save_sessions=False, prestart_pools=True))
     await agent.start()  # the tree's warm-up is starting the kernel zygote in the background now
     print("STARTED", os.getpid(), flush=True)
     raise RuntimeError("the program failed before it stopped its agent")

@@ -84,7 +84,7 @@ async def test_the_pool_holds_started_kernels_on_the_gateway_for_children(
     parent = Script([task("p")], ["done"])
     child = Script([cell(PRINT_KERNEL_ID)], ["ok"])
     model = Router({"PARENT": parent, "CHILD-p:": child})
-    async with Agent(config(model.model, workdir, gateway, kernel_pool_size=2)) as agent:
+    async with Agent(config(model.model, workdir, gateway, kernel_pool_size=2, prestart_pools=True)) as agent:
         await until(lambda: agent.tree.supplies.pool.ready == 2, "two pooled gateway kernels")
         pooled = set(gateway.kernel_ids()) - {agent.kernel.kernel_id}  # type: ignore[union-attr]
         assert len(pooled) == 2

@@ -92,7 +92,7 @@ async def test_a_subagent_gets_a_pre_opened_connection_that_dies_with_it(calc_se
     child = Script([Call("calc_server_pid", {}, id="child-pid")], ["child done"])
     model = Router({"PARENT": parent, "CHILD:": child}).model
     config = AgentConfig(model=model, working_dir=workdir, auto_approve=True, kernel_pool_size=0,
-                         mcp_pool_size=1, mcp_servers={"calc": calc_server_config})
+                         mcp_pool_size=1, mcp_servers={"calc": calc_server_config}, prestart_pools=True)
     async with Agent(config) as agent:
         spec = config.mcp_servers["calc"]
         events = await drive(agent.stream("PARENT: first"))

@@ -184,7 +184,8 @@ async def test_view_shows_its_panel_and_a_replaced_agent_is_stopped(tmp_path: Pa
 
         # re-running the cell that creates the agent stops the old one, and says so
         old_id = ws.agent_id(kernel.models, main_panel(kernel, run))
-        pids = [int(p) for p in (await kernel.run("print(agent.kernel.pid, agent.tree.supplies.zygote.pid)")).split()]
+        shown = await kernel.run("print(agent.kernel.pid, agent.tree.supplies.zygote.pid or '')")
+        pids = [int(p) for p in shown.split()]
         printed = await kernel.run(start)
         assert f"Stopped {old_id}: no name of the notebook holds it any more" in printed
         assert all([await is_gone(pid, wait=10) for pid in pids])

@@ -291,7 +291,7 @@ async def test_child_kernel_is_fresh_and_cannot_see_parent_variables(workdir: Pa
         echo_results("child saw: "),
     )
     model = routed(parent, {"look": look})
-    async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1)) as agent:
+    async with Agent(config(model.model, workdir, kernel_pool_size=1, max_subagents=1, prestart_pools=True)) as agent:
         pool = agent.tree.supplies.pool
         await until(lambda: pool.ready == 1, "the kernel pool should fill")
         parent_kernel = agent.kernel.pid if agent.kernel else None

@@ -163,7 +163,8 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
     one = Script(check, ["one done"])
     two = Script(check, ["two done"])
     model = Router({"PARENT": parent, "CHILD-one:": one, "CHILD-two:": two})
-    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=1)
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=1,
+                      prestart_pools=True)
     async with Agent(cfg) as agent:
         pool = agent.tree.supplies.pool
         await until(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
@@ -233,7 +234,8 @@ async def test_children_queued_for_a_slot_find_their_kernels_started(workdir: Pa
         name: Script([Call("execute_ipython_cell", {"code": wait_then_pid})], [f"{name} done"]) for name in names
     }
     model = Router({"PARENT": parent, **{f"CHILD-{name}": script for name, script in children.items()}})
-    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=2)
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1, max_subagents=2,
+                      prestart_pools=True)
     async with Agent(cfg) as agent:
         pool = agent.tree.supplies.pool
         await until(lambda: pool.ready == 1, "the agent's pool should fill when the agent starts")
@@ -279,7 +281,8 @@ async def test_a_responses_task_calls_boot_their_kernels_while_they_wait_for_app
     names = ["a", "b", "c"]
     parent = Script([Call("task", {"prompt": f"CHILD-{name}"}, id=f"task-{name}") for name in names], ["done"])
     model = Router({"PARENT": parent, **{f"CHILD-{name}": Script([f"{name} done"]) for name in names}})
-    cfg = AgentConfig(model=model.model, working_dir=workdir, kernel_pool_size=pool_size, max_subagents=2)
+    cfg = AgentConfig(model=model.model, working_dir=workdir, kernel_pool_size=pool_size, max_subagents=2,
+                      prestart_pools=True)
     seen: list[int] = []
     async with Agent(cfg) as agent:
         pool = agent.tree.supplies.pool
@@ -361,3 +364,44 @@ async def test_a_caller_that_comes_while_a_cancelled_callers_boot_stops_still_ge
         await pool.close()
         await asyncio.gather(*(k.shutdown() for k in made))
     assert kernel_processes() == []
+
+
+def zygotes() -> list[int]:
+    """The kernel zygotes running under this test process."""
+    import psutil
+
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and "_kernel_zygote.py" in " ".join(process.cmdline()):
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def test_a_run_without_subagents_starts_no_spare_kernel_and_no_spare_server(
+    workdir: Path, calc_server_config: dict[str, Any]
+) -> None:
+    """The zygote, the kernel pool and the MCP pool stay cold until a subagent is near; its `task` call warms them."""
+    from tests.processes import calc_servers
+
+    parent = Script([Call("execute_ipython_cell", {"code": "print(6 * 7)"})], ["42"],
+                    [Call("task", {"prompt": "CHILD go"}, id="task-1")], ["done"])
+    model = Router({"PARENT": parent, "CHILD": Script(["child done"])})
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=1,
+                      mcp_pool_size=1, mcp_servers={"calc": calc_server_config})
+    async with Agent(cfg) as agent:
+        async for _ in agent.stream("PARENT: one cell"):
+            pass
+        await asyncio.sleep(0.3)  # anything started in the background would be on its way by now
+        assert agent.kernel is not None and kernel_processes() == [agent.kernel.pid]
+        assert zygotes() == [] and not agent.tree.supplies.warmed
+        assert len(calc_servers()) == 1, "only the main agent's own server"
+
+        async for _ in agent.stream("PARENT: one child"):
+            pass
+        assert agent.tree.supplies.warmed
+        await until(lambda: agent.tree.supplies.pool.ready == 1, "the child's task call should fill the pool")
+        assert len(zygotes()) == 1
+    assert zygotes() == [] and kernel_processes() == []

@@ -131,7 +131,9 @@ LAYERS: list[set[str]] = [
     {"kernels", "mcp"},
     {"config"},
     {"policy", "models", "sessions", "timelines"},
+    {"telemetry"},
     {"sandbox", "tools", "events"},
+    {"workspaces"},
     {"errors", "usage"},
 ]
 """The floors of the house, top first: a package imports only packages on floors below its own.

@@ -127,7 +127,7 @@ async def test_a_typed_line_with_such_bytes_is_read_with_a_note(tmp_path: Path) 
             except StopIteration:
                 raise EOFError from None
 
-    await session._prompts(Reader())  # type: ignore[arg-type]
+    await session._prompts(Reader(), None)  # type: ignore[arg-type]
     assert "Your text held bytes that are not UTF-8; they are sent as �." in out.getvalue()
     assert "Commands:" in out.getvalue()
 

@@ -1,0 +1,33 @@
+"""Workspaces: a child's own copy-on-write view of the working folder, its change set, and applying it.
+
+A child started with `isolation: copy-on-write` runs in a kernel whose working folder is an overlay (mounted by
+`sandbox/overlay_mount.py`): its writes land in a host-owned folder (`Workspace.upper`), never in the folder
+itself. When it ends, `read_changes` turns that folder into a `ChangeSet` (added, changed, removed files, a
+diff for text), which is applied by a decision like any other (`tool_name="apply_changes"`) with `apply_changes`:
+conflicts with what changed in the folder since the child started are merged where the edits do not overlap,
+and kept beside the folder's file where they do. Nothing here follows a link.
+"""
+
+from .apply import AppliedFile, ApplyReport, apply_changes, mark_conflicts
+from .changes import ChangeSet, FileChange, read_changes
+from .folder import ISOLATIONS, Isolation, Workspace, now_ns
+from .journal import Journal
+from .keep import KEPT_FOLDER, keep_changes, kept_sets
+
+__all__ = [
+    "ISOLATIONS",
+    "KEPT_FOLDER",
+    "AppliedFile",
+    "ApplyReport",
+    "ChangeSet",
+    "FileChange",
+    "Isolation",
+    "Journal",
+    "Workspace",
+    "apply_changes",
+    "keep_changes",
+    "kept_sets",
+    "mark_conflicts",
+    "now_ns",
+    "read_changes",
+]
