@@ -4,8 +4,9 @@ A page asks for a table with a marker line, `<!-- fields: AgentConfig -->` (or `
 the hook replaces it with one row per field of that class of the root API: its name, its default and
 the docstring written under the field.
 So the table cannot drift from the code: a new field shows up, and a field without a docstring
-fails the build. `<!-- api: freeact_sub -->` becomes one `::: freeact_sub.<name>` per name of the
-root's `__all__`, grouped, so the API reference documents exactly what the package exports.
+fails the build. `<!-- api: events -->` becomes one `::: freeact_sub.<name>` per name of the root's `__all__`
+that belongs on that page of the API reference (`API_PAGES`), so the reference documents exactly what the
+package exports, one concept a page.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ MARKER = re.compile(r"^<!-- fields: (\w+) -->$", flags=re.M)
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     markdown = MARKER.sub(lambda match: field_table(match.group(1)), markdown)
-    return API_MARKER.sub(lambda match: api_reference(), markdown)
+    return API_MARKER.sub(lambda match: api_reference(match.group(1)), markdown)
 
 
 def field_table(class_name: str) -> str:
@@ -78,29 +79,62 @@ def one_cell(doc: str) -> str:
     return "<br><br>".join(paragraphs).replace("|", "\\|")
 
 
-API_MARKER = re.compile(r"^<!-- api: freeact_sub -->$", flags=re.M)
-GROUPS = (
-    ("The agent", ("Agent", "AgentConfig", "KernelGatewayConfig")),
-    ("Events", None),
-    ("Errors and warnings", None),
-    ("Everything else", None),
-)
+API_MARKER = re.compile(r"^<!-- api: (\w+) -->$", flags=re.M)
+
+API_PAGES: dict[str, tuple[str, ...]] = {
+    "agent": ("Agent", "AgentConfig", "KernelGatewayConfig", "ModelOption", "SubagentInfo", "load_mcp_config",
+              "DEFAULT_SYSTEM_PROMPT"),
+    "events": ("AgentEvent",),  # and every other event, found by class
+    "approvals": ("ApprovalPolicy", "HookSpec"),
+    "types": ("AgentType", "BUILTIN_TYPES", "Command", "CommandFiles"),
+    "usage": ("Usage", "TreeUsage", "timeline", "Timeline", "TimelineBuilder"),
+    "trust": ("ProjectPowers", "trusted_folders", "forget_folder"),
+    "errors": (),  # every exception and warning, found by class
+}
+"""Which page of the API reference shows each exported name: one concept a page. A name `__all__` gains that no
+page holds fails the build, so the reference can never silently leave one out."""
+
+INTERNAL_MEMBERS: dict[str, tuple[str, ...]] = {
+    "Agent": ("tree", "rules", "budgets", "conversation", "inbox", "report_to_parent", "turns", "parts", "kernel",
+              "hook_context", "own_processes"),
+    "AgentConfig": ("make_working_dir", "make_state_dir", "resolved_images_dir"),
+}
+"""Members of exported classes that the front ends and the agent's own parts use, not a person's program: the
+reference leaves them out."""
 
 
-def api_reference() -> str:
-    """`::: freeact_sub.<name>` for every name the root exports, grouped: agent, events, errors, the rest."""
+def api_reference(page: str) -> str:
+    """`::: freeact_sub.<name>` for every exported name that belongs on `page` (see `API_PAGES`)."""
+    names = api_pages()[page]
+    return "\n".join(directive(name) for name in names)
+
+
+def api_pages() -> dict[str, list[str]]:
+    """Every exported name (but `__version__`) on exactly one page: the listed ones, then events and errors."""
     import freeact_sub
 
     names = [name for name in freeact_sub.__all__ if not name.startswith("_")]
-    first = list(GROUPS[0][1] or ())
-    events = [n for n in names if _is_subclass(getattr(freeact_sub, n), freeact_sub.AgentEvent)]
-    errors = [n for n in names if _is_subclass(getattr(freeact_sub, n), (Exception, Warning))]
-    rest = [n for n in names if n not in first and n not in events and n not in errors]
-    out = []
-    for (title, _), group in zip(GROUPS, (first, events, errors, rest), strict=True):
-        out.append(f"## {title}\n")
-        out += [f"::: freeact_sub.{name}\n" for name in group]
-    return "\n".join(out)
+    pages = {page: list(listed) for page, listed in API_PAGES.items()}
+    placed = {name for listed in API_PAGES.values() for name in listed}
+    for name in names:
+        value = getattr(freeact_sub, name)
+        if name in placed:
+            continue
+        if _is_subclass(value, freeact_sub.AgentEvent):
+            pages["events"].append(name)
+        elif _is_subclass(value, (Exception, Warning)):
+            pages["errors"].append(name)
+        else:
+            raise ValueError(f"freeact_sub.{name} is exported but on no page of the API reference: add it to API_PAGES")
+    return pages
+
+
+def directive(name: str) -> str:
+    hidden = INTERNAL_MEMBERS.get(name, ())
+    if not hidden:
+        return f"::: freeact_sub.{name}\n"
+    filters = ", ".join(['"!^_"', *(f'"!^{member}$"' for member in hidden)])
+    return f"::: freeact_sub.{name}\n    options:\n      filters: [{filters}]\n"
 
 
 def _is_subclass(value: Any, base: Any) -> bool:

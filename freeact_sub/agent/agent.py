@@ -46,13 +46,35 @@ class Agent:
     """A code-action agent with its own IPython kernel and its own MCP connections.
 
     Use it as an async context manager (or call `start()` and `stop()`), then iterate
-    `stream(prompt)` once per user turn::
+    `stream(prompt)` once per user turn:
 
-        async with Agent(AgentConfig(model="openai:gpt-4.1")) as agent:
-            async for event in agent.stream("What is 2**100?"):
-                if isinstance(event, ApprovalRequest):
-                    event.approve(True)
+    ```python
+    async with Agent(AgentConfig(model="openai:gpt-4.1")) as agent:
+        async for event in agent.stream("What is 2**100?"):
+            if isinstance(event, ApprovalRequest):
+                event.approve(True)
+    ```
     """
+
+    config: AgentConfig
+    """What it was made with (`settings` is that with its agent type applied)."""
+    agent_id: str
+    """This agent's id; every event it produces carries it."""
+    parent_id: str | None
+    """The id of the agent that started this one as a subagent (None for a main agent)."""
+    agent_type: str
+    """The agent type this agent runs as (`config.agent` for a main agent, the `task` call's for a subagent)."""
+    definition: AgentType | None
+    """Its type's definition (known after `start()` for a main agent)."""
+    approvals: ApprovalPolicy
+    """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
+    session_id: str | None
+    """The id of the session this agent saves to (set at `start()`), or the one given to resume."""
+    trust_project: bool | None
+    """Whether the agent types in `<working_dir>/.freeact-sub/agents` that carry powers (hooks, endpoints, keys'
+    names, MCP servers, `allow` rules, a wider sandbox) are used: True yes, False no (they are left out, the
+    other types work), None (the default) only if the person trusts the folder, else `start()` raises a
+    `ConfigError` naming each file and field. Read at `start()`."""
 
     def __init__(
         self,
@@ -62,26 +84,23 @@ class Agent:
         approvals: ApprovalPolicy | None = None,
         session: str | None = None,
         trust_project: bool | None = None,
-        tree: AgentTree | None = None,
-        spec: ChildSpec | None = None,
+    ) -> None:
+        self._init(config, agent_id, approvals, session, trust_project)
+
+    def _init(  # the constructor; a subagent (`_child_agent`) comes with its parent's tree and its `task` call's spec
+        self, config: AgentConfig | None, agent_id: str | None, approvals: ApprovalPolicy | None, session: str | None,
+        trust_project: bool | None, tree: AgentTree | None = None, spec: ChildSpec | None = None,
     ) -> None:
         self.config = config or AgentConfig()
         self.trust_project = trust_project
-        """Whether the agent types in `<working_dir>/.freeact-sub/agents` that carry powers (hooks, endpoints, keys'
-        names, MCP servers, `allow` rules, a wider sandbox) are used: True yes, False no (they are left out, the
-        other types work), None (the default) only if the person trusts the folder, else `start()` raises a
-        `ConfigError` naming each file and field. Read at `start()`."""
         self._settings: AgentConfig | None = None
-        self.session_id: str | None = None
-        """The id of the session this agent saves to (set at `start()`), or the one given to resume."""
+        self.session_id = None
         saved_history: list[ModelMessage] = []
         if session is not None:
             self.session_id, agent_id, saved_history = saved_main_agent(session, self.config.working_dir, agent_id)
             reserve_agent_id(agent_id)
         self.agent_id = agent_id or new_agent_id()
-        """This agent's id; every event it produces carries it."""
         self.parent_id = spec.parent_id if spec is not None else None
-        """The id of the agent that started this one as a subagent (None for a main agent)."""
         if tree is None:
             policy = approvals or ApprovalPolicy(approve_everything=self.config.auto_approve)
             tree = AgentTree(self, approvals=policy, factory=_child_agent)
@@ -89,11 +108,8 @@ class Agent:
         self.tree = tree
         """What this agent shares with the other agents of its tree (approvals, bound, kernel pool, registry)."""
         self.approvals = tree.approvals
-        """Standing decisions (approve everything from one agent, or from all); shared with subagents."""
         self.agent_type = GENERAL
-        """The agent type this agent runs as (`config.agent` for a main agent, the `task` call's for a subagent)."""
-        self.definition: AgentType | None = None
-        """Its type's definition (known after `start()` for a main agent)."""
+        self.definition = None
         self.rules = ApprovalRules()
         """Allow / ask / deny rules: its type's, then its parent's type's, then `config.approvals`."""
         self.budgets = Budgets()
@@ -337,11 +353,11 @@ class Agent:
         `max_turns` bounds the model rounds (one model response plus its tool calls) of this turn;
         default `config.max_turns`. Raises `ModelError` if the model request fails.
 
-        `subagent_type="explore"` runs the turn as your own `task` call instead (what `@explore …`
+        `agent_type="explore"` runs the turn as your own `task` call instead (what `@explore …`
         does in the terminal and the notebook): that type starts as a subagent of this agent with
         `prompt` as its job, asked and approved as any `task` call, and its answer goes into this
         agent's history as the call's result. `model` is the model of this turn (of that subagent,
-        with `subagent_type`). A type this agent cannot start raises `ValueError`, an unknown
+        with `agent_type`). A type this agent cannot start raises `ValueError`, an unknown
         model `ConfigError`, before the turn begins.
 
         The turn goes only as far as you read: it starts a model round or a round of tool calls
@@ -402,4 +418,6 @@ class Agent:
 
 def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:
     """The tree's factory: a subagent of `spec.parent_id` that shares `tree` (and its parent's session)."""
-    return Agent(spec.config, agent_id=spec.agent_id, tree=tree, spec=spec)
+    child = Agent.__new__(Agent)
+    child._init(spec.config, spec.agent_id, None, None, None, tree=tree, spec=spec)
+    return child

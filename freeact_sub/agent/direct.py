@@ -72,17 +72,17 @@ def read_prompt(
 
 
 def check_direct(can_start_subagents: bool, agent_type: str, model: Any, known: Iterable[str]) -> str | None:
-    """Raise `ValueError` if the agent cannot start `subagent_type` directly (before any turn begins); returns
+    """Raise `ValueError` if the agent cannot start `agent_type` directly (before any turn begins); returns
     the subagent's model string."""
     if not can_start_subagents:
         raise ValueError(
-            "subagent_type: this agent cannot start subagents (enable_subagents is off, or its type or "
+            "agent_type: this agent cannot start subagents (enable_subagents is off, or its type or "
             "`tools` leave out `task`)"
         )
     names = list(known)
     if agent_type not in names:
         raise ValueError(
-            f"subagent_type: unknown agent type {agent_type!r}; the known types are {', '.join(sorted(names))}"
+            f"agent_type: unknown agent type {agent_type!r}; the known types are {', '.join(sorted(names))}"
         )
     if model is not None and not isinstance(model, str):
         raise ValueError("model: a directed subagent's model is a model string (`provider:name`)")

@@ -163,7 +163,7 @@ class TurnEngine:
     ) -> None:
         """Run a turn. A failed one leaves the history as before it; a cancelled one keeps what completed.
 
-        With `subagent_type` it is the person's directed `task` call (`model` for that subagent);
+        With `agent_type` it is the person's directed `task` call (`model` for that subagent);
         `turn_model` is the model of this turn's rounds instead of the agent's own.
         """
         from .direct import direct_turn

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["AgentEvent", "CallSource", "Emit", "FormerlyText"]
+__all__ = ["AgentEvent", "CallSource", "Emit", "FormerlySubagentType", "FormerlyText"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +34,20 @@ class FormerlyText:
         message = f"freeact-sub: {type(self).__name__}.text is deprecated, use .content"
         warnings.warn(message, DeprecationWarning, stacklevel=2)
         return self.content
+
+
+class FormerlySubagentType:
+    """An event whose `agent_type` was called `subagent_type` in the last release: `event.subagent_type` still
+    reads it, with a `DeprecationWarning`."""
+
+    agent_type: str
+
+    @property
+    def subagent_type(self) -> str:
+        """Deprecated: use `agent_type`."""
+        message = f"freeact-sub: {type(self).__name__}.subagent_type is deprecated, use .agent_type"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return self.agent_type
 
 
 CallSource = Literal["model", "code"]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..usage import Usage
-from .base import AgentEvent, FormerlyText
+from .base import AgentEvent, FormerlySubagentType, FormerlyText
 
 __all__ = [
     "SubagentFinished", "SubagentMessage", "SubagentQueued", "SubagentReport", "SubagentStarted", "SubagentStatus",
@@ -17,7 +17,7 @@ SubagentStatus = Literal["done", "failed", "cancelled", "turn_limit", "rejected"
 
 
 @dataclass(frozen=True, kw_only=True)
-class SubagentStarted(AgentEvent):
+class SubagentStarted(AgentEvent, FormerlySubagentType):
     """A `task` call started a child agent. `agent_id` is the parent's id."""
 
     subagent_id: str
@@ -41,7 +41,7 @@ class SubagentStarted(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SubagentQueued(AgentEvent):
+class SubagentQueued(AgentEvent, FormerlySubagentType):
     """A `task` call's child waits for a slot: `max_subagents` children run already. `agent_id` is the parent's id.
 
     `SubagentStarted` follows once a slot is free (or `SubagentFinished` with status `cancelled`

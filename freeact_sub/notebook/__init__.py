@@ -5,11 +5,14 @@
     view = AgentView(agent)
     await view.run("...")        # or: task = view.start("...") to get the cell back at once
 
-Kept out of `freeact_sub` itself so that importing the core never imports ipywidgets.
+Kept out of `freeact_sub` itself so that importing the core never imports ipywidgets. Importing it in a
+notebook also makes a refused `await agent.start()` (a folder whose files wait for your trust) ask for that
+trust in its cell, with buttons, instead of showing a traceback.
 Needs `ipykernel>=7.4` in the notebook's kernel: older kernels hold a button click until the
 running cell ends, so an approval could never arrive.
 """
 
+from . import _trust_on_start
 from .agent_panel import AgentPanel
 from .approval_panel import ApprovalPanel
 from .call_view import CallView
@@ -18,3 +21,5 @@ from .trust_panel import TrustPanel
 from .view import AgentView
 
 __all__ = ["AgentPanel", "AgentView", "ApprovalPanel", "CallView", "RunPanel", "TrustPanel"]
+
+_trust_on_start.install()

@@ -35,6 +35,18 @@ def event_note(event: Any) -> str:
             "</div>")
 
 
+def compaction_bundle(event: Any) -> dict[str, str]:
+    """What `view.compact()` shows in the cell that asked: the readable line, and the summary the model wrote
+    under it (folded), as HTML and as plain text; plain markup, so a saved notebook shows it without a kernel."""
+    focus = f" · focus: {event.focus}" if event.focus else ""
+    line = (f"⇣ context compacted ({event.reason}): {event.tokens_before:,} → {event.tokens_after:,} tokens · "
+            f"{event.messages_summarized} messages summarized, {event.messages_kept} kept{focus}")
+    markup = (f'<div class="freeact-compacted" style="color: var(--jp-info-color0, #0097a7)">{escape(line)}</div>'
+              f"<details><summary>The summary the model wrote</summary>"
+              f'<div style="white-space: pre-wrap">{escape(event.summary)}</div></details>')
+    return {"text/plain": f"{line}\n\n{event.summary}", "text/html": markup}
+
+
 @cache
 def _highlighter() -> Any:
     from pygments.formatters import HtmlFormatter

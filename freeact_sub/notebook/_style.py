@@ -85,13 +85,17 @@ _RULES = """
 /* one line at any width: buttons and badges keep their size and words, the prompt gives way (all of it on hover) */
 .freeact-run-header > * { flex: none; }
 .freeact-run-header > .freeact-prompt { flex: 1 1 0; min-width: 0; overflow: hidden; }
+/* the run's tokens and cost give way after the prompt: cut with an ellipsis, never past the notebook's edge */
+.freeact-run-header > .freeact-run-usage-line { flex: 0 1 auto; min-width: 0; overflow: hidden; }
+.freeact-run-usage { display: block; overflow: hidden; text-overflow: ellipsis; }
 .freeact-prompt-text { display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.freeact-run-status, .freeact-pending-count { white-space: nowrap; }
-/* a narrow notebook (700 px with the file browser open): the run's status is the main agent's badge too, and
+.freeact-run-status, .freeact-pending-count, .freeact-run-usage { white-space: nowrap; }
+/* a narrow notebook (700 px with the file browser open): the run's status is the main agent's badge too (and its
+   tokens and cost are each panel's), and
    Approve all agents keeps its icon (its tooltip says it), so Stop and the pending count still fit on the line */
 .freeact-run { container-type: inline-size; }
 @container (max-width: 520px) {
-  .freeact-run-header .freeact-run-status { display: none; }
+  .freeact-run-header .freeact-run-status, .freeact-run-header .freeact-run-usage-line { display: none; }
   .freeact-run-header .freeact-approve-all { font-size: 0; display: inline-flex; align-items: center; }
   .freeact-run-header .freeact-approve-all i { font-size: var(--jp-widgets-font-size, 13px); }
 }
@@ -126,8 +130,12 @@ _RULES = """
 .freeact-id { font-family: var(--jp-code-font-family, monospace); font-weight: bold; }
 .freeact-role, .freeact-meta { color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-meta { font-size: 90%; }
+.freeact-turns { white-space: nowrap; }  /* "turns used:" never wraps away from its value */
 .freeact-model-note { font-size: 90%; color: var(--jp-warn-color0, #e65100); }
 .freeact-sandbox { font-size: 90%; padding: 0 5px; border-radius: 8px;
+  /* a narrow panel cuts the pill with an ellipsis (its tooltip says it all), not mid-letter at its edge */
+  display: inline-block; max-width: 100%; box-sizing: border-box; overflow: hidden; text-overflow: ellipsis;
+  vertical-align: bottom;
   border: 1px solid var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color2, rgba(0,0,0,.54)); }
 .freeact-sandbox-off { border-color: var(--jp-warn-color0, #f57c00); color: var(--jp-ui-font-color1, rgba(0,0,0,.87));
   background-color: color-mix(in srgb, var(--jp-warn-color1, #ff9800) 22%, var(--jp-layout-color1, #fff)); }

@@ -73,6 +73,8 @@ class AgentPanel(widgets.VBox):
         self.subagent = subagent
         self.max_turns = max_turns
         self.state: AgentState = "starting" if not subagent else "running"
+        self.waiting_for_trust = False
+        """A main agent whose start waits for the person's answer to the trust question."""
         self.turns = 0
         self.tokens = 0
         """Input plus output tokens of this agent's model responses so far."""
@@ -108,9 +110,9 @@ class AgentPanel(widgets.VBox):
         """The model's name as sent."""
 
         self._header = widgets.HTML()
-        self.always_checkbox = widgets.Checkbox(
-            description=f"Always approve {agent_id}",
-            tooltip=f"Standing decision: run every action of {agent_id} without asking",
+        self.always_checkbox = widgets.Checkbox(  # a state, in a word: a card's button says "Always approve …"
+            description="auto-approve",
+            tooltip=f"Standing decision: run every action of {agent_id} without asking (untick to be asked again)",
             indent=False,
             layout=widgets.Layout(width="auto"),
         )
@@ -155,6 +157,8 @@ class AgentPanel(widgets.VBox):
         """The state as a person reads it; a running agent with a pending request is waiting."""
         if self.state == "running" and any(call.pending for call in self.calls.values()):
             return "waiting for approval"
+        if self.state == "starting" and self.waiting_for_trust:
+            return "waiting for trust"
         return self.state
 
     @property
@@ -223,7 +227,8 @@ class AgentPanel(widgets.VBox):
     def refresh(self) -> None:
         """Redraw the header (state, elapsed time, turns) and follow the standing decision."""
         shown = self.shown_state
-        css = {"waiting for approval": "waiting", "turn limit": "turn-limit", "starting": "running",
+        css = {"waiting for approval": "waiting", "waiting for trust": "waiting", "turn limit": "turn-limit",
+               "starting": "running",
                "waiting for a slot": "queued"}.get(shown, shown)
         role = "subagent" if self.subagent else "main agent"
         turns = f"{self.turns}/{self.max_turns}" if self.max_turns else str(self.turns)
@@ -236,7 +241,8 @@ class AgentPanel(widgets.VBox):
             f'<span class="freeact-role">{role}</span> {kind}'
             f'<span class="freeact-state freeact-state-{css}" data-state="{shown}">{shown}</span>'
             f'{self._model_note_html()} '
-            f'<span class="freeact-meta">{format_seconds(self.elapsed)}{waited} · turns used: {turns}'
+            f'<span class="freeact-meta">{format_seconds(self.elapsed)}{waited} · '
+            f'<span class="freeact-turns">turns used: {turns}</span>'
             f'{usage_html(self.tokens, self.cost, self.retries)}'
             f'{total_html(*self.run_total, self.tokens)}</span>{error}'
         )

@@ -17,6 +17,7 @@ from freeact_sub import (
     SubagentMessage,
     SubagentQueued,
     SubagentStarted,
+    Usage,
 )
 
 from . import _html, _static
@@ -25,7 +26,10 @@ from .agent_panel import AgentPanel, AgentState
 from .timeline_view import TimelineView
 from .trust_panel import TrustPanel
 
-__all__ = ["RunPanel"]
+__all__ = ["APPROVE_ALL_NOTE", "RunPanel"]
+
+APPROVE_ALL_NOTE = ("Auto-approve is on (Approve all agents): every action of every agent runs without asking, in "
+                    "this run and later ones, until you release Approve all agents above.")
 
 
 class RunPanel(widgets.VBox):
@@ -61,18 +65,26 @@ class RunPanel(widgets.VBox):
         self.status = widgets.HTML()
         self.pending_count = widgets.HTML()
         self.pending_count.add_class("freeact-pending-status")
-        self.approve_all_button = widgets.Button(
-            description="Approve all agents", icon="check", layout=widgets.Layout(width="auto"),
-            tooltip="Approve what every agent waits for now, and every later action of every agent, without asking "
-                    "(as `A` in the terminal)",
+        self.usage_line = widgets.HTML()
+        self.usage_line.add_class("freeact-run-usage-line")
+        """The run's tokens and cost so far, every agent's model responses summed."""
+        self.usage = Usage()
+        """What the line shows: the `ModelUsage` of every agent in this run, added up."""
+        self.approve_all_button = widgets.ToggleButton(
+            value=policy.everything, description="Approve all agents", icon="check",
+            layout=widgets.Layout(width="auto"),
+            tooltip="On: approve what every agent waits for now, and every later action of every agent, without "
+                    "asking (as `A` in the terminal). Off: ask again (each agent's own standing approval stays).",
         )
-        """The standing decision for every agent (`ApprovalPolicy.always_all`); off while that decision stands."""
+        """A toggle for the standing decision for every agent (`ApprovalPolicy.always_all`): pressed while it stands,
+        in every run of the agent; releasing it asks again."""
         self.approve_all_button.add_class("freeact-approve-all")
-        self.approve_all_button.on_click(lambda _: policy.always_all())
+        self.approve_all_button.observe(self._approve_all_toggled, names="value")
         prompt_line = widgets.HTML(f'<span class="freeact-prompt-text" title="{_html.escape(prompt)}">'
                                    f"<b>Prompt:</b> {_html.escape(prompt)}</span>")
         prompt_line.add_class("freeact-prompt")
-        header = widgets.HBox([self.stop_button, self.status, self.pending_count, self.approve_all_button, prompt_line])
+        header = widgets.HBox([self.stop_button, self.status, self.pending_count, self.approve_all_button,
+                               self.usage_line, prompt_line])
         header.add_class("freeact-run-header")
         self.main = self._new_panel(agent_id, subagent=False)
         self.panels: dict[str, AgentPanel] = {agent_id: self.main}
@@ -80,13 +92,11 @@ class RunPanel(widgets.VBox):
         stylesheet = widgets.HTML(STYLESHEET)
         stylesheet.add_class("freeact-stylesheet")
         parts: list[widgets.Widget] = [stylesheet, header]
-        self.banner_shown = bool(auto_approve_note)
-        """Whether the run says that every action is approved without asking."""
-        if auto_approve_note:
-            banner = widgets.HTML(auto_approve_note)
-            banner.add_class("freeact-banner")
-            banner.add_class("freeact-auto-approve")
-            parts.append(banner)
+        self._auto_approve_note = auto_approve_note
+        self._banner = widgets.HTML()
+        self._banner.add_class("freeact-banner")
+        self._banner.add_class("freeact-auto-approve")
+        parts.append(self._banner)
         parts.append(self.main)
         self.timeline = TimelineView()
         """The run's timeline, under the agents' panels."""
@@ -99,9 +109,30 @@ class RunPanel(widgets.VBox):
         policy.subscribe(self._policy_changed)
         self._policy_changed()
 
+    @property
+    def banner_shown(self) -> bool:
+        """Whether the run says, now, that every action is approved without asking."""
+        return bool(self._banner.value)
+
+    def _approve_all_toggled(self, change: dict[str, Any]) -> None:
+        if change["new"] == self._policy.everything:
+            return  # the policy moved the toggle
+        if change["new"]:
+            self._policy.always_all()
+            return
+        agents = self._policy.agent_ids  # releasing the toggle asks again, but keeps each agent's own decision
+        self._policy.clear_all()
+        for agent_id in agents:
+            self._policy.always(agent_id)
+
     def _policy_changed(self) -> None:
         # every agent's panel answers what it waits for by itself (it follows the policy too)
-        self.approve_all_button.disabled = self._policy.everything
+        everything = self._policy.everything
+        self.approve_all_button.value = everything
+        self._banner.value = (self._auto_approve_note or APPROVE_ALL_NOTE) if everything else ""
+        self._banner.layout.display = None if everything else "none"
+        if not everything:
+            self._auto_approve_note = None  # turned off: what turned it on before no longer holds
 
     def __repr__(self) -> str:
         # instead of the whole widget tree; no state: it would be stale as soon as the run goes on
@@ -109,10 +140,19 @@ class RunPanel(widgets.VBox):
 
     def ask_trust(self, project: ProjectPowers, on_decision: Callable[[bool], None]) -> TrustPanel:
         """Show the question whether to trust the working folder, above the main agent's panel."""
-        panel = TrustPanel(project, on_decision=on_decision)
+        def decided(trusted: bool) -> None:
+            self.main.waiting_for_trust = False
+            self.main.refresh()
+            self.approve_all_button.disabled = False
+            on_decision(trusted)
+
+        panel = TrustPanel(project, on_decision=decided)
         index = self.children.index(self.main)
         self.children = (*self.children[:index], panel, *self.children[index:])
         self.set_status("waiting: trust this folder?")
+        self.main.waiting_for_trust = True  # its badge says what it waits for, not "starting"
+        self.main.refresh()
+        self.approve_all_button.disabled = True  # nothing to approve before the agent exists
         return panel
 
     def show_files(self, instructions: list[str], skills: dict[str, str], left_out: list[str]) -> None:
@@ -153,6 +193,19 @@ class RunPanel(widgets.VBox):
         if self.pending_count.value != value:
             self.pending_count.value = value
 
+    def _count(self, event: ModelUsage) -> None:
+        self.usage = self.usage + Usage(
+            requests=1, input_tokens=event.input_tokens, output_tokens=event.output_tokens, cost=event.cost,
+            unpriced_requests=int(event.cost is None),
+        )
+        usage = self.usage
+        cost = "cost unknown" if usage.cost is None else f"${usage.cost:.4f}"
+        if usage.cost is not None and usage.unpriced_requests:
+            cost += f" + {usage.unpriced_requests} unpriced"
+        title = f"{usage.input_tokens:,} in, {usage.output_tokens:,} out, {usage.requests} model responses, every agent"
+        self.usage_line.value = (f'<span class="freeact-run-usage" title="{_html.escape(title)}">'
+                                 f"{usage.total_tokens:,} tokens · {_html.escape(cost)}</span>")
+
     def _new_panel(self, agent_id: str, *, subagent: bool = True, max_turns: int | None = None) -> AgentPanel:
         return AgentPanel(
             agent_id, policy=self._policy, subagent=subagent, max_turns=max_turns, on_change=self._show_pending,
@@ -170,6 +223,8 @@ class RunPanel(widgets.VBox):
     def handle(self, event: AgentEvent) -> None:
         """Show one event in the panel of the agent it belongs to (and on the timeline)."""
         self.timeline.add(event)
+        if isinstance(event, ModelUsage):
+            self._count(event)
         match event:
             case SubagentQueued(subagent_id=child_id, tool_call_id=call_id):
                 panel = self._new_panel(child_id)

@@ -1,4 +1,5 @@
-"""`TrustPanel`: whether to use the working folder's agent types that carry powers, asked before the agent starts."""
+"""`TrustPanel`: whether to use the working folder's files with powers (agent types, `AGENTS.md`, skills), asked
+before the agent starts."""
 
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ class TrustPanel(widgets.VBox):
         question = widgets.HTML(_html.preformatted(project.question()))
         self.trust_button = widgets.Button(
             description="Trust this folder", button_style="warning", icon="check", layout=widgets.Layout(width="auto"),
-            tooltip="Use these agent types (they act with your rights); remembered until these files change",
+            tooltip="Use these files (an agent type acts with your rights; instructions and skills go into the "
+                    "model's prompt); remembered until these files change",
         )
         self.distrust_button = widgets.Button(
             description="Don't trust", icon="times", layout=widgets.Layout(width="auto"),
-            tooltip="Run without these files (the other agent types work); asked again next time",
+            tooltip="Run without these files (everything else works); asked again next time",
         )
         self.trust_button.add_class("freeact-trust-yes")
         self.distrust_button.add_class("freeact-trust-no")

@@ -26,7 +26,6 @@ from .run_panel import RunPanel
 
 __all__ = ["AgentView"]
 
-AUTO_APPROVE_NOTE = "Auto-approve is on (FREEACT_SUB_AUTO_APPROVE=1): every action of every agent runs without asking."
 _TICK = 1.0
 
 
@@ -71,12 +70,15 @@ class AgentView:
         self.agent = agent
         self.auto_approve = auto_approve_from_env() if auto_approve is None else auto_approve
         """Whether this view approves every action of every agent."""
+        self._auto_approve_cause = "AgentView(auto_approve=True)" if auto_approve else "FREEACT_SUB_AUTO_APPROVE=1"
         self.answer: str | None = None
         """The main agent's final answer of the last run that completed."""
         self.events: list[AgentEvent] = []
         """Every event of the last run, in order (subagents' events included)."""
         self.panel: RunPanel | None = None
         """The widget tree of the last run."""
+        self.compaction: ContextCompacted | None = None
+        """The last `compact()`'s event (None before one, or when there was nothing to compact)."""
         self._task: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -127,15 +129,22 @@ class AgentView:
             )
         await self.start(prompt, max_turns=max_turns)
 
-    async def compact(self, focus: str | None = None) -> ContextCompacted | None:
-        """Compact the agent's history now, between runs (as `/compact [focus]` in the terminal); the compaction's
-        line joins the last run's panel. None if there was nothing to compact (or a `PreCompact` hook said no)."""
+    async def compact(self, focus: str | None = None) -> None:
+        """Compact the agent's history now, between runs (as `/compact [focus]` in the terminal), and show it in
+        this cell: the tokens before and after, and the summary the model wrote (folded). Says so when there was
+        nothing to compact (or a `PreCompact` hook said no). The event itself is `view.compaction`."""
         if self.running:
             raise RuntimeError("this view is running a turn; compact after it")
+        from IPython.display import display
+
+        from ._html import compaction_bundle
+
         event = await self.agent.compact(focus)
-        if event is not None and self.panel is not None:
-            self.panel.handle(event)
-        return event
+        self.compaction = event
+        if event is None:
+            display({"text/plain": "Nothing to compact (or a PreCompact hook said no)."}, raw=True)
+        else:
+            display(compaction_bundle(event), raw=True)
 
     def start(self, prompt: str, *, max_turns: int | None = None) -> asyncio.Task[None]:
         """Show the run in this cell and run it as a background task; returns the task at once."""
@@ -145,16 +154,17 @@ class AgentView:
 
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        note = self._auto_approve_note()
         if self.auto_approve:
             self.agent.approvals.always_all()
             if not _in_ipython():  # in a notebook the run's banner says so; a printed line would say it twice
-                print(AUTO_APPROVE_NOTE)
+                print(note)
         panel = RunPanel(
             self.agent.agent_id,
             prompt,
             policy=self.agent.approvals,
             on_stop=self.stop,
-            auto_approve_note=AUTO_APPROVE_NOTE if self.agent.approvals.everything else None,
+            auto_approve_note=note,
             on_stop_agent=lambda agent_id: self._in_loop(lambda: self.agent.cancel_subagent(agent_id)),
             on_send=self._send,
         )
@@ -173,6 +183,17 @@ class AgentView:
         task.add_done_callback(_retrieve)
         self._task = task
         return task
+
+    def _auto_approve_note(self) -> str | None:
+        """The banner's words when approving everything is on before the run starts, naming what turned it on; None
+        when it is off or the header's **Approve all agents** did it (the run's panel says that itself)."""
+        if self.auto_approve:
+            cause = self._auto_approve_cause
+        elif self.agent.config.auto_approve and self.agent.approvals.everything:
+            cause = "the agent's config: auto_approve"
+        else:
+            return None
+        return f"Auto-approve is on ({cause}): every action of every agent runs without asking."
 
     def earlier_turns(self) -> Any:
         """The agent's saved turns (collapsed), or None if its session has none yet or it saves no session."""
@@ -294,7 +315,7 @@ class AgentView:
         if not trusted:
             self.agent.trust_project = False
             names = project.names()
-            question.settle(f"Not trusted: {names} not used in this run (the other agent types work).")
+            question.settle(f"Not trusted: {names} not used in this run (everything else works).")
             return
         try:
             where = project.remember()

@@ -184,10 +184,12 @@ def to_html(data: TimelineData, *, document: bool = False) -> str:
             f'title="{html.escape(lane.agent_id)}">{html.escape(lane_name(lane).strip())}</div>'
             f'<div class="fs-tl-track" style="{_TRACK}">{"".join(bars)}</div></div>'
         )
+    shown = {span.state for lane in data.lanes for span in lane.spans}  # a one-cell run needs no ten-state legend
     legend = "".join(
         f'<span style="margin-right:1em;white-space:nowrap"><i style="{_KEY}background-color:{_colour(state)}"></i>'
         f"{STATE_NAMES[state]}</span>"
         for state in SPAN_STATES
+        if state in shown
     )
     body = (
         f'<div class="fs-timeline" data-lanes="{len(data.lanes)}" style="{_BOX}">'

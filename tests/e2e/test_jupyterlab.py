@@ -378,6 +378,21 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
           .map(e => `${e.className}: ${Math.round(e.getBoundingClientRect().right)} > ${Math.round(limit)}`); }""")
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-narrow.png"))
     assert not off_the_edge, off_the_edge
+    # a sandbox pill too wide for the panel ends in an ellipsis (hover shows it all), never cut mid-letter
+    cut = live.evaluate("""run => [...run.querySelectorAll('.freeact-sandbox')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).textOverflow !== 'ellipsis')
+        .map(e => e.textContent)""")
+    assert not cut, cut
+    # the docs' pictures: the run as a person sees it at 700 px, questions waiting, in the light and the dark theme
+    file_browser_tab.click()  # folded away: the notebook gets the room
+    for theme, name in (("JupyterLab Dark", "dark"), ("JupyterLab Light", "light")):
+        choose_theme(page, theme)
+        waiting = buttons("approve", first_id)
+        expect(waiting).to_have_count(1)
+        waiting.evaluate("element => element.scrollIntoView({block: 'center'})")  # a question, under the header
+        page.screenshot(path=str(ARTIFACTS / f"notebook-{name}.png"))
+        if os.environ.get("FREEACT_SUB_UPDATE_DOCS_PICTURES") == "1":
+            shutil.copyfile(ARTIFACTS / f"notebook-{name}.png", ROOT / "docs" / f"notebook-{name}.png")
     assert live.locator(".freeact-state").evaluate_all("found => found.every(e => e.getClientRects().length === 1)")
     # each panel's fold control sits at the left of its agent's id, not on a line of its own above it
     beside = live.locator(".freeact-panel-header").evaluate_all("""headers => headers.map(header => {

@@ -48,6 +48,10 @@ async def test_a_childs_stop_button_stops_it_alone_and_panels_show_tokens(workdi
         for panel in view.panel.panels.values():
             if panel.agent_id != slow_id:
                 assert panel.tokens > 0 and "tokens" in panel._header.value
+        # the run's header sums every agent's tokens (the scripted model has no price: its cost is unknown)
+        total = sum(panel.tokens for panel in view.panel.panels.values())
+        assert view.panel.usage.total_tokens == total > 0 and view.panel.usage.requests >= 3
+        assert f"{total:,} tokens · cost unknown" in view.panel.usage_line.value
 
 
 async def test_a_background_subagent_asks_in_a_panel_that_stays_live_after_the_cell(workdir: Path) -> None:

@@ -158,14 +158,24 @@ async def test_approve_all_agents_from_the_run_header(workdir: Path) -> None:
             call.approval.approve_button.click()
         await until(lambda: len(subagent_panels(view)) == 2 and all(pending(p) for p in subagent_panels(view)),
                     "both subagents waiting for approval")
-        assert view.panel.pending == 2 and not view.panel.approve_all_button.disabled
+        assert view.panel.pending == 2 and view.panel.approve_all_button.value is False
+        assert not view.panel.banner_shown
 
-        view.panel.approve_all_button.click()
+        view.panel.approve_all_button.value = True  # what a click on the toggle does
         await task
 
     assert agent.approvals.everything
-    assert view.panel.approve_all_button.disabled  # the decision stands; the agents' own checkboxes are off too
+    assert view.panel.approve_all_button.value is True  # the decision stands; the agents' own checkboxes are off too
     assert all(p.always_checkbox.disabled for p in view.panel.panels.values())
+    # the banner names what turned it on: the toggle, not an environment variable nobody set
+    assert view.panel.banner_shown and "(Approve all agents)" in view.panel.static_text()
+    assert "FREEACT_SUB_AUTO_APPROVE" not in view.panel.static_text()
+    # and it can be turned off again: later actions are asked, the agents' own decisions stay
+    agent.approvals.always("agent-kept")
+    view.panel.approve_all_button.value = False
+    assert not agent.approvals.everything and agent.approvals.is_approved("agent-kept")
+    assert not view.panel.banner_shown
+    assert not any(p.always_checkbox.disabled for p in view.panel.panels.values() if p.state != "done")
     for panel in subagent_panels(view):
         assert [c.decision for c in panel.calls.values()] == ["approved"]
         assert panel.state == "done"
@@ -184,7 +194,9 @@ async def test_stop_cancels_the_run_and_its_subagents(workdir: Path) -> None:
             lambda: len(s := subagent_panels(view)) == 2 and all(p.turns == 1 for p in s), "two subagents at work"
         )
         assert len(children() - before) >= 2  # their kernels
-        assert view.panel.banner_shown
+        assert view.panel.banner_shown  # naming its real cause, the agent's config
+        assert "(the agent's config: auto_approve)" in view.panel.static_text()
+        assert "FREEACT_SUB_AUTO_APPROVE" not in view.panel.static_text()
         view.panel.stop_button.click()
         await task
         assert children() == before  # the subagents' kernels are gone, the main agent's is still there

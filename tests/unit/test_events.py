@@ -181,3 +181,27 @@ def test_renamed_classes_still_import_under_their_old_names_with_a_warning(old: 
             assert getattr(freeact_sub.events, old) is from_root
     with pytest.raises(AttributeError):
         freeact_sub.NoSuchName  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        freeact_sub.SubagentStarted(
+            agent_id="a", subagent_id="b", tool_call_id="1", prompt="p", max_turns=3, agent_type="explore"
+        ),
+        freeact_sub.SubagentQueued(agent_id="a", subagent_id="b", tool_call_id="1", prompt="p", agent_type="explore"),
+    ],
+)
+def test_a_childs_type_still_reads_under_its_old_name_subagent_type_with_a_warning(event: AgentEvent) -> None:
+    # programs of the last release read `event.subagent_type` (or match on it): they must still work, warned
+    with pytest.warns(DeprecationWarning, match=r"subagent_type is deprecated, use \.agent_type"):
+        assert event.subagent_type == "explore"  # type: ignore[attr-defined]
+    with pytest.warns(DeprecationWarning):
+        match event:
+            case freeact_sub.SubagentStarted(subagent_type="explore") | freeact_sub.SubagentQueued(
+                subagent_type="explore"
+            ):
+                matched = True
+            case _:
+                matched = False
+    assert matched

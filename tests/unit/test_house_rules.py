@@ -12,8 +12,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "freeact_sub"
 
-SAME_MODULE_OBJECTS: dict[str, set[str]] = {}
-"""Names that hold objects of a class of the same module, per module (none needed today)."""
+SAME_MODULE_OBJECTS: dict[str, set[str]] = {"agent/agent.py": {"child"}}
+"""Names that hold objects of a class of the same module, per module: `child`, the subagent that `Agent`'s own
+factory builds (its `_init` takes the tree and spec that `Agent(...)`, the public constructor, leaves out)."""
 
 
 def _modules() -> list[Path]:

@@ -29,8 +29,8 @@ def declarations(html: str) -> list[tuple[str, str]]:
 
 
 def test_the_static_transcript_carries_its_theme_styling_in_a_form_the_sanitizer_keeps() -> None:
-    panel = RunPanel("agent-1", "add it up", policy=ApprovalPolicy(), on_stop=lambda: None,
-                     auto_approve_note="Auto-approve is on")
+    panel = RunPanel("agent-1", "add it up", policy=ApprovalPolicy(approve_everything=True), on_stop=lambda: None,
+                     auto_approve_note="Auto-approve is on")  # the banner shows while every action is approved
     panel.end("done")
     html = panel.static_html()
     body = html.split("</style>", 1)[1]  # what an untrusted notebook keeps: no <style> block

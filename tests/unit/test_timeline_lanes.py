@@ -126,3 +126,16 @@ def test_the_pictures_legend_fits_the_figure_and_names_the_states_that_occur() -
     one = Lane(agent_id="agent-main", spans=[Span(state=SPAN_STATES[0], start=0.0, end=1.0)])
     legend = figure(TimelineData(lanes=[one], start=0.0, end=1.0)).legends[0]
     assert [t.get_text() for t in legend.get_texts()] == [STATE_NAMES[SPAN_STATES[0]]]
+
+
+def test_the_html_legend_lists_only_the_states_the_run_went_through() -> None:
+    """A one-cell run listed all ten states; the legend now names those its bars show, in the usual order."""
+    from freeact_sub.timelines.render import to_html
+
+    builder = TimelineBuilder()
+    builder.add(TurnStarted(agent_id=MAIN, turn=1, at=100.0))
+    picture = builder.build(now=101.0)
+    states = {span.state for lane in picture.lanes for span in lane.spans}
+    legend = to_html(picture).split('class="fs-tl-legend"', 1)[1].split("</div>", 1)[0]
+    assert legend.count("<i ") == len(states) >= 1
+    assert "tool call" not in legend and "slot wait" not in legend and "running code" not in legend
