@@ -35,7 +35,10 @@ def warnings_as_lines(console: Console) -> Iterator[None]:
         text = " ".join(clean(str(message)).split())  # one line, whatever the warning's text held
         if text not in seen:
             seen.add(text)
-            # one line, or in a narrow terminal its words wrapped behind a hanging indent (never cut mid-word)
+            if not console.is_terminal:  # a log or a pipe: one line, whatever its length
+                console.print(Text(_HEAD + text, style="yellow"), soft_wrap=True)
+                return
+            # in a terminal too narrow for it, its words wrapped behind a hanging indent (never cut mid-word)
             console.print(Gutter(Text(text, style="yellow"), Text(_HEAD, style="yellow"), Text(" " * len(_HEAD))))
 
     with warnings.catch_warnings():
