@@ -243,13 +243,17 @@ def test_messages_break_between_words_at_80_columns_and_go_on_indented(monkeypat
 
     said = ("agents/helper.md: permissionMode 'acceptEdits': ignored (only default, bypassPermissions and plan have a "
             "meaning here); tools execute_ipython_cell stays")
-    console = Console(file=io.StringIO(), width=80, record=True)
+    console = Console(file=io.StringIO(), width=80, record=True, force_terminal=True)
     with warnings_as_lines(console):
         warnings.warn(said, ConfigWarning, stacklevel=1)
     lines = console.export_text().splitlines()
     assert len(lines) > 1 and all(len(line) <= 80 for line in lines)
     assert all(line.startswith(" " * len("freeact-sub: warning: ")) for line in lines[1:])
     assert " ".join(" ".join(lines).split()) == f"freeact-sub: warning: {said}"  # no word was cut
+    piped = Console(file=io.StringIO(), width=80, record=True)  # a pipe or a log: one line, whatever its length
+    with warnings_as_lines(piped):
+        warnings.warn(said, ConfigWarning, stacklevel=1)
+    assert piped.export_text().splitlines() == [f"freeact-sub: warning: {said}"]
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
