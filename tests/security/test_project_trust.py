@@ -234,7 +234,9 @@ async def test_a_shipped_allow_rule_runs_cells_unasked_when_trusted(workdir: Pat
     ship_allow(workdir)
     child = Script([Call("execute_ipython_cell", {"code": "open('cell-ran', 'w').write('x')"})], ["child done"])
     router = one_task("helper", child)
-    _, questions = await run(Agent(config(router.model, workdir), trust_project=True))
+    # the main agent may run code itself (a child gets no tool its parent's configuration leaves out)
+    cells = config(router.model, workdir, tools=["task", "execute_ipython_cell"])
+    _, questions = await run(Agent(cells, trust_project=True))
     assert (workdir / "cell-ran").exists()  # the attack: the cell ran
     assert [q.tool_name for q in questions] == ["task"]  # and nobody was asked about it
 

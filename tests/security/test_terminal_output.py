@@ -100,7 +100,7 @@ def assert_no_probe(raw: str) -> None:
 def fakes_and_decisions(text: str) -> tuple[list[str], list[str]]:
     """The fake lines with what stands before each on its screen line, and the CLI's real decision lines."""
     fakes = [line for line in text.splitlines() if "FAKE-" in line]
-    decisions = [line for line in text.splitlines() if re.search(rf"{AGENT} +✓ approved\s*$", line)]
+    decisions = [line for line in text.splitlines() if re.search(rf"{AGENT} +✓ approved( · code: .*)?\s*$", line)]
     return fakes, decisions
 
 
