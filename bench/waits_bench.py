@@ -82,10 +82,10 @@ def _prompt(cwd: str) -> tuple[float, float]:
     child = pexpect.spawn(COMMAND, ["--demo"], cwd=cwd, env=_env(), encoding="utf-8", dimensions=(50, 160),
                           timeout=120)
     try:
-        child.expect("you ›")
-        prompt = time.perf_counter() - began
-        child.expect("working dir")
-        banner = time.perf_counter() - began
+        seen: dict[int, float] = {}
+        while len(seen) < 2:  # the prompt and the banner, in either order (before 0.2 the banner came first)
+            seen.setdefault(child.expect(["you ›", "working dir"]), time.perf_counter() - began)
+        prompt, banner = seen[0], seen[1]
         child.sendcontrol("d")
         child.expect(pexpect.EOF)
     finally:
