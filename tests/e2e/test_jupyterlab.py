@@ -393,7 +393,8 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
         page.screenshot(path=str(ARTIFACTS / f"notebook-{name}.png"))
         if os.environ.get("FREEACT_SUB_UPDATE_DOCS_PICTURES") == "1":
             shutil.copyfile(ARTIFACTS / f"notebook-{name}.png", ROOT / "docs" / f"notebook-{name}.png")
-    assert live.locator(".freeact-state").evaluate_all("found => found.every(e => e.getClientRects().length === 1)")
+    # no state pill breaks over two lines (a pill being redrawn after the theme switch has no box for a moment)
+    assert live.locator(".freeact-state").evaluate_all("found => found.every(e => e.getClientRects().length <= 1)")
     # each panel's fold control sits at the left of its agent's id, not on a line of its own above it
     beside = live.locator(".freeact-panel-header").evaluate_all("""headers => headers.map(header => {
         const fold = header.querySelector('.freeact-fold').getBoundingClientRect();
