@@ -20,16 +20,21 @@ def _is_kernel(process: psutil.Process) -> bool:
     return any(KERNEL_SOCKET.search(c.laddr or "") is not None for c in process.net_connections(kind="unix"))
 
 
-def calc_servers() -> set[int]:
-    """The calc MCP servers running under this test process."""
+def running(script: str) -> set[int]:
+    """The processes under this test process (zombies left out) whose command line names `script`."""
     found = set()
     for process in psutil.Process().children(recursive=True):
         try:
-            if process.status() != psutil.STATUS_ZOMBIE and "calc_server.py" in " ".join(process.cmdline()):
+            if process.status() != psutil.STATUS_ZOMBIE and script in " ".join(process.cmdline()):
                 found.add(process.pid)
         except psutil.Error:
             continue
     return found
+
+
+def calc_servers() -> set[int]:
+    """The calc MCP servers running under this test process."""
+    return running("calc_server.py")
 
 
 def kernel_processes() -> list[int]:
