@@ -97,8 +97,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        _compile_our_modules()
     # Tests must not reach a real provider by accident.
     os.environ.pop("OPENAI_API_KEY", None)
     # The demo model streams a word every 20 ms for people to watch; the tests need not watch
     # (a test about timing passes its own delay). Kernels and notebooks the tests start inherit it.
     os.environ.setdefault("FREEACT_SUB_DEMO_CHUNK_DELAY", "0.001")
+
+
+def _compile_our_modules() -> None:
+    """Write the bytecode of freeact_sub and of the tests' helpers once, before the workers start.
+
+    With PYTHONDONTWRITEBYTECODE set (as in some CI images) no process writes a `.pyc`, and an editable
+    install has none: every one of the suite's hundreds of processes that imports freeact_sub (each CLI
+    run, kernel, MCP server and notebook) would compile it from source again. Installed libraries are
+    not affected: pip compiles them when it installs them.
+    """
+    import compileall
+
+    for folder in (ROOT / "freeact_sub", ROOT / "tests"):
+        compileall.compile_dir(folder, quiet=2, force=False)

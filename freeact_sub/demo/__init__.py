@@ -39,6 +39,7 @@ __all__ = [
     "DemoServer",
     "demo_agent_types",
     "demo_config",
+    "demo_mcp_server",
     "start_demo_server",
 ]
 
@@ -50,6 +51,13 @@ DEMO_MCP_SERVER: dict[str, Any] = {
 Run as a file, not as `-m freeact_sub.demo.mcp_server`: that imports this package first (~0.25 s of CPU, for a server
 that needs only `mcp`), at every start, and a `--demo` run starts several. `-P`: the file's folder is not put on
 `sys.path` (its `openai.py` and `anthropic.py` would hide the real packages)."""
+
+
+def demo_mcp_server(server: DemoServer) -> dict[str, Any]:
+    """The `mcpServers` entry of the demo MCP server that `server` serves itself, over streamable HTTP at
+    `server.mcp_url`: what `--demo` and `demo_config()` use. No process starts for it, for the main agent or
+    for any subagent (each opens an MCP session of its own). `DEMO_MCP_SERVER` is the same server over stdio."""
+    return {"url": server.mcp_url}
 
 
 def demo_agent_types(server: DemoServer) -> dict[str, AgentType]:
@@ -76,7 +84,7 @@ def demo_agent_types(server: DemoServer) -> dict[str, AgentType]:
 
 def demo_config(server: DemoServer, **overrides: Any) -> AgentConfig:
     """An `AgentConfig` whose model is the scripted demo model at `server`, with the demo MCP server as `demo`
-    and the demo's agent types (`demo_agent_types()`).
+    (served by `server` too: `demo_mcp_server()`) and the demo's agent types (`demo_agent_types()`).
 
     Keyword arguments override any field, e.g. `demo_config(server, working_dir=tmp, auto_approve=True)`;
     `agents=` adds types to the demo's (replacing one of the same name).
@@ -86,7 +94,7 @@ def demo_config(server: DemoServer, **overrides: Any) -> AgentConfig:
     values: dict[str, Any] = {
         "model": DEMO_MODEL,
         "base_url": server.base_url_for("openai"),
-        "mcp_servers": {"demo": dict(DEMO_MCP_SERVER)},
+        "mcp_servers": {"demo": demo_mcp_server(server)},
     }
     agents = {**demo_agent_types(server), **dict(overrides.pop("agents", None) or {})}
     values.update(overrides, agents=agents)

@@ -20,6 +20,7 @@ from typing import Any
 
 from .anthropic import anthropic_routes
 from .faults import FaultChooser
+from .mcp_http import MCP_PATH, LazyMcpEndpoint
 from .openai import openai_routes
 from .replies import ModelErrorReply, Reply
 from .scenario import respond
@@ -93,6 +94,12 @@ class DemoServer:
         """
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}" + ("/v1" if protocol == "openai" else "")
+
+    @property
+    def mcp_url(self) -> str:
+        """The URL of the demo MCP server (tools `constant` and `word_count`) that this server also serves, over
+        streamable HTTP: `{"url": server.mcp_url}` is an `mcp_servers` entry (`demo_mcp_server()` gives it)."""
+        return self.base_url_for("anthropic") + MCP_PATH
 
     def log(self, protocol: Wire, body: dict[str, Any]) -> None:
         """Record one model request's body (called by the protocol handlers)."""
@@ -184,5 +191,7 @@ def start_demo_server(
 
 def _application(server: DemoServer) -> Any:
     from starlette.applications import Starlette
+    from starlette.routing import Route
 
-    return Starlette(routes=[*openai_routes(server), *anthropic_routes(server)])
+    mcp = Route(MCP_PATH, endpoint=LazyMcpEndpoint(), methods=["GET", "POST", "DELETE"])
+    return Starlette(routes=[*openai_routes(server), *anthropic_routes(server), mcp])

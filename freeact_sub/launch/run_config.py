@@ -66,13 +66,13 @@ def build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer |
     if demo is not None:
         if args.model or args.base_url:
             raise UsageError("--demo uses the scripted demo model: leave out --model and --base-url")
-        from freeact_sub.demo import DEMO_MCP_SERVER, DEMO_MODEL, demo_agent_types
+        from freeact_sub.demo import DEMO_MODEL, demo_agent_types, demo_mcp_server
 
         servers = load_mcp_config(mcp_config) if mcp_config else {}
         overrides.update(
             model=DEMO_MODEL,
             base_url=demo.base_url_for("openai"),
-            mcp_servers={"demo": dict(DEMO_MCP_SERVER), **servers},
+            mcp_servers={"demo": demo_mcp_server(demo), **servers},
             agents=demo_agent_types(demo),  # the reviewer type, on the same server's Anthropic protocol
         )
         mcp_config = None

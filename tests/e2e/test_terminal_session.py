@@ -7,6 +7,7 @@ subagents (one a `reviewer` on the Anthropic protocol), with approvals answered 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -36,13 +37,13 @@ def demo(workdir: Path) -> Iterator[Terminal]:
         term.kill()
 
 
-def _ready(term: Terminal) -> str:
-    """Wait for the banner and the prompt; returns the main agent's id."""
+def _ready(term: Terminal, tools: str = "demo_constant, demo_word_count") -> str:
+    """Wait for the banner (its MCP tools line: `tools`) and the prompt; returns the main agent's id."""
     term.expect(r"scripted demo model")
     main = term.expect(rf"({AGENT}) \(main\)").group(1)
     term.expect(r"agent types +built-in general, explore, plan, review")
     term.expect(r"reviewer · anthropic:claude-demo · Reviews a short text")  # the demo's type, on another protocol
-    term.expect(r"MCP tools +demo_constant, demo_word_count +│")  # the demo server's tools, no built-in ones
+    term.expect(rf"MCP tools +{tools} +│")  # the demo server's tools, no built-in ones
     term.expect(r"sandbox +workspace \(writes: working folder; network[;)]")  # the default, enforced
     term.expect(r"you ›")
     return main
@@ -273,8 +274,19 @@ def test_s_stops_one_subagent_and_the_turn_goes_on_then_a_background_question_is
     ctrl_d_exits_leaving_nothing(term, workdir)
 
 
-def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(demo: Terminal, workdir: Path) -> None:
-    term, main = demo, _ready(demo)
+def test_ctrl_c_cancels_a_running_cell_and_running_subagents_then_ctrl_c_exits(workdir: Path) -> None:
+    # the demo's own MCP server is served over HTTP by the demo model server's thread (no process to count): the
+    # same tools over stdio as well, so that each agent's server is a process that must be gone after the cancel
+    (workdir / "mcp.json").write_text(json.dumps({"mcpServers": {"stdio": DEMO_MCP_SERVER}}), encoding="utf-8")
+    term = Terminal("--demo", "--mcp-config", "mcp.json", cwd=workdir)
+    try:
+        _ctrl_c_cancels_cells_and_subagents(term, workdir)
+    finally:
+        term.kill()
+
+
+def _ctrl_c_cancels_cells_and_subagents(term: Terminal, workdir: Path) -> None:
+    main = _ready(term, tools="demo_constant, demo_word_count, stdio_constant, stdio_word_count")
     term.send("slow\r")
     _approve(term, main, "Run this code?")
     term.expect(rf"{main} +│ tick 3\b")

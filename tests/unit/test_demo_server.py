@@ -290,3 +290,30 @@ def test_the_streaming_pace_comes_from_the_environment_and_a_bad_value_is_named(
         monkeypatch.setenv("FREEACT_SUB_DEMO_CHUNK_DELAY", bad)
         with pytest.raises(ValueError, match="FREEACT_SUB_DEMO_CHUNK_DELAY: expected seconds"):
             chunk_delay_from_env()
+
+
+async def test_the_demo_server_serves_the_demo_mcp_server_over_http_and_leaves_the_hosts_logging_alone(
+    tmp_path,
+) -> None:
+    import logging
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    with start_demo_server() as server:
+        config = demo_config(server, working_dir=tmp_path)
+        assert config.mcp_servers["demo"].url == server.mcp_url
+        async with httpx.AsyncClient() as client, streamable_http_client(server.mcp_url, http_client=client) as (
+            read, write, *_
+        ), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = await session.list_tools()
+            assert sorted(tool.name for tool in tools.tools) == ["constant", "word_count"]
+            pi = await session.call_tool("constant", {"name": "pi"})
+            assert not pi.is_error and "3.14159" in pi.content[0].text
+            unknown = await session.call_tool("constant", {"name": "nope"})
+            assert unknown.is_error and "unknown constant 'nope'" in unknown.content[0].text
+    assert root.handlers == handlers and root.level == level  # the SDK's logging.basicConfig() did not run here
