@@ -81,6 +81,8 @@ class CallView(widgets.VBox):
         self._subagents = widgets.VBox()
         self._changes = ChangePanel(request.changes) if request is not None and request.changes else None
         self.approval: ApprovalPanel | None = None
+        self._answered: ApprovalPanel | None = None
+        """The buttons of a decided request, kept (inert) in place while questions wait below (see `keeps_place`)."""
         self.decision: Decision
         if request is None:
             self.decision = "refused"
@@ -98,6 +100,17 @@ class CallView(widgets.VBox):
     def pending(self) -> bool:
         """Whether the call still waits for a person's decision."""
         return self.decision == "waiting for approval"
+
+    @property
+    def keeps_place(self) -> bool:
+        """Whether the call still shows its answered (inert) buttons, so that nothing below it moves up."""
+        return self._answered is not None
+
+    def give_up_place(self) -> None:
+        """Take the answered buttons away; the run calls it once no question waits below this call."""
+        if self._answered is not None:
+            self._answered = None
+            self._layout()
 
     def decide(self, approved: bool, reason: str | None = None) -> None:
         """Answer the request (once); the agent that asked goes on.
@@ -172,7 +185,9 @@ class CallView(widgets.VBox):
         self.decision = decision
         if self.approval is not None:
             self.approval.disable()
-            self.approval = None
+            # Kept, inert, until the run sees no question waiting below: taking it away at once would pull the
+            # next waiting card up under the pointer of a person about to click it.
+            self._answered, self.approval = self.approval, None
         self.remove_class("freeact-pending")
         self._layout()
         self._on_change()
@@ -198,8 +213,8 @@ class CallView(widgets.VBox):
             parts.append(self._changes)
             if not self.pending:
                 self._changes.disable()
-        if self.approval is not None:
-            parts.append(self.approval)
+        if self.approval is not None or self._answered is not None:
+            parts.append(self.approval or self._answered)
         if self._subagents.children:
             parts.append(self._subagents)
         if self._output.value:

@@ -20,7 +20,7 @@ from freeact_sub import (
     Usage,
 )
 
-from . import _html, _static
+from . import _html, _order, _static
 from ._style import STYLESHEET
 from .agent_panel import AgentPanel, AgentState
 from .timeline_view import TimelineView
@@ -187,6 +187,8 @@ class RunPanel(widgets.VBox):
     def _show_pending(self) -> None:
         if not hasattr(self, "panels"):  # the main panel reports while it is being built
             return
+        if any(call.keeps_place for panel in self.panels.values() for call in panel.calls.values()):
+            _order.release_answered(self)
         count = self.pending
         text = f"{count} waiting for approval" if count else ""
         value = f'<span class="freeact-pending-count" data-pending="{count}">{text}</span>'
@@ -231,7 +233,7 @@ class RunPanel(widgets.VBox):
                 panel.set_kind(event.agent_type, event.description, "")
                 panel.wait_for_slot()
                 self.panels[child_id] = panel
-                self._panel(event.agent_id).attach_subagent(call_id, panel)
+                self._attach(event.agent_id, call_id, panel)
             case SubagentStarted(subagent_id=child_id, tool_call_id=call_id, max_turns=max_turns):
                 queued = self.panels.get(child_id)
                 panel = queued or self._new_panel(child_id, max_turns=max_turns)
@@ -242,7 +244,7 @@ class RunPanel(widgets.VBox):
                     panel.set_sandbox(event.sandbox, event.sandbox_limits)
                 if queued is None:
                     self.panels[child_id] = panel
-                    self._panel(event.agent_id).attach_subagent(call_id, panel)
+                    self._attach(event.agent_id, call_id, panel)
             case SubagentFinished(subagent_id=child_id, status=status, elapsed=elapsed, turns_used=turns):
                 state: AgentState = "turn limit" if status == "turn_limit" else status
                 if event.waited >= 0.1:
@@ -259,6 +261,20 @@ class RunPanel(widgets.VBox):
                 self.main.refresh()
             case _:
                 self._panel(event.agent_id).handle(event)
+
+    def _attach(self, parent_id: str, tool_call_id: str, panel: AgentPanel) -> None:
+        """Nest a subagent's panel under its `task` call, unless a question waits below that call: then the panel
+        goes below the waiting questions (at the end of its parent's panel, or of the run), so none of them moves."""
+        parent = self._panel(parent_id)
+        call = parent.task_call(tool_call_id)
+        if call is None or not _order.waits_after(self, call):
+            parent.attach_subagent(tool_call_id, panel)
+            return
+        panel.note_placed_below(parent_id)
+        if not _order.waits_after(self, parent):
+            parent.attach_subagent(tool_call_id, panel, nest=False)
+        else:
+            self.children = (*self.children[:-1], panel, self.timeline)
 
     def _panel(self, agent_id: str) -> AgentPanel:
         panel = self.panels.get(agent_id)

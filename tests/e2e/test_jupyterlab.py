@@ -321,7 +321,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(state(second)).to_have_text("waiting for approval")
     run_header = notebook.locator(".freeact-live .freeact-run-header")
     expect(run_header.locator(".freeact-pending-count")).to_have_text("2 waiting for approval")
-    expect(notebook.locator(f".freeact-reason-input.freeact-by-{second_id} input")).to_be_visible()
+    expect(notebook.locator(f".freeact-reason-input.freeact-by-{second_id} textarea")).to_be_visible()
     scroll_to_top_of(live)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-waiting.png"))
 
@@ -420,7 +420,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     second.locator("button.freeact-send").click()
     expect(second.locator(".freeact-message")).to_have_text(f"→ message from you: {message}", timeout=MINUTE)
     reason = "Please use the exact value from the MCP tool instead."
-    notebook.locator(f".freeact-reason-input.freeact-by-{second_id} input").press_sequentially(reason, delay=60)
+    notebook.locator(f".freeact-reason-input.freeact-by-{second_id} textarea").press_sequentially(reason, delay=60)
     buttons("reject", second_id).click()
     expect(second.locator(".freeact-reason")).to_have_text(reason, timeout=MINUTE)
 
