@@ -102,6 +102,8 @@ class RunPanel(widgets.VBox):
         """The run's timeline, under the agents' panels."""
         parts.append(self.timeline)
         self.children = tuple(parts)
+        self.start_steps: list[str] = []
+        """What the agent's start said it waited for, in order (`Agent.start(progress=…)`)."""
         self.state = "starting"
         """The run's status as the header shows it (`done`, `cancelled`, `failed` once it ended)."""
         self.set_status("starting")
@@ -174,6 +176,15 @@ class RunPanel(widgets.VBox):
         `<freeact-sub run of …>` line above the transcript."""
         view = {"version_major": 2, "version_minor": 0, "model_id": self.model_id}
         return {"text/plain": "", "application/vnd.jupyter.widget-view+json": view}
+
+    def start_step(self, text: str) -> None:
+        """Say what the agent's start waits for now (`starting the kernel`, …) in the header and beside the main
+        agent's badge (the one a narrow notebook shows); an empty `text`: the start is over."""
+        if text:
+            self.start_steps.append(text)
+            self.set_status(f"starting: {text}…")
+        self.main.model_note = f"{text}…" if text else ""
+        self.main.refresh()
 
     def set_status(self, text: str) -> None:
         self.state = text

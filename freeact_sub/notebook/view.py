@@ -258,8 +258,9 @@ class AgentView:
         try:
             if not self.agent.started:
                 await self._settle_trust(panel)
-                panel.set_status("starting the agent")
-                await self.agent.start()
+                panel.start_step("starting the agent")
+                await self.agent.start(progress=panel.start_step)
+                panel.start_step("")
                 files = self.agent.tree.prompt_files
                 panel.show_files([str(file.path) for file in files.instructions],
                                  {name: skill.description for name, skill in files.skills.items()},
