@@ -34,7 +34,7 @@ from freeact_sub import (
 from . import _html
 from .call_view import CallView
 from .message_box import message_box, message_widgets
-from .panel_header import format_seconds, kind_html, sandbox_html, total_html, usage_html
+from .panel_header import format_seconds, kind_html, sandbox_html, usage_html
 from .streamed_text import StreamedText
 
 __all__ = ["AgentPanel", "AgentState"]
@@ -80,8 +80,6 @@ class AgentPanel(widgets.VBox):
         """Input plus output tokens of this agent's model responses so far."""
         self.cost: Decimal | None = None
         """USD of those responses, where the price is known."""
-        self.run_total: tuple[int, Decimal | None] = (0, None)
-        """The main panel's: tokens and cost of every agent of the run (shown once a subagent used some)."""
         self.calls: dict[str, CallView] = {}
         """The tool calls of this agent, by tool call id."""
         self.error: str | None = None
@@ -243,8 +241,7 @@ class AgentPanel(widgets.VBox):
             f'{self._model_note_html()} '
             f'<span class="freeact-meta">{format_seconds(self.elapsed)}{waited} · '
             f'<span class="freeact-turns">turns used: {turns}</span>'
-            f'{usage_html(self.tokens, self.cost, self.retries)}'
-            f'{total_html(*self.run_total, self.tokens)}</span>{error}'
+            f'{usage_html(self.tokens, self.cost, self.retries)}</span>{error}'
         )
         if self._header.value != value:
             self._header.value = value

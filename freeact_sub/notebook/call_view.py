@@ -73,6 +73,13 @@ class CallView(widgets.VBox):
         """The reason given with a rejection, if any."""
         self._output_text = ""
         self._title = widgets.HTML()
+        source = (request.tool_args if request else {}).get("code")
+        self._head: widgets.Widget = self._title
+        if tool_name == "execute_ipython_cell" and isinstance(source, str):
+            copy = widgets.HTML(_html.copy_button(source))
+            copy.add_class("freeact-copy")  # a control: not in the static copy
+            self._head = widgets.HBox([self._title, copy])
+            self._head.add_class("freeact-call-head")
         self._body = widgets.HTML(_describe(tool_name, request.tool_args if request else {}))
         self._output = widgets.HTML()
         self._output.add_class("freeact-output-box")  # the box a long output scrolls in (it lives across updates)
@@ -208,7 +215,7 @@ class CallView(widgets.VBox):
             f'<span class="freeact-decision freeact-decision-{css}" data-decision="{self.decision}">'
             f"{self.decision}</span>{reason}"
         )
-        parts: list[widgets.Widget] = [self._title, self._body]
+        parts: list[widgets.Widget] = [self._head, self._body]
         if self._changes is not None:
             parts.append(self._changes)
             if not self.pending:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 import ipywidgets as widgets
@@ -263,13 +262,6 @@ class RunPanel(widgets.VBox):
                 self._panel(child_id).finish(state, elapsed=elapsed, turns=turns)
             case SubagentMessage(subagent_id=child_id):
                 self._panel(child_id).handle(event)  # shown where it is read: in the subagent's panel
-            case ModelUsage(input_tokens=tokens_in, output_tokens=tokens_out, cost=cost):
-                self._panel(event.agent_id).handle(event)
-                tokens, spent = self.main.run_total
-                if cost is not None:
-                    spent = (spent or Decimal(0)) + cost
-                self.main.run_total = (tokens + tokens_in + tokens_out, spent)
-                self.main.refresh()
             case _:
                 self._panel(event.agent_id).handle(event)
 

@@ -92,3 +92,19 @@ async def test_the_reason_box_is_several_lines_as_wide_as_the_card() -> None:
     assert approval is not None
     assert isinstance(approval.reason, widgets.Textarea) and approval.reason.rows >= 2
     assert approval.reason.layout.width == "100%"
+
+
+async def test_a_cell_the_agent_ran_has_a_copy_button_with_its_code_escaped() -> None:
+    run = RunPanel("agent-1", "code", policy=ApprovalPolicy(), on_stop=lambda: None)
+    code = 'print("<b>a & b</b>")'
+    run.handle(
+        ApprovalRequest(
+            agent_id="agent-1", tool_name="execute_ipython_cell", tool_args={"code": code}, tool_call_id="c1"
+        )
+    )
+    view = call(run, "agent-1", "c1")
+    (button,) = [w for w in document_order(view) if "freeact-copy" in getattr(w, "_dom_classes", ())]
+    assert isinstance(button, widgets.HTML)
+    assert 'data-code="print(&quot;&lt;b&gt;a &amp; b&lt;/b&gt;&quot;)"' in button.value  # never markup of its own
+    assert "navigator.clipboard.writeText" in button.value
+    assert "Copy" not in run.static_text()  # a control: not in the saved transcript
