@@ -19,9 +19,11 @@ __all__ = ["document_order", "waits_after"]
 
 def document_order(root: widgets.Widget) -> Iterator[widgets.Widget]:
     """`root` and every widget under it, in the order a person reads them (depth first, top to bottom)."""
-    yield root
-    for child in getattr(root, "children", ()):
-        yield from document_order(child)
+    stack = [root]  # a stack, not nested generators: a run of 50 subagents is walked at every decision
+    while stack:
+        widget = stack.pop()
+        yield widget
+        stack.extend(reversed(getattr(widget, "children", ())))
 
 
 def waits_after(root: widgets.Widget, anchor: widgets.Widget) -> bool:

@@ -101,6 +101,8 @@ class RunPanel(widgets.VBox):
         """The run's timeline, under the agents' panels."""
         parts.append(self.timeline)
         self.children = tuple(parts)
+        self._pending_before = 0
+        """The pending count at the last look: a drop means a decision."""
         self.start_steps: list[str] = []
         """What the agent's start said it waited for, in order (`Agent.start(progress=…)`)."""
         self.state = "starting"
@@ -197,9 +199,10 @@ class RunPanel(widgets.VBox):
     def _show_pending(self) -> None:
         if not hasattr(self, "panels"):  # the main panel reports while it is being built
             return
-        if any(call.keeps_place for panel in self.panels.values() for call in panel.calls.values()):
-            _order.release_answered(self)
         count = self.pending
+        if count < self._pending_before:  # only a decision lets an answered card give up its place
+            _order.release_answered(self)
+        self._pending_before = count
         text = f"{count} waiting for approval" if count else ""
         value = f'<span class="freeact-pending-count" data-pending="{count}">{text}</span>'
         if self.pending_count.value != value:
