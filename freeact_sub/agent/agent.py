@@ -222,18 +222,22 @@ class Agent:
         """A copy of the conversation so far (pydantic-ai messages)."""
         return list(self.conversation.messages)
 
-    async def start(self) -> None:
+    async def start(self, *, progress: Callable[[str], None] | None = None) -> None:
         """Resolve the model, then start the kernel and connect the MCP servers concurrently.
 
-        A main agent launches its kernel; a subagent's kernel comes from its tree's pool.
+        A main agent launches its kernel; a subagent's kernel comes from its tree's pool. `progress`, if
+        given, is told in a few words what the start waits for as it goes (`loading the model`, `starting
+        the kernel and connecting the MCP servers: demo`, …), for a front end to show while a person waits.
         """
         if self._started:
             return
+        report = progress or (lambda _: None)
         self._loop = asyncio.get_running_loop()
         if not self.is_subagent:
             self.config.make_working_dir()
             self.config.make_state_dir()  # a read-only working folder is one clear error, not a traceback mid-start
             self._take_main_type()  # a bad type file or field is a ConfigError before any kernel starts
+        report("loading the model")
         self._model = self.settings.resolve_model()
         if not self.is_subagent:
             settings = self.settings
@@ -242,7 +246,7 @@ class Agent:
                                                      save=settings.save_sessions, model=self._model)
             self.tree.start_telemetry(settings)
         try:
-            self._parts = await start_parts(self)
+            self._parts = await start_parts(self, progress=report)
         except BaseException:
             if not self.is_subagent:
                 await asyncio.shield(self.tree.close())

@@ -81,10 +81,11 @@ class Starter(TreeMember, Protocol):
     def is_subagent(self) -> bool: ...
 
 
-async def start_parts(agent: Starter) -> AgentParts:
+async def start_parts(agent: Starter, *, progress: Callable[[str], None] = lambda _: None) -> AgentParts:
     """Start `agent`'s kernel and MCP connections and assemble its tools.
 
-    Whatever started is stopped again if the start fails or is cancelled.
+    `progress` is told, in a few words, what the start waits for as it goes (`starting the kernel and
+    connecting the MCP servers: demo`, …). Whatever started is stopped again if the start fails or is cancelled.
     """
     settings = agent.settings
     allowed = _allowed(settings)
@@ -92,7 +93,8 @@ async def start_parts(agent: Starter) -> AgentParts:
                if server_may_offer(name, settings.tools, settings.disallowed_tools)}
     mcp = McpConnections(servers, cwd=settings.working_dir, pool=agent.tree.supplies.mcp_pool_for(agent.is_subagent),
                          listings=agent.tree.supplies.mcp_listings)
-    kernel = await _kernel_and_mcp(agent, mcp, runs_code=allowed("execute_ipython_cell"))
+    kernel = await _kernel_and_mcp(agent, mcp, runs_code=allowed("execute_ipython_cell"), names=list(servers),
+                                  progress=progress)
     subagents = None
     specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")] if kernel else []
     if settings.enable_subagents and agent.tree.depth(agent.agent_id) < settings.max_depth and allowed("task"):
@@ -125,6 +127,7 @@ async def start_parts(agent: Starter) -> AgentParts:
     parts = AgentParts(mcp=mcp, kernel=kernel, toolbox=toolbox, calls=calls, subagents=subagents)
     try:
         if kernel is not None:
+            progress("preparing the code tools in the kernel")
             parts.code_tools = await open_code_tools(
                 agent_id=agent.agent_id, config=settings, kernel=kernel, mcp=mcp, ask=gate.ask,
                 packages=agent.tree.supplies.code_packages, allowed=allowed,
@@ -153,10 +156,23 @@ def _allowed(settings: AgentConfig) -> Callable[[str], bool]:
     return lambda name: tool_allowed(name, settings.tools, settings.disallowed_tools)
 
 
-async def _kernel_and_mcp(agent: Starter, mcp: McpConnections, *, runs_code: bool) -> KernelBackend | None:
+async def _kernel_and_mcp(
+    agent: Starter, mcp: McpConnections, *, runs_code: bool, names: list[str], progress: Callable[[str], None]
+) -> KernelBackend | None:
     """Start the kernel (if the agent runs code) and open the MCP connections at the same time."""
     kernel_task = asyncio.create_task(_acquire_kernel(agent, runs_code))
     mcp_task = asyncio.create_task(mcp.open())
+    servers = ", ".join(names)
+
+    def report(_: object = None) -> None:  # what is still awaited, each time one of the two ends
+        waits = [*(["starting the kernel"] if runs_code and not kernel_task.done() else []),
+                 *([f"connecting the MCP servers: {servers}"] if servers and not mcp_task.done() else [])]
+        if waits:
+            progress(" and ".join(waits))
+
+    report()
+    kernel_task.add_done_callback(report)
+    mcp_task.add_done_callback(report)
     try:
         await asyncio.gather(kernel_task, mcp_task)
     except BaseException:

@@ -11,17 +11,45 @@ character, and a message to a subagent as its first letter.
 cell gets the `idle` status the throttle waits for (parented to that message, as for any other
 request), followed by `busy` for the cell that still runs, so JupyterLab's kernel indicator
 stays busy. A message handled the ordinary way (no cell running) is left as it was.
+
+It also wraps `process_control`. JupyterLab's widget manager asks for a kernel subshell (a
+`create_subshell_request` on the control channel) when a cell shows its first widget; the kernel
+answers it with `busy` and `idle`, and JupyterLab's status bar then said *Idle* for the rest of
+`await view.run(...)` although the cell still ran. While a cell awaits a run (`cell_awaits()`), a
+control message's `idle` is followed by `busy` for that cell.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["install"]
+__all__ = ["cell_awaits", "install"]
 
 _installed: set[int] = set()
 """ids of the kernels whose `dispatch_shell` is wrapped."""
+_awaiting: dict[int, dict[str, Any]] = {}
+"""A kernel's id → the request of its cell that awaits a run now."""
+
+
+@contextlib.contextmanager
+def cell_awaits() -> Iterator[None]:
+    """While the running cell awaits a run: a control message's `idle` does not leave the kernel shown idle."""
+    from IPython.core.getipython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    parent = kernel.get_parent("shell") if kernel is not None and hasattr(kernel, "get_parent") else None
+    if not parent:
+        yield
+        return
+    _awaiting[id(kernel)] = parent
+    try:
+        yield
+    finally:
+        if _awaiting.get(id(kernel)) is parent:
+            del _awaiting[id(kernel)]
 
 
 def install() -> None:
@@ -45,6 +73,16 @@ def install() -> None:
             _status(kernel, "busy", running)
 
     kernel.dispatch_shell = dispatch_shell
+    if hasattr(kernel, "process_control"):
+        process = kernel.process_control
+
+        @functools.wraps(process)
+        async def process_control(msg: Any) -> None:
+            await process(msg)
+            if (cell := _awaiting.get(id(kernel))) is not None:
+                _status(kernel, "busy", cell)  # after the control message's idle: the cell still runs
+
+        kernel.process_control = process_control
 
 
 def _status(kernel: Any, state: str, parent: dict[str, Any] | None) -> None:

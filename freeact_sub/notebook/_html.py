@@ -13,7 +13,7 @@ from typing import Any
 
 from ._style import CODE_CLASS_PREFIX
 
-__all__ = ["code", "escape", "event_note", "markdown", "preformatted", "tool_arguments"]
+__all__ = ["code", "copy_button", "escape", "event_note", "markdown", "preformatted", "tool_arguments"]
 
 _MAX_SHOWN = 20_000
 """Characters of a cell's output kept on screen (the tail); the full text stays in the event."""
@@ -21,6 +21,20 @@ _MAX_SHOWN = 20_000
 
 def escape(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+_COPY_SCRIPT = (
+    "const b = this; const said = t => { b.textContent = t; setTimeout(() => { b.textContent = 'Copy'; }, 1500); };"
+    " (navigator.clipboard ? navigator.clipboard.writeText(b.dataset.code) : Promise.reject())"
+    ".then(() => said('Copied'), () => said('Copy failed'));"
+)
+"""The browser writes the clipboard (a kernel cannot): the code travels in the button's `data-code`, escaped."""
+
+
+def copy_button(source: str) -> str:
+    """A **Copy** button that puts `source` (a cell the agent ran) on the clipboard, in the browser itself."""
+    return (f'<button class="freeact-copy-button" type="button" title="Copy this code to the clipboard" '
+            f'data-code="{escape(source)}" onclick="{escape(_COPY_SCRIPT)}">Copy</button>')
 
 
 def event_note(event: Any) -> str:

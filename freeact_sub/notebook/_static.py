@@ -28,6 +28,8 @@ __all__ = ["static_html", "static_text"]
 
 _SKIPPED = (widgets.Button, widgets.Checkbox, widgets.Text)
 _SKIPPED_CLASSES = {"freeact-stylesheet", "freeact-live"}
+_CONTROLS = {"freeact-stylesheet", "freeact-copy"}
+"""HTML widgets left out of the static copy: the stylesheet (it has its own), controls."""
 _TAG = re.compile(r"<[^>]+>")
 _BLOCK_END = re.compile(r"</(p|div|pre|h[1-6]|li|tr)>|<br\s*/?>")
 _LONG_RUN = 200
@@ -56,7 +58,7 @@ def _classes(widget: widgets.Widget) -> str:
 
 def _html(widget: widgets.Widget, fold: bool = False) -> str:
     classes = getattr(widget, "_dom_classes", ())
-    if isinstance(widget, _SKIPPED) or "freeact-stylesheet" in classes:
+    if isinstance(widget, _SKIPPED) or _CONTROLS & set(classes):
         return ""
     if isinstance(widget, widgets.HTML):
         return f'<div class="{_classes(widget)}">{widget.value}</div>' if widget.value else ""
@@ -78,7 +80,7 @@ def _html(widget: widgets.Widget, fold: bool = False) -> str:
 
 
 def _html_values(widget: widgets.Widget) -> list[str]:
-    if isinstance(widget, _SKIPPED) or "freeact-stylesheet" in getattr(widget, "_dom_classes", ()):
+    if isinstance(widget, _SKIPPED) or _CONTROLS & set(getattr(widget, "_dom_classes", ())):
         return []
     if isinstance(widget, widgets.HTML):
         return [widget.value] if widget.value else []

@@ -90,12 +90,11 @@ _RULES = """
 .freeact-run-usage { display: block; overflow: hidden; text-overflow: ellipsis; }
 .freeact-prompt-text { display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .freeact-run-status, .freeact-pending-count, .freeact-run-usage { white-space: nowrap; }
-/* a narrow notebook (700 px with the file browser open): the run's status is the main agent's badge too (and its
-   tokens and cost are each panel's), and
+/* a narrow notebook (700 px with the file browser open): the run's status is the main agent's badge too, and
    Approve all agents keeps its icon (its tooltip says it), so Stop and the pending count still fit on the line */
 .freeact-run { container-type: inline-size; }
 @container (max-width: 520px) {
-  .freeact-run-header .freeact-run-status, .freeact-run-header .freeact-run-usage-line { display: none; }
+  .freeact-run-header .freeact-run-status { display: none; }
   .freeact-run-header .freeact-approve-all { font-size: 0; display: inline-flex; align-items: center; }
   .freeact-run-header .freeact-approve-all i { font-size: var(--jp-widgets-font-size, 13px); }
 }
@@ -155,6 +154,14 @@ _RULES = """
   padding: 4px 6px; margin: 3px 0; }
 .freeact-call.freeact-pending { border: 2px solid var(--jp-warn-color1, #ff9800); }
 .freeact-call-title { font-family: var(--jp-code-font-family, monospace); font-size: 90%; }
+/* a cell's title line: the title takes the room, Copy sits at the right end */
+.freeact-call-head { align-items: center; gap: 6px; }
+.freeact-call-head > :first-child { flex: 1 1 auto; min-width: 0; }
+.freeact-call-head > .freeact-copy { flex: none; }
+.freeact-copy-button { font: inherit; font-size: 85%; cursor: pointer; padding: 0 8px; border-radius: 3px;
+  color: var(--jp-ui-font-color1, #000); background: var(--jp-layout-color2, #eee);
+  border: 1px solid var(--jp-border-color1, #bdbdbd); }
+.freeact-copy-button:hover { background: var(--jp-layout-color3, #ddd); }
 .freeact-decision { padding: 0 5px; border-radius: 6px; font-size: 85%; border: 1px solid;
   border-color: var(--jp-border-color1, #bdbdbd); color: var(--jp-ui-font-color1, rgba(0,0,0,.87)); }
 .freeact-decision-approved, .freeact-decision-auto { border-color: var(--jp-success-color1, #4caf50);

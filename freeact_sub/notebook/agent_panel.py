@@ -34,7 +34,7 @@ from freeact_sub import (
 from . import _html
 from .call_view import CallView
 from .message_box import message_box, message_widgets
-from .panel_header import format_seconds, kind_html, sandbox_html, total_html, usage_html
+from .panel_header import format_seconds, kind_html, sandbox_html, usage_html
 from .streamed_text import StreamedText
 
 __all__ = ["AgentPanel", "AgentState"]
@@ -80,8 +80,6 @@ class AgentPanel(widgets.VBox):
         """Input plus output tokens of this agent's model responses so far."""
         self.cost: Decimal | None = None
         """USD of those responses, where the price is known."""
-        self.run_total: tuple[int, Decimal | None] = (0, None)
-        """The main panel's: tokens and cost of every agent of the run (shown once a subagent used some)."""
         self.calls: dict[str, CallView] = {}
         """The tool calls of this agent, by tool call id."""
         self.error: str | None = None
@@ -243,8 +241,7 @@ class AgentPanel(widgets.VBox):
             f'{self._model_note_html()} '
             f'<span class="freeact-meta">{format_seconds(self.elapsed)}{waited} · '
             f'<span class="freeact-turns">turns used: {turns}</span>'
-            f'{usage_html(self.tokens, self.cost, self.retries)}'
-            f'{total_html(*self.run_total, self.tokens)}</span>{error}'
+            f'{usage_html(self.tokens, self.cost, self.retries)}</span>{error}'
         )
         if self._header.value != value:
             self._header.value = value
@@ -348,12 +345,23 @@ class AgentPanel(widgets.VBox):
                 self.finish("cancelled")
         self.refresh()
 
-    def attach_subagent(self, tool_call_id: str, panel: AgentPanel) -> None:
-        """Nest a subagent's panel under the `task` call that started it."""
-        if call := self.calls.get(tool_call_id) or self.calls.get(tool_call_id.removesuffix("-fix")):  # from code
+    def task_call(self, tool_call_id: str) -> CallView | None:
+        """The call that started a subagent: a `task` call, or the cell whose code did (a correction is `…-fix`)."""
+        return self.calls.get(tool_call_id) or self.calls.get(tool_call_id.removesuffix("-fix"))
+
+    def attach_subagent(self, tool_call_id: str, panel: AgentPanel, *, nest: bool = True) -> None:
+        """Nest a subagent's panel under the `task` call that started it; with `nest=False` (or without that call)
+        put it at the end of this panel instead."""
+        if nest and (call := self.task_call(tool_call_id)):
             call.attach_subagent(panel)
         else:
             self._append(panel)
+
+    def note_placed_below(self, parent_id: str) -> None:
+        """Say why this subagent's panel is not under its `task` call: questions waited below that call."""
+        self._append(widgets.HTML(f'<div class="freeact-meta">Started by {_html.escape(parent_id)}\'s '
+                                  f'"{_html.escape(self.description or "task")}" call above; shown down here so that '
+                                  "the questions waiting below that call did not move.</div>"))
 
     def finish(self, state: AgentState, *, elapsed: float | None = None, turns: int | None = None) -> None:
         """The agent ended: freeze the clock and take away buttons no one can use any more."""
@@ -365,6 +373,7 @@ class AgentPanel(widgets.VBox):
             self.turns = turns
         for call in self.calls.values():
             call.cancel()
+            call.give_up_place()
         if self.stop_button is not None:  # nothing left to stop or to tell: the controls go
             self.stop_button.disabled = True
             self.stop_button.layout.display = "none"

@@ -14,7 +14,8 @@ __all__ = ["ApprovalPanel"]
 
 
 class ApprovalPanel(widgets.HBox):
-    """**Approve**, **Reject** (with an optional reason) and **Always approve <agent_id>** for one request.
+    """**Approve**, **Reject** and **Always approve <agent_id>** for one request, and below them a box as wide as
+    the card for an optional reason (several lines).
 
     The panel only reports what was clicked; the `CallView` that holds it decides the request
     and takes the panel away. A reason typed beside Reject goes to the model as the call's
@@ -36,10 +37,12 @@ class ApprovalPanel(widgets.HBox):
         question = widgets.HTML(f"<b>{_html.escape(request.agent_id)}</b> asks to run {what}:")
         self.approve_button = widgets.Button(description="Approve", button_style="success", icon="check")
         self.reject_button = widgets.Button(description="Reject", button_style="danger", icon="times")
-        self.reason = widgets.Text(
-            placeholder="reason for a rejection (optional)",
+        # a line of its own as wide as the card, several lines high: a reason is a sentence or two, not a word
+        self.reason = widgets.Textarea(
+            placeholder="reason for a rejection (optional): the call does not run, the model reads it and goes on",
             tooltip="Rejected with a reason, the call does not run, the model reads the reason and goes on",
-            layout=widgets.Layout(width="260px"),
+            rows=2,
+            layout=widgets.Layout(width="100%", flex="1 1 100%"),
         )
         self.always_button = widgets.Button(
             description=f"Always approve {request.agent_id}",
@@ -49,10 +52,10 @@ class ApprovalPanel(widgets.HBox):
         self._controls: tuple[widgets.DOMWidget, ...] = (
             self.approve_button,
             self.reject_button,
-            self.reason,
             self.always_button,
+            self.reason,
         )
-        for control, name in zip(self._controls, ("approve", "reject", "reason-input", "always"), strict=True):
+        for control, name in zip(self._controls, ("approve", "reject", "always", "reason-input"), strict=True):
             control.add_class(f"freeact-{name}")
             control.add_class(f"freeact-by-{request.agent_id}")
         self.approve_button.on_click(lambda _: on_decision(True, None))

@@ -73,6 +73,13 @@ class CallView(widgets.VBox):
         """The reason given with a rejection, if any."""
         self._output_text = ""
         self._title = widgets.HTML()
+        source = (request.tool_args if request else {}).get("code")
+        self._head: widgets.Widget = self._title
+        if tool_name == "execute_ipython_cell" and isinstance(source, str):
+            copy = widgets.HTML(_html.copy_button(source))
+            copy.add_class("freeact-copy")  # a control: not in the static copy
+            self._head = widgets.HBox([self._title, copy])
+            self._head.add_class("freeact-call-head")
         self._body = widgets.HTML(_describe(tool_name, request.tool_args if request else {}))
         self._output = widgets.HTML()
         self._output.add_class("freeact-output-box")  # the box a long output scrolls in (it lives across updates)
@@ -81,6 +88,8 @@ class CallView(widgets.VBox):
         self._subagents = widgets.VBox()
         self._changes = ChangePanel(request.changes) if request is not None and request.changes else None
         self.approval: ApprovalPanel | None = None
+        self._answered: ApprovalPanel | None = None
+        """The buttons of a decided request, kept (inert) in place while questions wait below (see `keeps_place`)."""
         self.decision: Decision
         if request is None:
             self.decision = "refused"
@@ -98,6 +107,17 @@ class CallView(widgets.VBox):
     def pending(self) -> bool:
         """Whether the call still waits for a person's decision."""
         return self.decision == "waiting for approval"
+
+    @property
+    def keeps_place(self) -> bool:
+        """Whether the call still shows its answered (inert) buttons, so that nothing below it moves up."""
+        return self._answered is not None
+
+    def give_up_place(self) -> None:
+        """Take the answered buttons away; the run calls it once no question waits below this call."""
+        if self._answered is not None:
+            self._answered = None
+            self._layout()
 
     def decide(self, approved: bool, reason: str | None = None) -> None:
         """Answer the request (once); the agent that asked goes on.
@@ -172,7 +192,9 @@ class CallView(widgets.VBox):
         self.decision = decision
         if self.approval is not None:
             self.approval.disable()
-            self.approval = None
+            # Kept, inert, until the run sees no question waiting below: taking it away at once would pull the
+            # next waiting card up under the pointer of a person about to click it.
+            self._answered, self.approval = self.approval, None
         self.remove_class("freeact-pending")
         self._layout()
         self._on_change()
@@ -193,13 +215,13 @@ class CallView(widgets.VBox):
             f'<span class="freeact-decision freeact-decision-{css}" data-decision="{self.decision}">'
             f"{self.decision}</span>{reason}"
         )
-        parts: list[widgets.Widget] = [self._title, self._body]
+        parts: list[widgets.Widget] = [self._head, self._body]
         if self._changes is not None:
             parts.append(self._changes)
             if not self.pending:
                 self._changes.disable()
-        if self.approval is not None:
-            parts.append(self.approval)
+        if self.approval is not None or self._answered is not None:
+            parts.append(self.approval or self._answered)
         if self._subagents.children:
             parts.append(self._subagents)
         if self._output.value:

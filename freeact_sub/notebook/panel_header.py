@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from . import _html
 
-__all__ = ["format_seconds", "kind_html", "sandbox_html", "total_html", "usage_html"]
+__all__ = ["format_seconds", "kind_html", "sandbox_html", "usage_html"]
 
 
 def kind_html(agent_type: str, description: str, model: str) -> str:
@@ -37,14 +37,6 @@ def usage_html(tokens: int, cost: Decimal | None, retries: int) -> str:
         return retried
     spent = f" · ${cost:.4f}" if cost is not None else ""
     return f' · <span class="freeact-usage" data-tokens="{tokens}">{tokens:,} tokens{spent}</span>{retried}'
-
-
-def total_html(tokens: int, cost: Decimal | None, own_tokens: int) -> str:
-    """` · all agents: 5,678 tokens · $0.0100`: the run's total, on the main panel once subagents used some."""
-    if tokens <= own_tokens:
-        return ""
-    spent = f" · ${cost:.4f}" if cost is not None else ""
-    return f' · <span class="freeact-total" data-tokens="{tokens}">all agents: {tokens:,} tokens{spent}</span>'
 
 
 def format_seconds(seconds: float) -> str:

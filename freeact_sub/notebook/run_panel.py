@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 import ipywidgets as widgets
@@ -20,7 +19,7 @@ from freeact_sub import (
     Usage,
 )
 
-from . import _html, _static
+from . import _html, _order, _static
 from ._style import STYLESHEET
 from .agent_panel import AgentPanel, AgentState
 from .timeline_view import TimelineView
@@ -102,6 +101,10 @@ class RunPanel(widgets.VBox):
         """The run's timeline, under the agents' panels."""
         parts.append(self.timeline)
         self.children = tuple(parts)
+        self._pending_before = 0
+        """The pending count at the last look: a drop means a decision."""
+        self.start_steps: list[str] = []
+        """What the agent's start said it waited for, in order (`Agent.start(progress=…)`)."""
         self.state = "starting"
         """The run's status as the header shows it (`done`, `cancelled`, `failed` once it ended)."""
         self.set_status("starting")
@@ -175,6 +178,15 @@ class RunPanel(widgets.VBox):
         view = {"version_major": 2, "version_minor": 0, "model_id": self.model_id}
         return {"text/plain": "", "application/vnd.jupyter.widget-view+json": view}
 
+    def start_step(self, text: str) -> None:
+        """Say what the agent's start waits for now (`starting the kernel`, …) in the header and beside the main
+        agent's badge (the one a narrow notebook shows); an empty `text`: the start is over."""
+        if text:
+            self.start_steps.append(text)
+            self.set_status(f"starting: {text}…")
+        self.main.model_note = f"{text}…" if text else ""
+        self.main.refresh()
+
     def set_status(self, text: str) -> None:
         self.state = text
         self.status.value = f'<span class="freeact-run-status">{_html.escape(text)}</span>'
@@ -188,6 +200,9 @@ class RunPanel(widgets.VBox):
         if not hasattr(self, "panels"):  # the main panel reports while it is being built
             return
         count = self.pending
+        if count < self._pending_before:  # only a decision lets an answered card give up its place
+            _order.release_answered(self)
+        self._pending_before = count
         text = f"{count} waiting for approval" if count else ""
         value = f'<span class="freeact-pending-count" data-pending="{count}">{text}</span>'
         if self.pending_count.value != value:
@@ -231,7 +246,7 @@ class RunPanel(widgets.VBox):
                 panel.set_kind(event.agent_type, event.description, "")
                 panel.wait_for_slot()
                 self.panels[child_id] = panel
-                self._panel(event.agent_id).attach_subagent(call_id, panel)
+                self._attach(event.agent_id, call_id, panel)
             case SubagentStarted(subagent_id=child_id, tool_call_id=call_id, max_turns=max_turns):
                 queued = self.panels.get(child_id)
                 panel = queued or self._new_panel(child_id, max_turns=max_turns)
@@ -242,7 +257,7 @@ class RunPanel(widgets.VBox):
                     panel.set_sandbox(event.sandbox, event.sandbox_limits)
                 if queued is None:
                     self.panels[child_id] = panel
-                    self._panel(event.agent_id).attach_subagent(call_id, panel)
+                    self._attach(event.agent_id, call_id, panel)
             case SubagentFinished(subagent_id=child_id, status=status, elapsed=elapsed, turns_used=turns):
                 state: AgentState = "turn limit" if status == "turn_limit" else status
                 if event.waited >= 0.1:
@@ -250,15 +265,22 @@ class RunPanel(widgets.VBox):
                 self._panel(child_id).finish(state, elapsed=elapsed, turns=turns)
             case SubagentMessage(subagent_id=child_id):
                 self._panel(child_id).handle(event)  # shown where it is read: in the subagent's panel
-            case ModelUsage(input_tokens=tokens_in, output_tokens=tokens_out, cost=cost):
-                self._panel(event.agent_id).handle(event)
-                tokens, spent = self.main.run_total
-                if cost is not None:
-                    spent = (spent or Decimal(0)) + cost
-                self.main.run_total = (tokens + tokens_in + tokens_out, spent)
-                self.main.refresh()
             case _:
                 self._panel(event.agent_id).handle(event)
+
+    def _attach(self, parent_id: str, tool_call_id: str, panel: AgentPanel) -> None:
+        """Nest a subagent's panel under its `task` call, unless a question waits below that call: then the panel
+        goes below the waiting questions (at the end of its parent's panel, or of the run), so none of them moves."""
+        parent = self._panel(parent_id)
+        call = parent.task_call(tool_call_id)
+        if call is None or not _order.waits_after(self, call):
+            parent.attach_subagent(tool_call_id, panel)
+            return
+        panel.note_placed_below(parent_id)
+        if not _order.waits_after(self, parent):
+            parent.attach_subagent(tool_call_id, panel, nest=False)
+        else:
+            self.children = (*self.children[:-1], panel, self.timeline)
 
     def _panel(self, agent_id: str) -> AgentPanel:
         panel = self.panels.get(agent_id)

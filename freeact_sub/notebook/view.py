@@ -127,7 +127,15 @@ class AgentView:
                 "arrive while `await view.run(...)` waits. Install ipykernel>=7.4 in the notebook's environment "
                 "and restart the kernel, or use `view.start(...)`, which returns from the cell at once."
             )
-        await self.start(prompt, max_turns=max_turns)
+        with _comm_status.cell_awaits():  # JupyterLab shows the kernel busy until the run ends
+            task = self.start(prompt, max_turns=max_turns)
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # the cell itself was interrupted
+                # Stop while the agent started: the run's panel says cancelled; the cell ends without a traceback
 
     async def compact(self, focus: str | None = None) -> None:
         """Compact the agent's history now, between runs (as `/compact [focus]` in the terminal), and show it in
@@ -232,6 +240,8 @@ class AgentView:
             self._in_loop(lambda: panel.set_status("stopping"))
         if (waiting := self._trust_wait) is not None:
             self._in_loop(waiting.cancel)
+        if (task := self._task) is not None and not task.done() and not self.agent.started:
+            self._in_loop(task.cancel)  # a start in progress has no turn to cancel yet: it stops what it started
         self._in_loop(self.agent.cancel)
 
     def _send(self, agent_id: str, text: str) -> str | None:
@@ -258,8 +268,9 @@ class AgentView:
         try:
             if not self.agent.started:
                 await self._settle_trust(panel)
-                panel.set_status("starting the agent")
-                await self.agent.start()
+                panel.start_step("starting the agent")
+                await self.agent.start(progress=panel.start_step)
+                panel.start_step("")
                 files = self.agent.tree.prompt_files
                 panel.show_files([str(file.path) for file in files.instructions],
                                  {name: skill.description for name, skill in files.skills.items()},

@@ -311,19 +311,29 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     expect(state(reviewer)).to_have_text("done", timeout=MINUTE)
     expect(reviewer.locator(".freeact-rule")).to_contain_text("'demo_word_count': allow (agent type reviewer)")
     expect(reviewer.locator(".freeact-decision-auto")).to_have_count(1)
-    # both subagents wait at once, each panel nested under the main agent's task call that started it
+    # both subagents wait at once, each panel in the main agent's; started while the next task calls waited, a panel
+    # goes below those (saying so) rather than under its own call: no waiting card moved under the pointer
     for agent_id in (first_id, second_id):
-        task_call = main.locator(".freeact-call").filter(has=page.locator(f".freeact-panel-{agent_id}"))
-        expect(task_call.locator(".freeact-call-title").first).to_have_text("task")
+        expect(main.locator(f".freeact-panel-{agent_id}")).to_have_count(1)
     expect(buttons("approve", first_id)).to_have_count(1, timeout=MINUTE)
     expect(buttons("approve", second_id)).to_have_count(1, timeout=MINUTE)
     expect(state(first)).to_have_text("waiting for approval")
     expect(state(second)).to_have_text("waiting for approval")
     run_header = notebook.locator(".freeact-live .freeact-run-header")
     expect(run_header.locator(".freeact-pending-count")).to_have_text("2 waiting for approval")
-    expect(notebook.locator(f".freeact-reason-input.freeact-by-{second_id} input")).to_be_visible()
+    expect(notebook.locator(f".freeact-reason-input.freeact-by-{second_id} textarea")).to_be_visible()
     scroll_to_top_of(live)
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-waiting.png"))
+    # the cell still awaits the run: the notebook's kernel indicator says busy, not idle (clicks were handled meanwhile)
+    expect(notebook.locator(".jp-Notebook-ExecutionIndicator[data-status='busy']")).to_have_count(1)
+    print("status bar while the run waits:", page.locator("#jp-main-statusbar").inner_text().replace("\n", " | "))
+    # Copy on a cell the agent ran puts its code on the clipboard (the browser writes it; the kernel cannot)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=jupyterlab.url)
+    copy = first.locator(".freeact-call.freeact-pending .freeact-copy-button")
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    code = first.locator(".freeact-call.freeact-pending .freeact-code").inner_text()
+    assert page.evaluate("navigator.clipboard.readText()").strip() == code.strip()
 
     # every badge, the pending count's too, reads at 4.5:1 or more in the light theme and in the dark one
     def badges_read_well(theme: str) -> None:  # measured in one go: the headers are redrawn every second
@@ -420,7 +430,7 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
     second.locator("button.freeact-send").click()
     expect(second.locator(".freeact-message")).to_have_text(f"→ message from you: {message}", timeout=MINUTE)
     reason = "Please use the exact value from the MCP tool instead."
-    notebook.locator(f".freeact-reason-input.freeact-by-{second_id} input").press_sequentially(reason, delay=60)
+    notebook.locator(f".freeact-reason-input.freeact-by-{second_id} textarea").press_sequentially(reason, delay=60)
     buttons("reject", second_id).click()
     expect(second.locator(".freeact-reason")).to_have_text(reason, timeout=MINUTE)
 

@@ -112,6 +112,12 @@ class NotebookKernel:
         self._client.shell_channel.send(message)
         return str(message["header"]["msg_id"])
 
+    def control(self, kind: str, content: dict[str, Any] | None = None) -> str:
+        """Send a request on the control channel (JupyterLab's widget manager asks for a subshell there)."""
+        message = self._client.session.msg(kind, content or {})
+        self._client.control_channel.send(message)
+        return str(message["header"]["msg_id"])
+
     def click(self, model_id: str) -> None:
         """Click a button."""
         assert not self.models[model_id].get("disabled"), "clicking a disabled button"

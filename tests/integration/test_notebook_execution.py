@@ -113,7 +113,9 @@ def test_parallel_subagents_runs_headless(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(set(ids)) == 3 and ws.agent_id(models, main) not in ids
     # each subagent panel is nested under one of the main agent's task calls, in call order
     calls = ws.with_classes(models, "freeact-call", under=main)
-    task_calls = [c for c in calls if ">task</span>" in models[ws.children(models[c])[0]]["value"]]
+    heads = {c: models[ws.children(models[c])[0]] for c in calls}  # the title, or a cell's title row with Copy
+    titles = {c: head.get("value") or models[ws.children(head)[0]]["value"] for c, head in heads.items()}
+    task_calls = [c for c in calls if ">task</span>" in titles[c]]
     assert [ws.subagent_panels(models, c) for c in task_calls] == [[p] for p in subagents]
     assert [ws.panel_state(models, p) for p in (main, *subagents)] == ["done"] * 4
     # the run's timeline: a lane per agent under the run, and the same in the static copy a reopened notebook shows

@@ -221,3 +221,24 @@ async def test_text_typed_key_by_key_reaches_the_kernel_while_a_cell_awaits(tmp_
         assert len(keys) == 2 * len("Please stop"), keys
         assert all(state == "idle" and parent != request for state, parent in keys[::2]), keys
         assert all(status == ("busy", request) for status in keys[1::2]), keys
+
+
+async def test_a_subshell_asked_for_while_a_run_awaits_leaves_the_kernel_shown_busy(tmp_path: Path) -> None:
+    """JupyterLab asks for a kernel subshell on the control channel when a cell shows its first widget; the kernel's
+    `idle` for that request made the status bar say Idle while `await view.run(...)` still ran (issue 40, item 36)."""
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", tmp_path)
+    setup, start = code_cells("quickstart.ipynb")[:2]
+    async with NotebookKernel(tmp_path, kernel_env()) as kernel:
+        await kernel.run(setup)
+        await kernel.run(start)
+        request = kernel.execute('await view.run("Add up the numbers from 1 to 100 in one cell.")')
+        run, _ = await new_run(kernel)
+        asked = kernel.control("create_subshell_request")
+        await kernel.until(lambda: ("idle", asked) in kernel.statuses, "the subshell request's idle")
+        await kernel.until(lambda: kernel.statuses[-1][1] != asked, "a status after the subshell request's idle")
+        after = kernel.statuses[kernel.statuses.index(("idle", asked)) + 1]
+        assert after == ("busy", request), kernel.statuses  # the cell still runs, and the kernel says so
+        (stop,) = ws.with_classes(kernel.models, "freeact-stop", under=run)
+        kernel.click(stop)
+        await kernel.until(lambda: kernel.finished(request), "the stopped run's cell to end")
+        await kernel.run("await agent.stop()\nserver.close()")
