@@ -1,0 +1,132 @@
+"""A `map_tasks` batch of 50 rows as the terminal and the notebook show it: one grouped, compact view.
+
+One real agent (a real kernel) runs one cell that maps 50 rows through scripted children (their type runs no code,
+so they need no kernels; row 13's model breaks); the events of that turn are then shown by the terminal's renderer
+at 80 and 160 columns and by the notebook's run panel (real ipywidgets).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+import pytest_asyncio
+from rich.console import Console
+
+from freeact_sub import (
+    Agent,
+    AgentConfig,
+    AgentEvent,
+    ApprovalPolicy,
+    ApprovalRequest,
+    SubagentStarted,
+)
+from freeact_sub.config.definitions import AgentType
+from freeact_sub.terminal.approvals import ApprovalDesk
+from freeact_sub.terminal.palette import Palette
+from freeact_sub.terminal.render import Renderer
+from freeact_sub.terminal.status import SubagentBoard
+from tests.integration.test_tasks_from_code import PARENT, Children, cell
+from tests.scripting import Script, drive, of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ROWS = 50
+MAP = f"""
+from freeact_sub_tasks import map_tasks
+out = await map_tasks("Label row {{n}}", [{{"n": i}} for i in range({ROWS})], agent_type="labeler")
+print(sum(isinstance(o, str) for o in out), "answered")
+"""
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Agent, list[AgentEvent]]:
+    script = Script()
+    children = Children(script)
+    config = AgentConfig(
+        model=children.model,
+        working_dir=tmp_path_factory.mktemp("batch-views"),
+        kernel_pool_size=0,
+        mcp_pool_size=0,
+        max_subagents=8,
+        agents={"labeler": AgentType(description="Labels one row.", tools=[])},
+    )
+    async with Agent(config) as agent:
+        script.reset([cell(MAP)], ["done"])
+        events = await drive(agent.stream(f"{PARENT}: label the rows"), True, limit=120)
+        yield agent, events
+
+
+def terminal(width: int) -> tuple[Renderer, ApprovalDesk, io.StringIO]:
+    output = io.StringIO()
+    palette = Palette()
+    renderer = Renderer(Console(file=output, width=width), palette, SubagentBoard(palette), main_id="")
+    return renderer, ApprovalDesk(renderer, palette, ApprovalPolicy()), output
+
+
+def show(renderer: Renderer, events: list[AgentEvent]) -> None:
+    """The events as a terminal session shows them: each question a person answered shown, then its decision."""
+    for event in events:
+        renderer.handle(event)
+        if isinstance(event, ApprovalRequest) and not event.auto_approved and event.decision:
+            renderer.show_request(event)
+            renderer.show_decision(event, "approved", approved=True)
+
+
+def screen(renderable: object, width: int) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 160])
+async def test_the_terminal_shows_a_batch_of_50_in_a_bounded_number_of_lines(batch, width: int) -> None:
+    agent, events = batch
+    renderer, _, output = terminal(width)
+    renderer.main_id = agent.agent_id
+    show(renderer, events)
+    lines = output.getvalue().splitlines()
+    text = "\n".join(lines)
+    assert len(lines) <= 40, f"{len(lines)} lines for a batch of {ROWS}:\n{text}"
+    assert all(len(line) <= width for line in lines)
+    flat = " ".join(text.split())
+    # the question: the template, the count, and one worked example (the first row filled in)
+    assert "Label row {n}" in flat and f"a batch of {ROWS} subagents" in flat
+    assert f"row 1 of {ROWS}: Label row 0" in flat
+    # the failure expanded on one line: its row, its subagent, its error; the end in one summary line
+    failed = [line for line in lines if "✗ row 14 " in line]
+    assert len(failed) == 1 and re.search(r"row 14 agent-[0-9a-f]+ failed: ", failed[0]), text
+    assert "row 13 broke" in failed[0] or failed[0].endswith("…")
+    (summary,) = [line for line in lines if "■ batch of 50" in line]
+    assert "49 done · 0 running · 1 failed" in summary or summary.endswith("…")
+    assert "Label row 13" not in text and "result of" not in text, "no row prints its own lines"
+
+
+@pytest.mark.parametrize("width", [80, 160])
+async def test_the_live_view_shows_progress_and_slash_batch_lists_every_row(batch, width: int) -> None:
+    agent, events = batch
+    renderer, desk, _ = terminal(width)
+    renderer.main_id = agent.agent_id
+    half = [i for i, e in enumerate(events) if getattr(e, "tool_call_id", "").endswith("/row-25")][-1]
+    show(renderer, events[: half + 1])
+    live = screen(renderer.batches.live(width)[0], width).splitlines()
+    assert len(live) == 2 and all(len(line) <= width for line in live)
+    progress = re.search(r"(\d+)/50 · (\d+) done · (\d+) running · (\d+) failed · ETA \d", live[1])
+    assert progress is not None, live
+    assert 1 <= int(progress.group(1)) < ROWS and int(progress.group(4)) == 1
+    # a row's question that waits for a person names the row
+    rows = {e.tool_call_id: e.subagent_id for e in of(SubagentStarted, events)}
+    child = rows[next(c for c in rows if c.endswith("/row-3"))]
+    question = ApprovalRequest(
+        agent_id=child, tool_name="execute_ipython_cell", tool_args={"code": "1"}, tool_call_id="q1"
+    )
+    desk.submit(question)
+    assert f"[{child}] (row 3 of 50) Run this code?" in " ".join(screen(desk.view(), width).split())
+    show(renderer, events[half + 1 :])
+    assert renderer.batches.live(width) == [], "a batch that ended leaves the live view"
+    table = screen(renderer.batches.table(width=width), width).splitlines()
+    assert len(table) == ROWS + 2 and all(len(line) <= width for line in table)
+    assert re.match(r"batch of 50 · Label row \{n\} · 49 done · 0 running · 1 failed", table[0])
+    assert re.match(r"\s*14 +failed +agent-[0-9a-f]+ ", table[15]) and re.match(r"\s*1 +done ", table[2])
+    question.approve(False)
