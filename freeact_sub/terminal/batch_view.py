@@ -66,7 +66,8 @@ class _Batch:
     template: str
     count: int
     rows: dict[int, _Row] = field(default_factory=dict)
-    started: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    """When its first row started (`time.time()`, from the events: a replay tells the same times)."""
     ended: float | None = None
 
     def row(self, number: int) -> _Row:
@@ -115,7 +116,7 @@ class Batches:
         if not isinstance(call_id, str):
             return None
         if isinstance(event, ToolOutput) and call_id in self._batches:
-            return [self._summary(self._batches[call_id])]
+            return [self._summary(self._batches[call_id], event.at)]
         found = batch_row(call_id)
         batch = self._batches.get(found[0]) if found else None
         if batch is None or found is None:
@@ -133,7 +134,8 @@ class Batches:
             self._owner[event.subagent_id] = (batch, row)
         elif isinstance(event, SubagentStarted):
             row.agent_id, row.state = event.subagent_id, "running"
-            row.started = row.started or time.monotonic()
+            row.started = row.started or event.at
+            batch.started = batch.started or event.at
             self._owner[event.subagent_id] = (batch, row)
             self._palette.set_type(event.subagent_id, event.agent_type)
             self._palette.set_parent(event.subagent_id, event.agent_id)
@@ -142,8 +144,10 @@ class Batches:
             row.elapsed = (row.elapsed or 0.0) + event.elapsed
             if event.status != "done":
                 row.state = event.status
-        elif isinstance(event, ToolOutput):
-            row.result = one_line(clean(event.content), 200)
+        elif isinstance(event, ToolOutput):  # its answer, or its error without the words the row line says
+            said = f"The subagent {row.agent_id} failed: " if row.agent_id else ""
+            content = event.content.removeprefix(said) if said else event.content
+            row.result = one_line(clean(content), 200)
             if event.is_error:
                 row.state = "failed" if row.state in ("running", "queued", "waiting") else row.state
                 return [self._failure(batch, row)]
@@ -194,7 +198,7 @@ class Batches:
                 overflow="ellipsis",
                 max_width=max(12, width - 62) if name == "result" else None,
             )
-        now = time.monotonic()
+        now = time.time()
         for number in range(1, batch.count + 1):
             row = batch.rows.get(number) or _Row(number)
             elapsed = row.elapsed if row.elapsed is not None else now - row.started if row.started else None
@@ -213,16 +217,16 @@ class Batches:
     def _title(self, batch: _Batch) -> str:
         return f"batch of {batch.count} · {one_line(clean(batch.template), 60)}"
 
-    def _counts(self, batch: _Batch) -> str:
-        done, running, failed = batch.counts()
+    def _counts(self, batch: _Batch, *, running: bool = True) -> str:
+        done, now_running, failed = batch.counts()
         tokens, cost = batch.cost()
         money = format_cost(cost) if cost is not None else f"{tokens:,} tokens"
-        return f"{done} done · {running} running · {failed} failed · {money}"
+        return f"{done} done · " + (f"{now_running} running · " if running else "") + f"{failed} failed · {money}"
 
     def _progress(self, batch: _Batch, width: int) -> RenderableType:
         done, running, failed = batch.counts()
         ended = done + failed
-        elapsed = time.monotonic() - batch.started
+        elapsed = time.time() - (batch.started or time.time())
         eta = f"ETA {seconds(elapsed / ended * (batch.count - ended))}" if ended else "ETA …"
         tokens, cost = batch.cost()
         money = format_cost(cost) if cost is not None else f"{tokens:,} tok"
@@ -230,16 +234,17 @@ class Batches:
             (f"{ended}/{batch.count}", "bold"),
             f" · {done} done · {running} running · ",
             (f"{failed} failed", "red" if failed else ""),
-            f" · {eta} · {money}  /batch",
+            f" · {eta} · {money}",
         )
-        bar_width = max(10, min(30, width - counts.cell_len - 2))
-        line = Table.grid(padding=(0, 1))
-        line.add_column(width=bar_width)
-        line.add_column(no_wrap=True, overflow="ellipsis")
+        bar_width = max(10, min(30, width - counts.cell_len - 1))
+        line = Table.grid(padding=(0, 1), expand=True)  # the bar keeps its width; the counts give way
+        line.add_column(width=bar_width, no_wrap=True)
+        line.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         line.add_row(ProgressBar(total=batch.count, completed=ended, width=bar_width), counts)
         head = Text.assemble(self._palette.label(batch.agent_id), (f" ▸ {self._title(batch)}", "dim"))
-        head.truncate(width, overflow="ellipsis")
-        return Group(head, line)
+        hint = Text("  /batch lists the rows", style="dim")
+        head.truncate(max(width - hint.cell_len, 20), overflow="ellipsis")
+        return Group(Text.assemble(head, hint) if head.cell_len + hint.cell_len <= width else head, line)
 
     def _failure(self, batch: _Batch, row: _Row) -> Text:
         who = Text(row.agent_id, style=self._palette.colour(row.agent_id)) if row.agent_id else Text("")
@@ -252,13 +257,13 @@ class Batches:
             Text(row.result, style="red"),
         )
 
-    def _summary(self, batch: _Batch) -> Text:
-        batch.ended = time.monotonic()
-        took = seconds(batch.ended - batch.started)
+    def _summary(self, batch: _Batch, at: float) -> Text:
+        batch.ended = at
+        took = seconds(at - (batch.started or at))
         failed = batch.counts()[2]
         return Text.assemble(
             self._palette.label(batch.agent_id),
             ("  ■ ", "red" if failed else "green"),
-            f"{self._title(batch)}: {self._counts(batch)} · {took}",
+            f"batch of {batch.count} ended in {took}: {self._counts(batch, running=False)}",
             ("  (/batch lists the rows)", "dim"),
         )
