@@ -11,7 +11,7 @@ checked, and a child whose answer does not fit is resumed once and asked to corr
 
 A `map` request with `approve="batch"` asks one question for the whole batch (a `task` request whose
 `prompt` is the template, `count` the number of items and `example` the first item's prompt); its rows run under
-call ids that name the batch and the row (`batch_rows`); once a person approves it, each
+call ids that name the batch and the row (`events.batches`); once a person approves it, each
 child's own request is approved at once (still after hooks and rules). A rejected batch raises in the cell;
 a child that fails, is rejected or answers wrongly is an error value in its place.
 """
@@ -28,9 +28,9 @@ from typing import Any
 
 from ..config.agent_types import GENERAL
 from ..events import AgentEvent, ApprovalRequest, Emit, SubagentStarted, ToolOutput
+from ..events.batches import row_call_id
 from ..tools import jsonschema_module
 from ..tools.bounded_schema import SchemaTimeout, first_error, refused_keywords
-from .batch_rows import row_call_id
 from .runner import SubagentRunner
 
 __all__ = ["MAX_ITEMS", "MAX_PROMPT_CHARS", "MAX_SCHEMA_CHARS", "CodeTasks"]
@@ -110,7 +110,7 @@ class CodeTasks:
     ) -> dict[str, Any]:
         """Ask for, run and check one child; its reply (an error as a value, never raised but for cancellation).
 
-        A row of a batch runs under its row's call id (`batch_rows`), so the front ends can group it."""
+        A row of a batch runs under its row's call id (`events.batches`), so the front ends can group it."""
         call_id = call_id or f"{cell_call_id}/code-task-{next(self._numbers)}"
         arguments = _arguments(prompt, options)
         if (problem := self._runner.check("task", arguments)) is not None:

@@ -23,10 +23,15 @@ from freeact_sub import (
     SubagentStarted,
 )
 from freeact_sub.config.definitions import AgentType
+from freeact_sub.notebook.agent_panel import AgentPanel
+from freeact_sub.notebook.batch_card import BatchCard
+from freeact_sub.notebook.call_view import CallView
+from freeact_sub.notebook.run_panel import RunPanel
 from freeact_sub.terminal.approvals import ApprovalDesk
 from freeact_sub.terminal.palette import Palette
 from freeact_sub.terminal.render import Renderer
 from freeact_sub.terminal.status import SubagentBoard
+from freeact_sub.timelines.lanes import TimelineBuilder
 from tests.integration.test_tasks_from_code import PARENT, Children, cell
 from tests.scripting import Script, drive, of
 
@@ -130,3 +135,65 @@ async def test_the_live_view_shows_progress_and_slash_batch_lists_every_row(batc
     assert re.match(r"batch of 50 · Label row \{n\} · 49 done · 0 running · 1 failed", table[0])
     assert re.match(r"\s*14 +failed +agent-[0-9a-f]+ ", table[15]) and re.match(r"\s*1 +done ", table[2])
     question.approve(False)
+
+
+def run_panel(agent: Agent, events: list[AgentEvent]) -> RunPanel:
+    panel = RunPanel(agent.agent_id, "label the rows", policy=ApprovalPolicy(), on_stop=lambda: None)
+    for event in events:
+        panel.handle(event)
+    return panel
+
+
+def batch_call(panel: RunPanel) -> CallView:
+    (call_id,) = [c for c in panel.main.calls if c.endswith("/code-tasks-1")]
+    return panel.main.calls[call_id]
+
+
+async def test_the_notebook_groups_a_batch_in_one_card_with_a_progress_bar_and_its_rows(batch) -> None:
+    agent, events = batch
+    half = [i for i, e in enumerate(events) if getattr(e, "tool_call_id", "").endswith("/row-25")][-1]
+    panel = run_panel(agent, events[: half + 1])
+    question = batch_call(panel)
+    assert "Label row {n}" in question._body.value and "Row 1 of 50, as its subagent reads it" in question._body.value
+    assert "Label row 0" in question._body.value  # the worked example: the first row filled in
+    (card,) = [w for w in question._subagents.children if isinstance(w, BatchCard)]
+    assert card.progress.max == ROWS and 1 <= card.progress.value < ROWS  # progressive: half way
+    # the rows are under the batch's card, not flat in the cell after it
+    cell = panel.main.calls["cell"]
+    assert [w for w in cell._subagents.children if isinstance(w, CallView)] == [question]
+    for event in events[half + 1 :]:
+        panel.handle(event)
+    assert card.progress.value == ROWS and card.progress.bar_style == "danger"
+    assert re.search(r"<b>50/50</b> · 49 done · 0 running · 1 failed · took [\d.]+s · [\d,]+ tokens", card.counts.value)
+    assert sorted(card.rows) == list(range(1, ROWS + 1)) and list(card.rows) == sorted(card.rows)
+    row = card.rows[14]
+    assert 'data-state="failed"' in row.line.value and "row 13 broke" in row.line.value
+    assert 'data-state="done"' in card.rows[1].line.value and "&quot;row&quot;: 0" in card.rows[1].line.value
+    # each row's full card (its call, its child's panel) is folded under its row and opens on demand
+    (call,) = row.details.children
+    assert isinstance(call, CallView) and isinstance(call._subagents.children[0], AgentPanel)
+    assert not row.expanded and row.details.layout.display == "none"
+    row.toggle.click()
+    assert row.expanded and row.details.layout.display != "none"
+    # a row's child asks a person: its row opens by itself, nothing moves, and the question answers
+    rows_before = card._rows.children
+    child = card.batch.rows[3].agent_id
+    question3 = ApprovalRequest(
+        agent_id=child, tool_name="execute_ipython_cell", tool_args={"code": "1"}, tool_call_id="q3"
+    )
+    panel.handle(question3)
+    assert card.rows[3].expanded and card._rows.children == rows_before
+    asking = panel.panels[child].calls["q3"]
+    assert asking.approval is not None
+    asking.approval.approve_button.click()
+    assert question3.decision is True
+
+
+async def test_the_timeline_names_each_row_by_its_own_input(batch) -> None:
+    _, events = batch
+    builder = TimelineBuilder()
+    for event in events:
+        builder.add(event)
+    titles = [lane.title for lane in builder.build().lanes if lane.parent_id is not None]
+    assert len(titles) == ROWS and len(set(titles)) == ROWS, titles[:3]
+    assert titles[0] == "labeler: row 1: …0" and titles[49] == "labeler: row 50: …49"
