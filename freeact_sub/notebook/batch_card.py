@@ -27,6 +27,7 @@ class _Panel(Protocol):
     calls: dict[str, Any]
     batch_cards: dict[str, BatchCard]
 
+
 __all__ = ["BatchCard", "BatchCards"]
 
 _STYLE = """<style>
@@ -65,6 +66,11 @@ class _RowView(widgets.VBox):
     @property
     def expanded(self) -> bool:
         return self.details.layout.display != "none"
+
+    @property
+    def folded(self) -> bool:
+        """Whether its card is folded (a saved notebook's static copy folds it too)."""
+        return not self.expanded
 
     def expand(self, expanded: bool = True) -> None:
         self.details.layout.display = None if expanded else "none"

@@ -173,6 +173,10 @@ async def test_the_notebook_groups_a_batch_in_one_card_with_a_progress_bar_and_i
     (call,) = row.details.children
     assert isinstance(call, CallView) and isinstance(call._subagents.children[0], AgentPanel)
     assert not row.expanded and row.details.layout.display == "none"
+    static = panel.static_html()
+    assert static.count("freeact-batch-row-view") == ROWS and "<b>50/50</b>" in static
+    folded = re.findall(r'<details class="freeact-vbox freeact-batch-row-view"[^>]*>', static)
+    assert len(folded) == ROWS and not any(" open" in tag for tag in folded), "saved: each row folded"
     row.toggle.click()
     assert row.expanded and row.details.layout.display != "none"
     # a row's child asks a person: its row opens by itself, nothing moves, and the question answers
