@@ -8,11 +8,15 @@ at 80 and 160 columns and by the notebook's run panel (real ipywidgets).
 from __future__ import annotations
 
 import io
+import os
 import re
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from rich.console import Console
+from rich.terminal_theme import SVG_EXPORT_THEME
+from rich.text import Text
 
 from freeact_sub import (
     Agent,
@@ -33,9 +37,12 @@ from freeact_sub.terminal.render import Renderer
 from freeact_sub.terminal.status import SubagentBoard
 from freeact_sub.timelines.lanes import TimelineBuilder
 from tests.integration.test_tasks_from_code import PARENT, Children, cell
+from tests.integration.test_terminal_picture import FONT_FACE
 from tests.scripting import Script, drive, of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ROWS = 50
 MAP = f"""
@@ -201,3 +208,39 @@ async def test_the_timeline_names_each_row_by_its_own_input(batch) -> None:
     titles = [lane.title for lane in builder.build().lanes if lane.parent_id is not None]
     assert len(titles) == ROWS and len(set(titles)) == ROWS, titles[:3]
     assert titles[0] == "labeler: row 1: …0" and titles[49] == "labeler: row 50: …49"
+
+
+async def test_the_terminal_page_shows_a_batch_in_a_picture(batch) -> None:
+    """`docs/terminal-batch.svg`: the batch's question, its live progress line, a failed row, its end and `/batch`,
+    drawn by the renderer at 80 columns (dark) and saved by rich; `FREEACT_SUB_UPDATE_DOCS_PICTURES=1` refreshes it."""
+    agent, events = batch
+    console = Console(record=True, width=80, force_terminal=True, color_system="truecolor", file=io.StringIO())
+    palette = Palette()
+    renderer = Renderer(console, palette, SubagentBoard(palette), main_id=agent.agent_id)
+    half = [i for i, e in enumerate(events) if getattr(e, "tool_call_id", "").endswith("/row-25")][-1]
+    cell_done = next(i for i, e in enumerate(events) if i > half and getattr(e, "tool_call_id", "") == "cell")
+    show(renderer, events[: half + 1])
+    console.print(Text("   … while it runs, the live view's last lines:", style="dim italic"))
+    console.print(*renderer.batches.live(80))
+    console.print(Text("   … and once it ended:", style="dim italic"))
+    show(renderer, events[half + 1 : cell_done])
+    console.print(Text("you › /batch", style="bold"))
+    table = screen(renderer.batches.table(width=80), 80).splitlines()
+    coloured = Console(width=80, force_terminal=True, color_system="truecolor", file=io.StringIO())
+    with coloured.capture() as captured:
+        coloured.print(renderer.batches.table(width=80))
+    lines = captured.get().splitlines()
+    for line in [*lines[:17], *lines[-2:]]:  # the picture shows the first rows and the last
+        console.print(Text.from_ansi(line), no_wrap=True)
+        if line is lines[16]:
+            console.print(Text("   … rows 16 to 48 …", style="dim italic"))
+    svg = FONT_FACE.sub("", console.export_svg(title="freeact-sub · a batch of 50", theme=SVG_EXPORT_THEME))
+    text = re.sub(r"<[^>]+>", "", svg).replace("&#160;", " ")
+    assert "row 1 of 50: Label row 0" in text and "ETA" in text and "✗ row 14" in text and "ended in" in text
+    assert len(table) == ROWS + 2
+    assert not re.search(r"url\(\s*[\"']?https?:", svg) and "@font-face" not in svg
+    out = ROOT / "test-artifacts"
+    out.mkdir(exist_ok=True)
+    (out / "terminal-batch.svg").write_text(svg, encoding="utf-8")
+    if os.environ.get("FREEACT_SUB_UPDATE_DOCS_PICTURES") == "1":
+        (ROOT / "docs" / "terminal-batch.svg").write_text(svg, encoding="utf-8")
