@@ -52,6 +52,12 @@ class Batches:
             return [self._failure(update.batch, update.row)]
         return []
 
+    def settle(self) -> None:
+        """A new turn starts: a batch the last turn left unended (it was cancelled) leaves the live view."""
+        for batch in self.tracker.batches.values():
+            if batch.ended is None:
+                batch.ended = time.time()
+
     def row_name(self, agent_id: str) -> str | None:
         """`row 3 of 50` for an agent that works for a row of a batch, else None."""
         owner = self.tracker.owner(agent_id)

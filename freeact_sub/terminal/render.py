@@ -107,6 +107,7 @@ class Renderer:
         self._partials.clear()
         self.cell_lines.clear()
         self._waits_for.clear()
+        self.batches.settle()
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -255,7 +256,7 @@ class Renderer:
         colour = self.palette.colour(agent)
         origin = "  from code in its cell" if request.source == "code" else ""
         if (row := self.batches.row_name(agent)) is not None:
-            origin += f"  ({row} of a batch)"
+            origin += f"  · batch {row}"
         title = Text.assemble(
             Text(visible(request.tool_name), style="bold"),
             Text(origin, style="italic"),

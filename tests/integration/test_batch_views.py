@@ -118,7 +118,7 @@ async def test_the_terminal_shows_a_batch_of_50_in_a_bounded_number_of_lines(bat
 @pytest.mark.parametrize("width", [80, 160])
 async def test_the_live_view_shows_progress_and_slash_batch_lists_every_row(batch, width: int) -> None:
     agent, events = batch
-    renderer, desk, _ = terminal(width)
+    renderer, desk, output = terminal(width)
     renderer.main_id = agent.agent_id
     half = [i for i, e in enumerate(events) if getattr(e, "tool_call_id", "").endswith("/row-25")][-1]
     show(renderer, events[: half + 1])
@@ -135,6 +135,11 @@ async def test_the_live_view_shows_progress_and_slash_batch_lists_every_row(batc
     )
     desk.submit(question)
     assert f"[{child}] (row 3 of 50) Run this code?" in " ".join(screen(desk.view(), width).split())
+    assert "execute_ipython_cell · batch row 3 of 50" in " ".join(output.getvalue().split())  # its panel too
+    cancelled, _, _ = terminal(width)  # a turn that ended mid-batch (cancelled): the next turn shows no stale line
+    show(cancelled, events[: half + 1])
+    cancelled.reset()
+    assert cancelled.batches.live(width) == []
     show(renderer, events[half + 1 :])
     assert renderer.batches.live(width) == [], "a batch that ended leaves the live view"
     table = screen(renderer.batches.table(width=width), width).splitlines()
