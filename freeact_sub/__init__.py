@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference read; at run time 
         ToolOutput,
         TurnStarted,
     )
+    from .events.batches import Batch, BatchRow, BatchTracker, BatchUpdate
     from .models.options import ModelOption
     from .policy.approvals import ApprovalPolicy
     from .policy.hooks import HookSpec
@@ -76,6 +77,10 @@ _WHERE: dict[str, str] = {
     "ModelError": ".errors",
     "SessionError": ".errors",
     "AgentEvent": ".events",
+    "Batch": ".events.batches",
+    "BatchRow": ".events.batches",
+    "BatchTracker": ".events.batches",
+    "BatchUpdate": ".events.batches",
     "ApprovalRequest": ".events",
     "CodeExecutionOutput": ".events",
     "CodeExecutionOutputChunk": ".events",
@@ -118,6 +123,10 @@ __all__ = [
     "AgentType",
     "ApprovalPolicy",
     "ApprovalRequest",
+    "Batch",
+    "BatchRow",
+    "BatchTracker",
+    "BatchUpdate",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
     "Command",

@@ -84,7 +84,7 @@ API_MARKER = re.compile(r"^<!-- api: (\w+) -->$", flags=re.M)
 API_PAGES: dict[str, tuple[str, ...]] = {
     "agent": ("Agent", "AgentConfig", "KernelGatewayConfig", "ModelOption", "SubagentInfo", "load_mcp_config",
               "DEFAULT_SYSTEM_PROMPT"),
-    "events": ("AgentEvent",),  # and every other event, found by class
+    "events": ("AgentEvent", "BatchTracker", "BatchUpdate", "Batch", "BatchRow"),  # and every event, found by class
     "approvals": ("ApprovalPolicy", "HookSpec"),
     "types": ("AgentType", "BUILTIN_TYPES", "Command", "CommandFiles"),
     "usage": ("Usage", "TreeUsage", "timeline", "Timeline", "TimelineBuilder"),

@@ -65,7 +65,8 @@ def _html(widget: widgets.Widget, fold: bool = False) -> str:
     if isinstance(widget, widgets.Image):
         encoded = base64.b64encode(bytes(widget.value)).decode("ascii")
         return f'<img class="{_classes(widget)}" src="data:image/{widget.format};base64,{encoded}">'
-    if isinstance(widget, widgets.Box) and "freeact-panel" in classes and len(widget.children) >= 2:
+    foldable = "freeact-panel" in classes or "freeact-batch-row-view" in classes  # a batch's row: its line, its card
+    if isinstance(widget, widgets.Box) and foldable and len(widget.children) >= 2:
         # the header, then the rest (a subagent's message box is a third child, left out as a control)
         header, *rest = (_html(child, fold) for child in widget.children)
         body = "".join(rest)

@@ -31,7 +31,9 @@ from freeact_sub import (
     TurnStarted,
 )
 
+from ..events.batches import batch_row
 from . import _html
+from .batch_card import BatchCard
 from .call_view import CallView
 from .message_box import message_box, message_widgets
 from .panel_header import format_seconds, kind_html, sandbox_html, usage_html
@@ -82,6 +84,8 @@ class AgentPanel(widgets.VBox):
         """USD of those responses, where the price is known."""
         self.calls: dict[str, CallView] = {}
         """The tool calls of this agent, by tool call id."""
+        self.batch_cards: dict[str, BatchCard] = {}
+        """The cards of its `map_tasks` batches, by their question's call id: each row's call goes under its row."""
         self.error: str | None = None
         self.retries = 0
         """Model requests of this agent sent again after a failure before they acted."""
@@ -402,7 +406,9 @@ class AgentPanel(widgets.VBox):
         self.calls[request.tool_call_id] = call
         if call.pending and self.folded:
             self.fold(False)  # a question for a person is never hidden
-        if request.source == "code" and (cell := self.calls.get(request.cell_call_id or "")):
+        if (row := batch_row(request.tool_call_id)) and (card := self.batch_cards.get(row[0])):
+            card.add_call(row[1], call)  # folded under its row of the batch's card
+        elif request.source == "code" and (cell := self.calls.get(request.cell_call_id or "")):
             cell.attach_subagent(call)  # an MCP call made by a cell's code is shown inside that cell
         else:
             self._append(call)

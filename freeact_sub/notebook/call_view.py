@@ -9,7 +9,7 @@ from typing import Literal
 import ipywidgets as widgets
 
 from freeact_sub import ApprovalRequest, CodeExecutionOutput, ToolOutput
-from freeact_sub.subagents.task_notes import task_call_notes
+from freeact_sub.subagents.task_notes import batch_example, task_call_notes
 
 from . import _html
 from .approval_panel import ApprovalPanel
@@ -238,7 +238,11 @@ def _describe(tool_name: str, arguments: dict) -> str:
         notes = task_call_notes(arguments)
         note = f' <span class="freeact-meta">({html.escape(" · ".join(notes))})</span>' if notes else ""
         job = "Job for each subagent of a batch" if "count" in arguments else "Job for a subagent"
-        return f"<b>{job}</b>{note}{_html.preformatted(arguments['prompt'])}"
+        example = ""
+        if (first := batch_example(arguments)) is not None:  # what one row will read, filled in
+            head = html.escape(first[0].rstrip(": ").capitalize())
+            example = f"<b>{head}, as its subagent reads it</b>{_html.preformatted(first[1])}"
+        return f"<b>{job}</b>{note}{_html.preformatted(arguments['prompt'])}{example}"
     if tool_name == "apply_changes":
         return ""  # the change panel shows the files
     if tool_name == "reset_kernel":

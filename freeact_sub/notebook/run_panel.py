@@ -22,6 +22,7 @@ from freeact_sub import (
 from . import _html, _order, _static
 from ._style import STYLESHEET
 from .agent_panel import AgentPanel, AgentState
+from .batch_card import BatchCards
 from .timeline_view import TimelineView
 from .trust_panel import TrustPanel
 
@@ -88,6 +89,8 @@ class RunPanel(widgets.VBox):
         self.main = self._new_panel(agent_id, subagent=False)
         self.panels: dict[str, AgentPanel] = {agent_id: self.main}
         """Every agent's panel in this run, by agent id."""
+        self.batches = BatchCards(self._panel)
+        """The `map_tasks` batches of this run, each a card under its question."""
         stylesheet = widgets.HTML(STYLESHEET)
         stylesheet.add_class("freeact-stylesheet")
         parts: list[widgets.Widget] = [stylesheet, header]
@@ -240,6 +243,11 @@ class RunPanel(widgets.VBox):
         self.timeline.add(event)
         if isinstance(event, ModelUsage):
             self._count(event)
+        batch = self.batches.before(event)
+        self._show(event)
+        self.batches.after(event, batch)
+
+    def _show(self, event: AgentEvent) -> None:
         match event:
             case SubagentQueued(subagent_id=child_id, tool_call_id=call_id):
                 panel = self._new_panel(child_id)
@@ -294,6 +302,7 @@ class RunPanel(widgets.VBox):
         for panel in self.panels.values():
             if not panel.finished:
                 panel.refresh()
+        self.batches.tick()
         self.timeline.refresh()
 
     def end(self, state: AgentState, error: str | None = None, *, still_running: frozenset[str] = frozenset()) -> None:

@@ -10,7 +10,8 @@ it) and replies with its answer. With an output schema the child is told the sha
 checked, and a child whose answer does not fit is resumed once and asked to correct it.
 
 A `map` request with `approve="batch"` asks one question for the whole batch (a `task` request whose
-`prompt` is the template and whose `count` is the number of items); once a person approves it, each
+`prompt` is the template, `count` the number of items and `example` the first item's prompt); its rows run under
+call ids that name the batch and the row (`events.batches`); once a person approves it, each
 child's own request is approved at once (still after hooks and rules). A rejected batch raises in the cell;
 a child that fails, is rejected or answers wrongly is an error value in its place.
 """
@@ -27,6 +28,7 @@ from typing import Any
 
 from ..config.agent_types import GENERAL
 from ..events import AgentEvent, ApprovalRequest, Emit, SubagentStarted, ToolOutput
+from ..events.batches import row_call_id
 from ..tools import jsonschema_module
 from ..tools.bounded_schema import SchemaTimeout, first_error, refused_keywords
 from .runner import SubagentRunner
@@ -80,7 +82,8 @@ class CodeTasks:
             return _failure("arguments", str(exc))
         granted, batch_id = False, None
         if approve == "batch" and prompts:
-            arguments = {**_arguments(template, options), "count": len(prompts)}
+            # the first row filled in: a person approves what a row will read, not only the template
+            arguments = {**_arguments(template, options), "count": len(prompts), "example": prompts[0]}
             if (problem := self._runner.check("task", arguments)) is not None:
                 return _failure("failed", problem)
             batch_id = f"{cell_call_id}/code-tasks-{next(self._numbers)}"
@@ -90,7 +93,9 @@ class CodeTasks:
                 return _failure("rejected", f"the batch of {len(prompts)} subagents was not approved{because}; "
                                             "none of them ran")
             granted = True
-        results = await asyncio.gather(*(self._one(p, options, cell_call_id, emit, granted) for p in prompts))
+        results = await asyncio.gather(*(
+            self._one(p, options, cell_call_id, emit, granted, row_call_id(batch_id, row) if batch_id else None)
+            for row, p in enumerate(prompts, 1)))
         if batch_id is not None:  # the batch's own end: what its question started came back
             failed = sum(not r["ok"] for r in results)
             emit(ToolOutput(agent_id=self.agent_id, tool_name="task", tool_call_id=batch_id, source="code",
@@ -100,10 +105,13 @@ class CodeTasks:
         return {"ok": True, "results": results}
 
     async def _one(
-        self, prompt: str, options: _Options, cell_call_id: str, emit: Emit, granted: bool = False
+        self, prompt: str, options: _Options, cell_call_id: str, emit: Emit, granted: bool = False,
+        call_id: str | None = None,
     ) -> dict[str, Any]:
-        """Ask for, run and check one child; its reply (an error as a value, never raised but for cancellation)."""
-        call_id = f"{cell_call_id}/code-task-{next(self._numbers)}"
+        """Ask for, run and check one child; its reply (an error as a value, never raised but for cancellation).
+
+        A row of a batch runs under its row's call id (`events.batches`), so the front ends can group it."""
+        call_id = call_id or f"{cell_call_id}/code-task-{next(self._numbers)}"
         arguments = _arguments(prompt, options)
         if (problem := self._runner.check("task", arguments)) is not None:
             return _failure("failed", problem)

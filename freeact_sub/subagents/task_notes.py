@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["task_call_notes"]
+__all__ = ["batch_example", "task_call_notes"]
 
 
 def _count(value: Any, one: str, many: str) -> str | None:
@@ -51,3 +51,11 @@ def task_call_notes(arguments: Mapping[str, Any]) -> list[str]:
     if arguments.get("isolation") == "copy-on-write":
         notes.append("in a workspace of its own (its changes come back to you to apply)")
     return notes
+
+
+def batch_example(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+    """For a batch's question: `("row 1 of 50: ", <the template filled with the first row>)`, else None."""
+    count, example = arguments.get("count"), arguments.get("example")
+    if isinstance(count, bool) or not isinstance(count, int) or not isinstance(example, str):
+        return None
+    return f"row 1 of {count:,}: ", example

@@ -347,6 +347,8 @@ class ApprovalDesk:
         question = f"Start these {count} subagents?" if isinstance(count, int) else _QUESTIONS.get(
             request.tool_name, f"Call {visible(request.tool_name)}?")
         line = Text.assemble(self._palette.tag(agent), " ")
+        if (row := self._renderer.batches.row_name(agent)) is not None:  # a batch's row asks: say which
+            line.append(f"({row}) ", style="dim")
         if not selected:
             room = self._renderer.console.width - indent - line.cell_len - len(question) - 2
             return Text.assemble(line, question, "  ", (_summary(request, max(room, 12)), "dim"))

@@ -6,6 +6,7 @@ __all__ = ["BUILT_IN_COMMANDS"]
 
 BUILT_IN_COMMANDS = {
     "/agents": ("/agents", "list the live subagents and the agent types"),
+    "/batch": ("/batch [ID]", "list each row of the last map_tasks batch: state, turns, tokens, cost, result"),
     "/skills": ("/skills", "list the skills (the model reads one when a job needs it)"),
     "/stop": ("/stop AGENT-ID", "stop a running subagent"),
     "/send": ("/send AGENT-ID TEXT", "send a message to a running subagent (it reads it at its next step)"),

@@ -47,7 +47,8 @@ from freeact_sub import (
     TurnStarted,
 )
 
-from ..subagents.task_notes import task_call_notes
+from ..subagents.task_notes import batch_example, task_call_notes
+from .batch_view import Batches
 from .cell_lines import MARKER_WIDTH, CellLines
 from .change_view import change_set_view
 from .gutter import Gutter
@@ -98,17 +99,27 @@ class Renderer:
         """Each subagent's last final answer (a background child's result is shown when it ends)."""
         self._waits_for: dict[str, list[str]] = {}
         """Per parent: the children of its foreground `task` calls that have not ended (its state names them)."""
+        self.batches = Batches(palette)
+        """The `map_tasks` batches: their rows' events are kept there, not printed one by one."""
 
     def reset(self) -> None:
         """Forget partial text and unfinished output lines (a new turn starts; the last may have failed)."""
         self._partials.clear()
         self.cell_lines.clear()
         self._waits_for.clear()
+        self.batches.settle()
 
     # -- dispatch -------------------------------------------------------------------------
 
     def handle(self, event: AgentEvent) -> None:
         """Render one event (or remember it as a partial) and update the subagent board."""
+        taken = self.batches.take(event)
+        if taken is not None:  # an event of a batch's row: one live progress line, not lines per row
+            for line in taken:  # one screen line each, cut with an ellipsis
+                self.console.print(line, no_wrap=True, overflow="ellipsis")
+            if taken:
+                self.refresh()
+            return
         agent = event.agent_id
         is_main = agent == self.main_id
         match event:
@@ -244,6 +255,8 @@ class Renderer:
             self.board.set_state(agent, running_state(request))
         colour = self.palette.colour(agent)
         origin = "  from code in its cell" if request.source == "code" else ""
+        if (row := self.batches.row_name(agent)) is not None:
+            origin += f"  · batch {row}"
         title = Text.assemble(
             Text(visible(request.tool_name), style="bold"),
             Text(origin, style="italic"),
@@ -264,6 +277,8 @@ class Renderer:
             notes = task_call_notes(request.tool_args)
             prompt = Text(visible(str(request.tool_args.get("prompt", ""))))
             body = Group(prompt, Text(visible(" · ".join(notes)), style="dim")) if notes else prompt
+            if (example := batch_example(request.tool_args)) is not None:  # what one row will read
+                body = Group(body, Text.assemble((example[0], "dim"), visible(example[1])))
         else:
             body = Text(visible(json.dumps(request.tool_args, ensure_ascii=False, indent=None) or "{}"))
         if note and title.cell_len > room:  # a title too long for the frame is cut: the note goes inside, whole

@@ -243,6 +243,8 @@ class Session:
 
             self.console.print(agents_table(self.agent.subagents(), self.palette))
             self.console.print(agent_types_table(self.agent))
+        elif name == "/batch":
+            self.console.print(self.renderer.batches.table(rest.strip(), self.console.width))
         elif name == "/mode":
             self._switch_mode(rest.strip())
         elif name == "/skills":
@@ -316,13 +318,16 @@ class Session:
     # -- during a turn --------------------------------------------------------------------
 
     def _typed_during_turn(self, line: str) -> None:
-        """A line typed while the turn runs: `/agents` is shown at once; anything else is said to wait."""
-        if line.split()[0] == "/agents":
-            self.console.print(agents_table(self.agent.subagents(), self.palette))
+        """A line typed while the turn runs: `/agents` and `/batch` are shown at once; anything else is said to wait."""
+        name, _, rest = line.partition(" ")
+        if name in ("/agents", "/batch"):
+            shown = self.renderer.batches.table(rest.strip(), self.console.width) if name == "/batch" else None
+            self.console.print(shown or agents_table(self.agent.subagents(), self.palette))
             self.renderer.refresh()
         else:
             self.renderer.note(f"A turn is running: {line[:40]!r} was not sent. While it runs, /agents lists the "
-                               "subagents and Ctrl-C cancels; type your prompt when the turn has ended.",
+                               "subagents, /batch a batch's rows, and Ctrl-C cancels; type your prompt when "
+                               "the turn has ended.",
                                style="yellow")
 
     def _desk_ended(self, task: asyncio.Task[None]) -> None:
@@ -383,6 +388,7 @@ class Session:
         board = self.board.render()
         if board is not None:
             parts.append(board)
+        parts += self.renderer.batches.live(self.console.width)
         elapsed = time.monotonic() - self._turn_started
         what = "cancelling" if self._cancelling else "working"
         waiting = f" · {desk.waiting} waiting for approval" if desk.waiting else ""

@@ -48,6 +48,7 @@ from ..events import (
     ToolOutput,
     TurnStarted,
 )
+from ..events.batches import batch_row, row_input
 
 __all__ = ["SPAN_STATES", "Lane", "LaneStatus", "Span", "SpanState", "TimelineBuilder", "TimelineData", "job_title"]
 
@@ -239,10 +240,10 @@ class TimelineBuilder:
                 if isinstance(event, CodeExecutionOutput) and event.kernel_wait > 0:
                     self._kernel_waits[(event.agent_id, event.tool_call_id)] = event.kernel_wait
             case SubagentQueued():
-                child = self._child(event.agent_id, event.subagent_id, at, event.agent_type, job_title(event))
+                child = self._child(event.agent_id, event.subagent_id, at, event.agent_type, self._job(event))
                 child.spans.append(_task_span("waiting_for_slot", at, event))
             case SubagentStarted():
-                child = self._child(event.agent_id, event.subagent_id, at, event.agent_type, job_title(event))
+                child = self._child(event.agent_id, event.subagent_id, at, event.agent_type, self._job(event))
                 for span in child.spans:
                     if span.state == "waiting_for_slot" and span.end is None:
                         span.end = at
@@ -311,6 +312,14 @@ class TimelineBuilder:
             status=lane.status,
             spans=spans,
         )
+
+    def _job(self, event: SubagentQueued | SubagentStarted) -> str:
+        """A lane's job: a batch's row by its number and its own input (its rows share the template's words)."""
+        found = batch_row(event.tool_call_id)
+        question = self._requests.get(event.agent_id, {}).get(found[0]) if found else None
+        if found is None or question is None:
+            return job_title(event)
+        return f"row {found[1]}: {row_input(str(question.tool_args.get('prompt', '')), event.prompt)}"
 
     def _lane(self, agent_id: str, at: float) -> Lane:
         lane = self._lanes.get(agent_id)

@@ -38,15 +38,15 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 class Terminal:
-    """`freeact-sub` running in a pseudo-terminal of 200 columns."""
+    """`freeact-sub` running in a pseudo-terminal of 200 columns (or `columns`)."""
 
-    def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None, columns: int = 200) -> None:
         self.child = pexpect.spawn(
             sys.executable,
             ["-m", "freeact_sub.terminal.cli", *args],
             cwd=str(cwd),
-            env=env or cli_env(),
-            dimensions=(60, 200),
+            env=env or cli_env(COLUMNS=str(columns)),
+            dimensions=(60, columns),
             encoding="utf-8",
             codec_errors="replace",
         )

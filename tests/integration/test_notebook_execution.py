@@ -163,4 +163,7 @@ def test_subagents_from_code_runs_headless_with_the_batch_inside_its_cell(
     shown = ws.text(models, cell)
     assert "Job for each subagent of a batch" in shown and "a batch of 4 subagents" in shown  # the one question
     assert len(ws.subagent_panels(models, cell)) == 4  # each child's panel inside the cell that started it
+    (card,) = ws.with_classes(models, "freeact-batch", under=cell)  # one card for the batch, a row per child
+    assert len(ws.with_classes(models, "freeact-batch-row-view", under=card)) == 4
+    assert "Row 1 of 4, as its subagent reads it" in shown and "4/4</b> · 4 done" in ws.text(models, card)
     assert [ws.panel_state(models, p) for p in ws.subagent_panels(models, run)] == ["done"] * 4

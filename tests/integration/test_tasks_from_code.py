@@ -131,8 +131,8 @@ async def test_a_cell_maps_30_rows_through_children_and_gets_objects_and_one_err
     # one question for the batch, naming the template and the count; each child's request then approved at once
     code = [r for r in of(ApprovalRequest, events) if r.source == "code"]
     batch = [r for r in code if "count" in r.tool_args]
-    assert [(r.tool_name, r.tool_args["prompt"], r.tool_args["count"]) for r in batch] == [
-        ("task", "Label row {n}", 30)]
+    assert [(r.tool_name, r.tool_args["prompt"], r.tool_args["count"], r.tool_args["example"]) for r in batch] == [
+        ("task", "Label row {n}", 30, "Label row 0")]
     assert [r for r in asked if r.source == "code"] == batch, "a person was asked once, for the batch"
     each = [r for r in code if "count" not in r.tool_args]
     assert len(each) == 30 and all(r.auto_approved and r.cell_call_id == "cell" for r in each)
@@ -140,7 +140,7 @@ async def test_a_cell_maps_30_rows_through_children_and_gets_objects_and_one_err
     # the children are the agent's children, started from its cell; row 7 was resumed once to correct itself
     started = of(SubagentStarted, events)
     assert len(started) == 31 and {e.agent_id for e in started} == {agent.agent_id}
-    assert all(e.tool_call_id.startswith("cell/code-task-") for e in started)
+    assert all(e.tool_call_id.startswith(f"{batch[0].tool_call_id}/row-") for e in started)  # its rows, by id
     fixed = [e for e in started if e.tool_call_id.endswith("-fix")]
     assert len(fixed) == 1 and "does not fit" in fixed[0].prompt
     statuses = sorted(e.status for e in of(SubagentFinished, events))
