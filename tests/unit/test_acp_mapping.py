@@ -42,7 +42,8 @@ async def test_a_subagents_calls_are_titled_with_its_id_and_type_and_its_output_
     view = EventUpdates("main")
     [start] = view.updates(ApprovalRequest(agent_id="main", tool_name="task", tool_call_id="t1",
                                            tool_args={"prompt": "count", "description": "primes"}))
-    assert (start.kind, start.title, start.status) == ("think", "Start a subagent (general): primes", "pending")
+    assert (start.kind, start.title, start.status) == ("think", "main (main) · Start a subagent (general): primes",
+                                                       "pending")
     plan, renamed = view.updates(SubagentStarted(agent_id="main", subagent_id="agent-1", tool_call_id="t1",
                                                  prompt="count", max_turns=4, agent_type="general"))
     assert plan.entries[0].status == "in_progress" and renamed.title == "agent-1 (general): count"
@@ -50,3 +51,18 @@ async def test_a_subagents_calls_are_titled_with_its_id_and_type_and_its_output_
     assert cell.tool_call_id == "agent-1/c1" and cell.title == "agent-1 (general) · Run Python"
     [chunk] = view.updates(CodeExecutionOutputChunk(agent_id="agent-1", content="tick\n", tool_call_id="c1"))
     assert chunk.status == "in_progress" and chunk.content[-1].content.text == "```\ntick\n```"
+
+
+async def test_a_cells_code_is_its_raw_input_command_and_the_main_agents_calls_are_titled() -> None:
+    """JupyterLab's chat shows an `execute` call's `rawInput.command` on the card a person approves (issue 40, item
+    30); the main agent's calls are titled with its id as the children's are with theirs (item 36)."""
+    view = EventUpdates("agent-main")
+    code = "import math\nprint(math.pi)"
+    [cell] = view.updates(ApprovalRequest(agent_id="agent-main", tool_name="execute_ipython_cell", tool_call_id="c1",
+                                          tool_args={"code": code}))
+    assert cell.raw_input == {"code": code, "command": code} and cell.kind == "execute"
+    assert cell.title == "agent-main (main) · Run Python"
+    assert view.calls["agent-main/c1"].raw_input["command"] == code  # what the permission request carries too
+    [call] = view.updates(ApprovalRequest(agent_id="agent-main", tool_name="demo_constant", tool_call_id="c2",
+                                          tool_args={"name": "pi"}))
+    assert call.raw_input == {"name": "pi"} and call.title == "agent-main (main) · Call demo_constant"
