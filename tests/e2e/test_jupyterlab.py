@@ -564,6 +564,7 @@ def test_the_freeact_sub_persona_answers_in_jupyterlabs_chat_after_its_permissio
     # … then the child's cell, titled with its id and type
     child_cell = chat.get_by_text(re.compile(r"agent-[0-9a-f]{4} \(general\) · Run Python"))
     expect(child_cell).to_be_visible(timeout=2 * MINUTE)
+    expect(chat.get_by_text(re.compile(r"\$ import time\s+limit = 200_000"))).to_be_visible()  # the code it approves
     expect(chat.get_by_role("button", name=re.compile(r"Always for agent-[0-9a-f]{4} \(general\)"))).to_be_visible()
     chat.get_by_role("button", name="Approve once").click()
     answer = chat.get_by_role("paragraph").filter(has_text=re.compile(r"There are 17984 primes below 200,000"))
