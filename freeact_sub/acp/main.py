@@ -100,7 +100,7 @@ async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
         first, client = await answer_initialize(reader, writer, freeact_sub.__version__)
         run_agent, agent_class = await sdk
         agent = agent_class(args)
-        agent.client_initialize = client
+        agent.client_initialize, agent.wire = client, writer
         checked = asyncio.create_task(asyncio.to_thread(agent.check_config), name="check-config")
         agent.ready = checked
         rest, copying = relayed(reader, first, _STREAM_LIMIT)

@@ -8,9 +8,7 @@ variables, the chat folder's `.env` and agent types). Flags for it go in `FREEAC
 `FREEACT_SUB_ACP_ARGS=--demo` for the offline demo, or `--config ~/freeact.toml --sandbox offline`.
 
 A chat in a folder whose `AGENTS.md`, skills or agent types with powers wait for the person's trust (new, or
-changed since) cannot ask in a dialog: the persona says so in the chat, naming each file and what it would do,
-with the one line that trusts the folder from a JupyterLab terminal (`freeact-sub trust add DIR`); the next
-message starts the agent.
+changed since) is asked in the chat, by the agent, with a card of its own before its first answer (`trust.py`).
 """
 
 from __future__ import annotations
@@ -26,9 +24,7 @@ from typing import Any
 from jupyter_ai_acp_client.base_acp_persona import BaseAcpPersona
 from jupyter_ai_persona_manager import PersonaDefaults
 
-from freeact_sub.launch.trust_advice import trust_advice
-
-__all__ = ["FolderNotTrusted", "FreeactSubPersona", "acp_command"]
+__all__ = ["FreeactSubPersona", "acp_command"]
 
 NAME = "freeact-sub"
 _MENTION = re.compile(rf"(?<![\w-])@{re.escape(NAME)}\b:?\s*")
@@ -38,10 +34,6 @@ def acp_command(environ: dict[str, str] | None = None) -> list[str]:
     """The agent's command line: this Python's `freeact-sub acp`, plus `FREEACT_SUB_ACP_ARGS`."""
     extra = (environ if environ is not None else os.environ).get("FREEACT_SUB_ACP_ARGS", "")
     return [sys.executable, "-m", "freeact_sub.cli", "acp", *shlex.split(extra)]
-
-
-class FolderNotTrusted(Exception):
-    """The chat's folder waits for the person's trust; the message is what the chat shows (Markdown)."""
 
 
 class FreeactSubPersona(BaseAcpPersona):
@@ -63,19 +55,6 @@ class FreeactSubPersona(BaseAcpPersona):
             avatar_path=str(Path(__file__).with_name("freeact-sub.svg")),
             system_prompt="unused",
         )
-
-    async def prepare(self) -> None:
-        """Ask for the chat folder's trust in the chat before the agent starts there (`FolderNotTrusted`); the next
-        message prepares again."""
-        if (advice := trust_advice(self.get_chat_dir())) is not None:
-            raise FolderNotTrusted(advice)
-        await super().prepare()
-
-    async def handle_uncaught_exception(self, exc: Exception) -> None:
-        if isinstance(exc, FolderNotTrusted):
-            self.send_message(str(exc))  # a message to read, not an error's folded traceback
-            return
-        await super().handle_uncaught_exception(exc)
 
     async def process_message(self, message: Any) -> None:
         body = _MENTION.sub("", message.body).strip()

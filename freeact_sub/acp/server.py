@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp import RequestError
+from acp import RequestError, update_agent_message_text
 from acp.schema import (
     InitializeResponse,
     LoadSessionResponse,
@@ -98,7 +98,12 @@ class FreeactAcpAgent:
         self.client: Any = None
         self.client_initialize: dict[str, Any] | None = None
         """The client's `initialize` params (its capabilities and name), when `handshake.py` answered it."""
+        self.wire: asyncio.StreamWriter | None = None
+        """The protocol's stdout, for the updates the SDK has no types for (subagents as child sessions)."""
         self.sessions: dict[str, AcpSession] = {}
+        self._untrusted: dict[int, tuple[Agent, Any, Any]] = {}
+        """By `id()` of an agent that started without its folder's files with powers: the agent, those files
+        (`ProjectPowers`) and the config, until the session's first prompt has asked (`trust.py`)."""
         self._starting: dict[str, asyncio.Future[None]] = {}
         """Sessions whose agent starts behind the `session/new` answer, until their first prompt waited for it."""
 
@@ -147,10 +152,10 @@ class FreeactAcpAgent:
             raise RequestError.invalid_params({"configuration": str(exc)}) from None
         return config
 
-    async def _start(self, config: Any, session: str | None) -> Agent:
+    async def _start(self, config: Any, session: str | None, trust: bool | None = None) -> Agent:
         from freeact_sub import FreeactError
 
-        agent = self._agent(config, session)
+        agent = self._agent(config, session, trust)
         try:
             await agent.start()
         except FreeactError as exc:
@@ -158,13 +163,20 @@ class FreeactAcpAgent:
             raise RequestError.internal_error({"start": str(exc)}) from None
         return agent
 
-    def _agent(self, config: Any, session: str | None) -> Agent:
+    def _agent(self, config: Any, session: str | None, trust: bool | None = None) -> Agent:
+        """The session's agent; in a folder whose files with powers wait for trust, without them (inert), noted in
+        `_untrusted` so that the session's first prompt asks (`trust.py`)."""
         from freeact_sub import Agent, ConfigError, SessionError
 
         try:
-            return Agent(config, session=session, trust_project=self.args.trust_project)
+            agent = Agent(config, session=session, trust_project=self.args.trust_project if trust is None else trust)
+            project = agent.untrusted_project()
         except (SessionError, ConfigError) as exc:
             raise RequestError.invalid_params({"session": str(exc)}) from None
+        if project is not None:
+            agent.trust_project = False
+            self._untrusted[id(agent)] = (agent, project, config)
+        return agent
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         """The session's id at once; its kernel and MCP servers start behind the answer, and its first prompt
@@ -233,10 +245,12 @@ class FreeactAcpAgent:
         return LoadSessionResponse(modes=session.modes())
 
     def _open(self, agent: Agent) -> AcpSession:
+        from .child_sessions import advertised, raw_sender
         from .session import AcpSession
 
         session_id = agent.session_id or agent.agent_id
-        session = AcpSession(session_id, agent, self.client)
+        wire = self.wire if advertised(self.client_initialize) else None
+        session = AcpSession(session_id, agent, self.client, raw=raw_sender(wire) if wire is not None else None)
         self.sessions[session_id] = session
         session.watch_background()
         return session
@@ -250,7 +264,44 @@ class FreeactAcpAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         self._session(session_id)
         await self._started(session_id)
+        if id(self._session(session_id).agent) in self._untrusted and not await self._ask_trust(session_id):
+            return PromptResponse(stop_reason="cancelled")
         return await self._session(session_id).prompt(_prompt_text(prompt))
+
+    async def _ask_trust(self, session_id: str) -> bool:
+        """Ask whether to trust the folder's files with powers (`trust.py`); with them, the session's agent starts
+        again on the same session. False if the question was cancelled (the next prompt asks again)."""
+        from freeact_sub.launch.trust_advice import trust_advice
+
+        from .trust import choice, trust_options, trust_question
+
+        session = self._session(session_id)
+        _, project, config = self._untrusted[id(session.agent)]
+        try:
+            response = await self.client.request_permission(session_id=session_id, tool_call=trust_question(project),
+                                                            options=trust_options())
+        except Exception as exc:  # a client that cannot ask: the session goes on without them, and says how to trust
+            log.warning("the trust question failed: %s", exc)
+            advice = trust_advice(project.folder, {})
+            picked = "without"
+            if advice is not None:
+                await session.send(update_agent_message_text(advice + "\n\n"))
+        else:
+            picked = choice(response)
+        if picked == "cancelled":
+            return False
+        self._untrusted.pop(id(session.agent), None)
+        if picked == "without":
+            return True
+        if picked == "trust":
+            await asyncio.to_thread(project.remember)
+        mode = session.mode
+        self.sessions.pop(session_id, None)
+        await session.close()
+        again = self._open(await self._start(config, session_id, trust=True))
+        if again.mode.id != mode.id:
+            await again.set_mode(mode.id)
+        return True
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         if mode_id not in MODES:
@@ -259,9 +310,14 @@ class FreeactAcpAgent:
         return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        """`session/cancel`: a session's turn, or, on a child session, that subagent only."""
         session = self.sessions.get(session_id)
         if session is not None:
             session.cancel()
+            return
+        for parent in self.sessions.values():
+            if parent.cancel_child(session_id):
+                return
 
     async def close(self) -> None:
         """Stop every session's agent (the client went away, or a signal ended the process)."""

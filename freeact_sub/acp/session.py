@@ -19,9 +19,20 @@ from acp import update_agent_message_text, update_user_message_text
 from acp.helpers import update_current_mode
 from acp.schema import PromptResponse, SessionMode, SessionModeState, Usage
 
-from freeact_sub import Agent, ApprovalRequest, FreeactError, Response, RunCancelled, Thoughts, ToolOutput
+from freeact_sub import (
+    Agent,
+    ApprovalRequest,
+    FreeactError,
+    Response,
+    RunCancelled,
+    SubagentFinished,
+    SubagentStarted,
+    Thoughts,
+    ToolOutput,
+)
 from freeact_sub.launch.modes import MODES, initial_mode
 
+from .child_sessions import ChildSessions, RawSend
 from .permissions import answer, options_for
 from .updates import EventUpdates
 
@@ -33,11 +44,15 @@ log = logging.getLogger("freeact_sub.acp")
 class AcpSession:
     """A started main agent and the client connection its updates and questions go to."""
 
-    def __init__(self, session_id: str, agent: Agent, client: Any) -> None:
+    def __init__(self, session_id: str, agent: Agent, client: Any, *, raw: RawSend | None = None) -> None:
         self.session_id = session_id
         self.agent = agent
         self.client = client
-        self.view = EventUpdates(agent.agent_id)
+        self.raw = raw
+        """Given when the client shows subagents as child sessions: sends the updates the SDK has no types for."""
+        self.view = EventUpdates(agent.agent_id, child_sessions=raw is not None)
+        self.children = ChildSessions(session_id, agent.agent_id) if raw is not None else None
+        """Where each agent's updates go, when the client shows subagents as child sessions (`child_sessions.py`)."""
         self.asking: dict[int, tuple[ApprovalRequest, asyncio.Task[None]]] = {}
         """Questions the client has not answered yet, by `id()` of their request (a request is not hashable)."""
         self.turn: asyncio.Task[Any] | None = None
@@ -53,13 +68,51 @@ class AcpSession:
         async for event in self.agent.background_events():
             await self.handle(event)
 
-    async def send(self, update: Any) -> None:
-        await self.client.session_update(session_id=self.session_id, update=update)
+    async def send(self, update: Any, agent_id: str | None = None) -> None:
+        """Send one update: on this session, or, with child sessions, on the session of the agent it is about."""
+        if self.children is None:
+            await self.client.session_update(session_id=self.session_id, update=update)
+            return
+        target = self.children.target(update, agent_id or self.agent.agent_id)
+        call = self.view.calls.get(getattr(update, "tool_call_id", None) or "")
+        linked = self.children.with_link(update, call.content()) if call is not None else None
+        if linked is not None:
+            await self._raw(target, linked)
+        else:
+            await self.client.session_update(session_id=target, update=update)
+
+    async def _raw(self, session_id: str, update: dict[str, Any]) -> None:
+        assert self.raw is not None
+        await self.raw(session_id, update)
+
+    async def _announce(self, event: Any) -> None:
+        """With child sessions: a child is announced before anything bears its id, and said to be idle once it ends."""
+        if self.children is None:
+            return
+        if isinstance(event, SubagentStarted):
+            task: str | None = self.view.acp_id(event.agent_id, event.tool_call_id)
+            task = task if task in self.view.calls else None
+            await self._raw(*self.children.announce(event, task))
+        elif isinstance(event, SubagentFinished) and (ended := self.children.finished(event)) is not None:
+            await self._raw(*ended)
+
+    async def _child_state(self, agent_id: str, state: Any) -> None:
+        if self.children is not None and (change := self.children.state(agent_id, state)) is not None:
+            with contextlib.suppress(ConnectionError):
+                await self._raw(*change)
 
     async def handle(self, event: Any) -> None:
         """Send the updates of one event; ask the client about an undecided approval, in a task of its own."""
+        if isinstance(event, SubagentStarted):
+            await self._announce(event)
         for update in self.view.updates(event):
-            await self.send(update)
+            await self.send(update, event.agent_id)
+        if isinstance(event, SubagentFinished):
+            await self._announce(event)
+            await self._drop_questions(of=event.subagent_id)  # the child ended (or was stopped): none of its questions
+            if self.children is not None:  # stays open, none of its calls stays running on its session
+                for update in self.view.interrupted(only=event.subagent_id):
+                    await self.send(update)
         if isinstance(event, ApprovalRequest) and not event.decided:
             task = asyncio.create_task(self._ask(event), name=f"acp-ask-{event.tool_call_id}")
             self.asking[id(event)] = (event, task)
@@ -70,11 +123,12 @@ class AcpSession:
         from acp.schema import ToolCallUpdate
 
         who = self.view.label(request.agent_id) or f"{request.agent_id} (main agent)"
+        await self._child_state(request.agent_id, "requires_action")
         try:
             response = await self.client.request_permission(
-                session_id=self.session_id,
+                session_id=self.children.session(request.agent_id) if self.children else self.session_id,
                 tool_call=ToolCallUpdate(tool_call_id=acp_id, title=view.title, kind=view.kind, status="pending",
-                                         content=view.content(), raw_input=view.args),
+                                         content=view.content(), raw_input=view.raw_input),
                 options=options_for(request, who),
             )
         except asyncio.CancelledError:
@@ -88,11 +142,13 @@ class AcpSession:
             answer(request, response, self.agent.approvals, pending)
         finally:
             self.asking.pop(id(request), None)
+        if not any(r.agent_id == request.agent_id for r, _ in self.asking.values()):
+            await self._child_state(request.agent_id, "running")
         with contextlib.suppress(ConnectionError):  # the client went away: the agent is being stopped
             for decided in [request, *[r for r, _ in list(self.asking.values()) if r.decided]]:
                 update = self.view.decided(decided)
                 if update is not None:
-                    await self.send(update)
+                    await self.send(update, decided.agent_id)
 
     async def prompt(self, text: str) -> PromptResponse:
         """Run one turn to its end; the stop reason says how it ended (`end_turn`, `cancelled`, `refusal`,
@@ -149,10 +205,17 @@ class AcpSession:
         """`session/cancel`: stop the turn as Ctrl-C does (model stream, approval waits, cells, subagents)."""
         self.agent.cancel()
 
-    async def _drop_questions(self, every: bool = False) -> None:
-        """Stop asking what is decided already (a cancel rejected it); a background subagent's open question
-        stays with the client unless `every` (the session closes)."""
-        tasks = [task for request, task in self.asking.values() if every or request.decided]
+    def cancel_child(self, session_id: str) -> bool:
+        """`session/cancel` on one of this session's child sessions: stop that subagent only (its parent's `task`
+        result says the user stopped it; its siblings go on). False if it is no child session of this one."""
+        child = self.children.agent_of.get(session_id) if self.children is not None else None
+        return child is not None and (self.agent.cancel_subagent(child) or True)
+
+    async def _drop_questions(self, every: bool = False, of: str | None = None) -> None:
+        """Stop asking what is decided already (a cancel rejected it), and whatever the agent `of` asks (it ended);
+        a background subagent's open question stays with the client unless `every` (the session closes)."""
+        tasks = [task for request, task in self.asking.values()
+                 if every or request.decided or request.agent_id == of]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -173,8 +236,12 @@ class AcpSession:
                 await self.send(self.view.words(kind, event.content))
                 self.view.response_ended(kind)
             else:
+                if isinstance(event, SubagentStarted):
+                    await self._announce(event)
                 for update in self.view.updates(event):
-                    await self.send(update)
+                    await self.send(update, event.agent_id)
+                if isinstance(event, SubagentFinished):
+                    await self._announce(event)
 
     async def close(self) -> None:
         """Stop the agent: its turn, subagents, kernels and MCP servers."""

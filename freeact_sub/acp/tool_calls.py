@@ -86,6 +86,14 @@ class CallView:
     def kind(self) -> Kind:
         return call_kind(self.tool_name)
 
+    @property
+    def raw_input(self) -> dict[str, Any]:
+        """The call's arguments, and for a cell its code once more as `command`: JupyterLab's chat shows an `execute`
+        call's `rawInput.command` on the card a person approves, and nothing else of it (not the content)."""
+        if self.tool_name == "execute_ipython_cell":
+            return {**self.args, "command": str(self.args.get("code", ""))}
+        return self.args
+
     def content(self) -> list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent]:
         blocks = [_shown_input(self.tool_name, self.args), *self.notes]
         if self.output:

@@ -46,8 +46,13 @@ _INTERRUPTED = "The user interrupted"
 class EventUpdates:
     """Turns one agent tree's events into session updates, remembering each call's content."""
 
-    def __init__(self, main_id: str) -> None:
+    def __init__(self, main_id: str, *, child_sessions: bool = False) -> None:
         self.main_id = main_id
+        self.child_sessions = child_sessions
+        """The client shows subagents as child sessions (`child_sessions.py`): a child's words are messages of its
+        own session, not notes in its `task` call."""
+        self._spoke: set[tuple[str, bool]] = set()
+        """The subagents that have said something on their own session (a later answer is a new paragraph)."""
         self.calls: dict[str, CallView] = {}
         self.who: dict[str, str] = {}
         """A subagent's id → `agent-3fa2 (reviewer)`, the name its calls are titled with."""
@@ -66,6 +71,10 @@ class EventUpdates:
 
     def label(self, agent_id: str) -> str | None:
         return None if agent_id == self.main_id else self.who.get(agent_id, agent_id)
+
+    def titled(self, agent_id: str) -> str:
+        """The name an agent's calls are titled with: `agent-3fa2 (reviewer)`, or `agent-1a2b (main)`."""
+        return self.label(agent_id) or f"{agent_id} (main)"
 
     def new_turn(self) -> None:
         self.plan.clear()
@@ -132,13 +141,13 @@ class EventUpdates:
 
     def _started(self, request: ApprovalRequest) -> Any:
         acp_id = self.acp_id(request.agent_id, request.tool_call_id)
-        title = call_title(request.tool_name, request.tool_args, self.label(request.agent_id), request.source)
+        title = call_title(request.tool_name, request.tool_args, self.titled(request.agent_id), request.source)
         view = CallView(acp_id, request.tool_name, dict(request.tool_args), title)
         self.calls[acp_id] = view
         status: Status = "pending" if not request.decided else ("in_progress" if request.decision else "failed")
         view.status = status
         return start_tool_call(acp_id, title, kind=view.kind, status=status, content=view.content(),
-                               raw_input=view.args)
+                               raw_input=view.raw_input)
 
     def decided(self, request: ApprovalRequest) -> Any:
         """The call's update once its request is decided: running, or failed when rejected (with the reason)."""
@@ -154,12 +163,14 @@ class EventUpdates:
         view.status = "failed"
         return tool_call_update(view.acp_id, status="failed", content=view.content())
 
-    def interrupted(self, spare: set[str] = frozenset()) -> list[Any]:  # type: ignore[assignment]
+    def interrupted(self, spare: set[str] = frozenset(), only: str | None = None) -> list[Any]:  # type: ignore[assignment]
         """A cancelled turn: every call still pending or running ends `failed` (but those of the agents in `spare`,
-        background subagents the cancel did not stop), as its saved result (`The user interrupted…`) replays later."""
+        background subagents the cancel did not stop), as its saved result (`The user interrupted…`) replays later.
+        With `only`, the calls of that agent alone (a subagent that ended)."""
         ended: list[Any] = []
         for view in self.calls.values():
-            if not view.ended and view.acp_id.partition("/")[0] not in spare:
+            agent = view.acp_id.partition("/")[0]
+            if not view.ended and agent not in spare and only in (None, agent):
                 view.status = "failed"
                 view.output = view.output + ("\n" if view.output else "") + "Interrupted: the turn was cancelled."
                 ended.append(tool_call_update(view.acp_id, status="failed", content=view.content()))
@@ -195,6 +206,12 @@ class EventUpdates:
         return updates
 
     def _child_words(self, event: Response | Thoughts) -> list[Any]:
+        if self.child_sessions:
+            said = (event.agent_id, isinstance(event, Response))
+            text = ("\n\n" if said in self._spoke else "") + event.content.strip()
+            self._spoke.add(said)
+            make = update_agent_message_text if said[1] else update_agent_thought_text
+            return [make(text)]
         task = self.calls.get(self.task_of.get(event.agent_id, ""))
         if task is None:
             return []

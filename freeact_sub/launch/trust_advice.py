@@ -1,5 +1,6 @@
 """What a front end that cannot ask says when the working folder waits for trust: the files, and the one line
-(`freeact-sub trust add DIR`) that trusts the folder from any terminal. JupyterLab's chat persona shows it."""
+(`freeact-sub trust add DIR`) that trusts the folder from any terminal. The ACP agent says it in the chat when its
+trust question could not be asked (`freeact_sub/acp/trust.py`)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ goes on; when the client closes stdin the process ends and every process it star
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -144,11 +145,13 @@ async def _tour(client: TourClient, conn: Any, session_id: str) -> None:
     # a cell: kind execute, its code as content, its output streamed before it completed
     starts = client.kinds("tool_call")
     image = next(s for s in starts if "display(Image" in _contents(s))
-    assert image.kind == "execute" and image.title == "Run Python"
+    assert image.kind == "execute" and image.title.startswith("agent-") and image.title.endswith(" (main) · Run Python")
+    asked_image = next(call for call, _ in client.asked if call.tool_call_id == image.tool_call_id)
+    assert "display(Image" in asked_image.raw_input["command"]  # the code, where JupyterLab's chat card shows it
     final = client.call_updates(image.tool_call_id)[-1]
     assert final.status == "completed" and "Python 3." in _contents(final)
     # three subagents, each `task` call retitled with the child's id and type, the child's result as output
-    task_starts = [s for s in starts if s.title.startswith("Start a subagent")]
+    task_starts = [s for s in starts if "Start a subagent" in s.title]
     assert len(task_starts) == 3 and all(s.kind == "think" for s in task_starts)
     ended = {}
     for start in task_starts:
@@ -213,10 +216,18 @@ async def test_an_acp_client_drives_the_demo_tour_cancels_and_loads_the_session(
     transport = {"stderr": None, "shutdown_timeout": 30}
     async with spawn_agent_process(client, *command, cwd=workdir, env=cli_env(),
                                    transport_kwargs=transport) as (conn, process):
+        wire: list[dict[str, Any]] = []  # what the agent sent, before the SDK's client validates it
+        conn._conn.add_observer(lambda event: wire.append(event.message) if event.direction.value == "incoming"
+                                else None)
         init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
         assert init.agent_capabilities is not None and init.agent_capabilities.load_session
         session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
         await _tour(client, conn, session.session_id)
+        # without `clientCapabilities.subagents`, the children are titled tool calls: no child session, no link
+        sent = [m["params"] for m in wire if m.get("method") in ("session/update", "session/request_permission")]
+        assert {params["sessionId"] for params in sent} == {session.session_id}
+        assert not [p for p in sent if p.get("update", {}).get("sessionUpdate") == "subagent_update"]
+        assert '"type": "session"' not in json.dumps(sent)
         await _cancel(client, conn, session.session_id)
         started = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
         kernels = kernel_processes()

@@ -548,25 +548,31 @@ def choose_theme(page, theme: str) -> None:
 
 
 def test_the_freeact_sub_persona_answers_in_jupyterlabs_chat_after_its_permission_cards(
-    jupyterlab: JupyterLab, page
+    jupyterlab: JupyterLab, page, request: pytest.FixtureRequest
 ) -> None:
     pytest.importorskip("jupyter_ai_acp_client", reason="the jupyter-ai extra: pip install -e '.[jupyter-ai]'")
     from playwright.sync_api import expect
 
     body = json.dumps({"type": "file", "format": "text", "content": ""}).encode()
-    request = urllib.request.Request(f"{jupyterlab.url}/api/contents/freeact.chat?token={jupyterlab.token}",
-                                     data=body, method="PUT", headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(request, timeout=10).close()
+    put = urllib.request.Request(f"{jupyterlab.url}/api/contents/freeact.chat?token={jupyterlab.token}",
+                                 data=body, method="PUT", headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(put, timeout=10).close()
     page.goto(f"{jupyterlab.url}/lab/tree/freeact.chat?token={jupyterlab.token}")
     chat = page.locator(".jp-chat-messages-container")
     field = page.get_by_placeholder(re.compile("Type a chat message"))
     expect(field).to_be_visible(timeout=2 * MINUTE)
     # the persona joins the chat once Jupyter AI has loaded it: a mention typed before that is plain text
     expect(page.get_by_role("button", name="freeact-sub", exact=True)).to_be_visible(timeout=2 * MINUTE)
+    agents_md = jupyterlab.root_dir / "AGENTS.md"  # waits for trust: the chat asks before the first answer
+    agents_md.write_text("Answer in full sentences.\n")
+    request.addfinalizer(agents_md.unlink)  # the module's other tests run in this folder
     field.click()
     field.fill("@freeact-sub @general Count the prime numbers below 200,000 with a sieve.")
     page.keyboard.press("Escape")  # the mention's completion list
     field.press("Enter")
+    expect(chat.get_by_text("Trust this folder's instructions? (AGENTS.md)")).to_be_visible(timeout=3 * MINUTE)
+    expect(chat.get_by_text(re.compile("AGENTS.md: instructions in every agent's system prompt"))).to_be_visible()
+    chat.get_by_role("button", name="Use them this session").click()  # nothing is remembered in the real HOME
 
     # the person's own subagent: its start is the main agent's `task` call, asked in a card …
     expect(chat.get_by_text(re.compile(r"Start a subagent \(general\)"))).to_be_visible(timeout=3 * MINUTE)
@@ -574,6 +580,7 @@ def test_the_freeact_sub_persona_answers_in_jupyterlabs_chat_after_its_permissio
     # … then the child's cell, titled with its id and type
     child_cell = chat.get_by_text(re.compile(r"agent-[0-9a-f]{4} \(general\) · Run Python"))
     expect(child_cell).to_be_visible(timeout=2 * MINUTE)
+    expect(chat.get_by_text(re.compile(r"\$ import time\s+limit = 200_000"))).to_be_visible()  # the code it approves
     expect(chat.get_by_role("button", name=re.compile(r"Always for agent-[0-9a-f]{4} \(general\)"))).to_be_visible()
     chat.get_by_role("button", name="Approve once").click()
     answer = chat.get_by_role("paragraph").filter(has_text=re.compile(r"There are 17984 primes below 200,000"))

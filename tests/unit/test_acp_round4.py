@@ -66,7 +66,8 @@ async def test_long_plan_entries_and_task_titles_end_with_an_ellipsis_and_keep_a
     assert "Eratosthenes in Python" in entry and not entry.endswith("Pyt…")
     [start] = view.updates(ApprovalRequest(agent_id="main", tool_name="task", tool_call_id="t1",
                                            tool_args={"prompt": job}))
-    assert start.title.startswith("Start a subagent (general): Write a sieve") and start.title.endswith("…")
+    assert start.title.startswith("main (main) · Start a subagent (general): Write a sieve")
+    assert start.title.endswith("…")
     _, renamed = view.updates(SubagentStarted(agent_id="main", subagent_id="agent-1", tool_call_id="t1", prompt=job,
                                               max_turns=4, agent_type="general"))
     assert renamed.title.startswith("agent-1 (general): Write a sieve of") and renamed.title.endswith("…")

@@ -1,5 +1,5 @@
-"""Trusting a folder where nothing can ask: `freeact-sub trust add DIR` (one line in any terminal), and the
-JupyterLab chat's persona, which says in the chat what waits for trust and gives that line.
+"""Trusting a folder where nothing can ask: `freeact-sub trust add DIR` (one line in any terminal), and what the ACP
+agent says in the chat when its trust question cannot be asked: what waits for trust, and that line.
 
 Real files in a real folder; trust is remembered in a `HOME` of the test's own.
 """
@@ -47,7 +47,7 @@ def test_trust_add_of_a_folder_with_nothing_to_trust_or_none_at_all_says_so(
     assert "is not a folder" in capsys.readouterr().err
 
 
-def test_the_chat_persona_names_what_waits_and_gives_the_line_that_trusts_it(folder: Path) -> None:
+def test_the_chats_fallback_names_what_waits_and_gives_the_line_that_trusts_it(folder: Path) -> None:
     advice = trust_advice(folder, environ={})
     assert advice is not None
     assert "AGENTS.md: instructions in every agent's system prompt" in advice
