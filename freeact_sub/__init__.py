@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference read; at run time 
         ModelUsage,
         Response,
         ResponseChunk,
+        Rewound,
         RunCancelled,
         SubagentFinished,
         SubagentMessage,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference read; at run time 
     from .timelines import Timeline, TimelineBuilder, timeline
     from .tree.registry import SubagentInfo
     from .usage import TreeUsage, Usage
+    from .workspaces.checkpoints import Checkpoint
 
 _WHERE: dict[str, str] = {
     "Agent": ".agent.agent",
@@ -86,6 +88,7 @@ _WHERE: dict[str, str] = {
     "ModelUsage": ".events",
     "Response": ".events",
     "ResponseChunk": ".events",
+    "Rewound": ".events",
     "RunCancelled": ".events",
     "SubagentFinished": ".events",
     "SubagentMessage": ".events",
@@ -105,6 +108,7 @@ _WHERE: dict[str, str] = {
     "SubagentInfo": ".tree.registry",
     "TreeUsage": ".usage",
     "Usage": ".usage",
+    "Checkpoint": ".workspaces.checkpoints",
 }
 """The module each public name lives in. Importing `freeact_sub` imports none of them: `freeact-sub --help`, the
 terminal's prompt and an ACP client's `initialize` do not wait for pydantic-ai, jupyter-client and the rest."""
@@ -118,6 +122,7 @@ __all__ = [
     "AgentType",
     "ApprovalPolicy",
     "ApprovalRequest",
+    "Checkpoint",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
     "Command",
@@ -139,6 +144,7 @@ __all__ = [
     "ProjectPowers",
     "Response",
     "ResponseChunk",
+    "Rewound",
     "RunCancelled",
     "SessionError",
     "SubagentFinished",
