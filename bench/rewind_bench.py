@@ -8,8 +8,8 @@ Rows:
   (what any checkpoint costs at the least), alternated;
 - changed turn: `take` after a subprocess changed 10 files and added 2 (the folders they are in are looked at);
 - first checkpoint: the copy of every file (once per session);
-- store: bytes the store (blobs and journal) grew by for a changed turn, against the bytes the turn changed
-  (the changed files' new sizes);
+- store: bytes the store (packs, index and journal) grew by for a changed turn, against the bytes the turn changed
+  (the changed files' new sizes): for 12 small files, and for one file of 1 MiB;
 - rewind: `restore` of those 12 paths.
 """
 
@@ -58,7 +58,7 @@ def main() -> None:
         scanned = Checkpoints(root / "store-scanned", folder, watch=False)
         first = [_timed(lambda store=store: store.take(label="first")) for store in (watched, scanned)]
         unchanged: dict[str, list[tuple[float, float]]] = {"stat": [], "inotify": [], "scan": []}
-        changed, growth, rewinds = [], [], []
+        changed, growth, rewinds, large = [], [], [], []
         for run in range(args.runs):
             unchanged["stat"].append(_timed(lambda: os.stat(folder / "d0" / "f0.txt")))
             unchanged["inotify"].append(_timed(lambda: watched.take(label="unchanged")))
@@ -78,6 +78,10 @@ def main() -> None:
             growth.append((_bytes_in(watched.store) - before) / sizes)  # the journal's line included
             rewinds.append(_timed(lambda point=point: watched.restore(point)))
             watched.take(label="after the rewind")  # what the rewind wrote is the folder's state now
+            before = _bytes_in(watched.store)
+            (folder / "d5" / f"big{run}.bin").write_bytes(os.urandom(1 << 20))
+            watched.take(label="one large file")
+            large.append((_bytes_in(watched.store) - before) / (1 << 20))
         watched.close()
         scanned.close()
 
@@ -99,7 +103,8 @@ def main() -> None:
         f"  changed turn (10 files changed, 2 added): {_median([c for c, _ in changed]):.2f} ms CPU, "
         f"{_median([w for _, w in changed]):.2f} ms wall"
     )
-    print(f"  store growth / bytes changed: {_median(growth):.3f}x (max {max(growth):.3f}x)")
+    print(f"  store growth / bytes changed, 12 small files (~1.3 KB): {_median(growth):.3f}x (max {max(growth):.3f}x)")
+    print(f"  store growth / bytes changed, one 1 MiB file: {_median(large):.4f}x (max {max(large):.4f}x)")
     print(
         f"  rewind of those 12 paths: {_median([c for c, _ in rewinds]):.2f} ms CPU, "
         f"{_median([w for _, w in rewinds]):.2f} ms wall"
