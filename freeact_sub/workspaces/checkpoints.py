@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .blobs import BlobStore
-from .folder_state import FolderState, Record, Status
+from .folder_state import FolderState, FolderTooLarge, Record, Status
 from .restore import RestoreReport, write_back
 
 __all__ = ["Checkpoint", "CheckpointKind", "Checkpoints", "FolderTooLarge"]
@@ -33,10 +33,6 @@ __all__ = ["Checkpoint", "CheckpointKind", "Checkpoints", "FolderTooLarge"]
 CheckpointKind = Literal["turn", "rewind"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class FolderTooLarge(Exception):
-    """The folder holds more than the checkpoints may copy (`checkpoint_limit`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +80,7 @@ class Checkpoints:
         self.store = store
         self.working_dir = Path(os.path.realpath(working_dir))
         self.blobs = BlobStore(store / "blobs")
-        self.folder = FolderState(self.working_dir, watch=watch)
+        self.folder = FolderState(self.working_dir, watch=watch, max_bytes=limit)
         self._lines: list[_Line] = _read_journal(store / "journal.jsonl")  # a torn last line is cut off
         self.state: dict[str, Record] = {}
         """Every path as the last line has it."""
@@ -106,13 +102,6 @@ class Checkpoints:
         messages (`history`: their hashes, each put in `blobs` already); returns the new checkpoint."""
         with self._lock:
             changed = self._look()
-            if not self._lines and self.limit is not None:
-                held = sum(status[2] for status in changed.values() if status is not None and status[0] == "f")
-                if held > self.limit:
-                    raise FolderTooLarge(
-                        f"the working folder holds {held} bytes, more than checkpoint_limit ({self.limit} bytes) "
-                        "lets the checkpoints copy; raise checkpoint_limit to rewind in this folder"
-                    )
             records = self._records(changed)
             number = 1 + max((line.number for line in self._lines), default=0)
             line = _Line(number, kind, label, turn, time.time(), records, list(history or []))

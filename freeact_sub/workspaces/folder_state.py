@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .below import DIR_FLAGS, split_path
 
-__all__ = ["EXCLUDED", "FolderState", "Record", "Status"]
+__all__ = ["EXCLUDED", "MAX_PATHS", "FolderState", "FolderTooLarge", "Record", "Status"]
 
 Status = tuple[str, int, int, int, int, int]
 """A path's kind (`f` file, `l` link, `d` folder, `o` anything else), mode, size, mtime, inode, ctime (ns).
@@ -30,8 +30,17 @@ A folder's size and times are 0: they change with its entries, which are looked 
 Record = tuple[str, int, int, int, int, int, str]
 """A path as a checkpoint has it: its `Status`, then its content (a blob's hash, a link's target, or "")."""
 
+MAX_PATHS = 200_000
+"""The most files and folders a folder may hold for checkpoints: looking at more, before every turn where inotify
+cannot say what changed, would cost seconds (about 10 µs a path)."""
+
 EXCLUDED = frozenset({".freeact-sub"})
-"""Top-level names never looked at: the host's own files (sessions, checkpoints) live there."""
+"""Top-level names never looked at: the host's own files (sessions, checkpoints) live there. `.env` files are
+never looked at either, anywhere: their keys stay out of the checkpoints."""
+
+
+class FolderTooLarge(Exception):
+    """The folder holds more than checkpoints may look at or copy (`MAX_PATHS`, `checkpoint_limit`)."""
 
 
 def _status(st: os.stat_result) -> Status:
@@ -40,6 +49,11 @@ def _status(st: os.stat_result) -> Status:
         return ("d", stat.S_IMODE(mode), 0, 0, 0, 0)
     kind = "f" if stat.S_ISREG(mode) else "l" if stat.S_ISLNK(mode) else "o"
     return (kind, stat.S_IMODE(mode), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def _secret(name: str) -> bool:
+    """A `.env` file: its keys are not copied into the checkpoints (the session's folder)."""
+    return name == ".env" or name.startswith(".env.")
 
 
 def _join(folder: str, name: str) -> str:
@@ -107,8 +121,12 @@ class _Watch:
 class FolderState:
     """The status of every path below `root` (but `EXCLUDED`) as last looked at, and the changes since."""
 
-    def __init__(self, root: Path, *, watch: bool = True) -> None:
+    def __init__(self, root: Path, *, watch: bool = True, max_bytes: int | None = None) -> None:
+        """Look at `root` (watched with inotify if `watch` and the system has it). A whole look that finds more
+        than `MAX_PATHS` paths, or files of more than `max_bytes`, stops there with `FolderTooLarge`."""
         self.root = Path(os.path.realpath(root))
+        self.max_bytes = max_bytes
+        self._counted = (0, 0)
         self.entries: dict[str, Status] = {}
         """Every path below the root (relative, `/`-separated) and its status when last looked at."""
         self._children: dict[str, set[str]] = {}
@@ -174,8 +192,15 @@ class FolderState:
         if self._watch is not None:
             self._watch.reset()
         before, self.entries, self._children = self.entries, {}, {}
+        self._counted = (0, 0)
+        try:
+            self._look_in("", {}, recursive_all=True)
+        except FolderTooLarge:
+            self.entries, self._children = before, {}
+            if self._watch is not None:
+                self._watch.reset()
+            raise
         self._looked = True
-        self._look_in("", {}, recursive_all=True)
         changed: dict[str, Status | None] = {p: s for p, s in self.entries.items() if before.get(p) != s}
         changed.update({p: None for p in before if p not in self.entries})
         return changed
@@ -207,7 +232,7 @@ class FolderState:
             found: dict[str, Status] = {}
             with os.scandir(fd) as listing:
                 for entry in listing:
-                    if not folder and entry.name in EXCLUDED:
+                    if (not folder and entry.name in EXCLUDED) or _secret(entry.name):
                         continue
                     with contextlib.suppress(OSError):  # gone meanwhile
                         found[entry.name] = _status(entry.stat(follow_symlinks=False))
@@ -224,8 +249,25 @@ class FolderState:
             if old != status:
                 self._put(path, status)
                 changed[path] = status
+            if recursive_all:
+                self._count(status)
             if status[0] == "d" and (recursive_all or old is None or old[0] != "d"):
                 self._look_in(path, changed, recursive_all=recursive_all)
+
+    def _count(self, status: Status) -> None:
+        paths, held = self._counted
+        paths, held = paths + 1, held + (status[2] if status[0] == "f" else 0)
+        self._counted = (paths, held)
+        if paths > MAX_PATHS:
+            raise FolderTooLarge(
+                f"the working folder holds more than {MAX_PATHS} files and folders, more than "
+                "checkpoints look at before every turn"
+            )
+        if self.max_bytes is not None and held > self.max_bytes:
+            raise FolderTooLarge(
+                f"the working folder holds more than checkpoint_limit ({self.max_bytes} bytes) lets "
+                "the checkpoints copy; raise checkpoint_limit to rewind in this folder"
+            )
 
     def _put(self, path: str, status: Status) -> None:
         self.entries[path] = status

@@ -112,3 +112,18 @@ def _records_of(points: Checkpoints, path: str) -> list[tuple[str, int, int, int
     return [
         tuple(json.loads(line)["changed"][path]) for line in lines if json.loads(line)["changed"].get(path) is not None
     ]  # type: ignore[misc]
+
+
+def test_env_files_stay_out_of_the_checkpoints(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    (folder / "sub").mkdir(parents=True)
+    (folder / ".env").write_text("OPENAI_API_KEY=sk-kept-out\n")
+    (folder / "sub" / ".env.local").write_text("TOKEN=also-kept-out\n")
+    (folder / "data.txt").write_text("kept\n")
+    points = Checkpoints(tmp_path / "store", folder)
+    try:
+        points.take(label="first")
+    finally:
+        points.close()
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert b"kept\n" in stored and b"sk-kept-out" not in stored and b"also-kept-out" not in stored
