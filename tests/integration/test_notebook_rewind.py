@@ -49,3 +49,40 @@ async def test_rewind_to_here_restores_the_files_and_a_second_click_undoes_it(wo
             "the undo a click started",
         )
         assert _files(workdir) == after
+
+
+SETUP = """
+from pathlib import Path
+from freeact_sub import Agent
+from freeact_sub.demo import demo_config, start_demo_server
+from freeact_sub.notebook import AgentView, RewindPanel
+
+server = start_demo_server()
+agent = Agent(demo_config(server, working_dir=Path.cwd(), auto_approve=True, kernel_pool_size=0, mcp_pool_size=0))
+await agent.start()
+await AgentView(agent).run("write files please")
+panel = RewindPanel(agent)
+panel
+"""
+
+
+async def test_a_click_sent_as_a_browser_sends_it_rewinds_in_the_notebooks_kernel(tmp_path: Path) -> None:
+    from tests.integration import widget_state as ws
+    from tests.integration.notebook_kernel import NotebookKernel
+    from tests.integration.test_notebook_kernel import kernel_env
+
+    (tmp_path / "notes.txt").write_bytes(b"my own notes\n")
+    async with NotebookKernel(tmp_path, kernel_env()) as kernel:
+        try:
+            await kernel.run(SETUP, limit=90)
+            assert (tmp_path / "report.csv").exists()
+            first = ws.with_classes(kernel.models, "freeact-rewind")[0]  # turn 1 of the run: before it wrote
+            kernel.click(first)
+            await kernel.until(lambda: not (tmp_path / "report.csv").exists(), "the click's rewind", limit=60)
+            assert (tmp_path / "notes.txt").read_bytes() == b"my own notes\n"
+            await kernel.until(
+                lambda: any("Rewound to checkpoint" in str(m.get("value", "")) for m in kernel.models.values()),
+                "the panel to say what it did",
+            )
+        finally:
+            await kernel.run("await agent.stop()\nserver.close()")
