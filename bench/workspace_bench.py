@@ -9,7 +9,7 @@ Rows (ratios to the plain baseline measured in the same run, on a folder of `--f
   (what a cell that touches files pays);
 - change set: reading the change set of one changed file out of `--files` (the host's work when the child ends);
 - store: bytes the workspace holds against the bytes the child changed.
-Checkpoints per turn (rewind) are not built, so there is no row for them.
+Checkpoints per turn (rewind) have their own rows: `bench/rewind_bench.py`.
 """
 
 from __future__ import annotations

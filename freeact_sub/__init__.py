@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference read; at run time 
         ModelUsage,
         Response,
         ResponseChunk,
+        Rewound,
         RunCancelled,
         SubagentFinished,
         SubagentMessage,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference read; at run time 
     from .timelines import Timeline, TimelineBuilder, timeline
     from .tree.registry import SubagentInfo
     from .usage import TreeUsage, Usage
+    from .workspaces.checkpoints import Checkpoint
 
 _WHERE: dict[str, str] = {
     "Agent": ".agent.agent",
@@ -91,6 +93,7 @@ _WHERE: dict[str, str] = {
     "ModelUsage": ".events",
     "Response": ".events",
     "ResponseChunk": ".events",
+    "Rewound": ".events",
     "RunCancelled": ".events",
     "SubagentFinished": ".events",
     "SubagentMessage": ".events",
@@ -110,6 +113,7 @@ _WHERE: dict[str, str] = {
     "SubagentInfo": ".tree.registry",
     "TreeUsage": ".usage",
     "Usage": ".usage",
+    "Checkpoint": ".workspaces.checkpoints",
 }
 """The module each public name lives in. Importing `freeact_sub` imports none of them: `freeact-sub --help`, the
 terminal's prompt and an ACP client's `initialize` do not wait for pydantic-ai, jupyter-client and the rest."""
@@ -127,6 +131,7 @@ __all__ = [
     "BatchRow",
     "BatchTracker",
     "BatchUpdate",
+    "Checkpoint",
     "CodeExecutionOutput",
     "CodeExecutionOutputChunk",
     "Command",
@@ -148,6 +153,7 @@ __all__ = [
     "ProjectPowers",
     "Response",
     "ResponseChunk",
+    "Rewound",
     "RunCancelled",
     "SessionError",
     "SubagentFinished",

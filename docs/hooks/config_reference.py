@@ -83,7 +83,7 @@ API_MARKER = re.compile(r"^<!-- api: (\w+) -->$", flags=re.M)
 
 API_PAGES: dict[str, tuple[str, ...]] = {
     "agent": ("Agent", "AgentConfig", "KernelGatewayConfig", "ModelOption", "SubagentInfo", "load_mcp_config",
-              "DEFAULT_SYSTEM_PROMPT"),
+              "DEFAULT_SYSTEM_PROMPT", "Checkpoint"),
     "events": ("AgentEvent", "BatchTracker", "BatchUpdate", "Batch", "BatchRow"),  # and every event, found by class
     "approvals": ("ApprovalPolicy", "HookSpec"),
     "types": ("AgentType", "BUILTIN_TYPES", "Command", "CommandFiles"),
@@ -95,8 +95,8 @@ API_PAGES: dict[str, tuple[str, ...]] = {
 page holds fails the build, so the reference can never silently leave one out."""
 
 INTERNAL_MEMBERS: dict[str, tuple[str, ...]] = {
-    "Agent": ("tree", "rules", "budgets", "conversation", "inbox", "report_to_parent", "turns", "parts", "kernel",
-              "hook_context", "own_processes"),
+    "Agent": ("tree", "rules", "budgets", "conversation", "inbox", "report_to_parent", "turns", "rewinds", "parts",
+              "kernel", "hook_context", "own_processes"),
     "AgentConfig": ("make_working_dir", "make_state_dir", "resolved_images_dir"),
 }
 """Members of exported classes that the front ends and the agent's own parts use, not a person's program: the

@@ -26,6 +26,7 @@ from .conversation import Conversation, saved_main_agent
 from .inbox import Inbox
 from .main_type import check_cost_budget, choose_main_type, untrusted_project
 from .parts import AgentParts, start_parts, system_prompt
+from .rewind import Rewinds
 from .turn import TurnEngine
 from .turn_owner import Budgets
 
@@ -35,8 +36,9 @@ if TYPE_CHECKING:
 
     from ..config.commands import Command, CommandFiles
     from ..config.project_trust import ProjectPowers
-    from ..events import Emit
+    from ..events import Emit, Rewound
     from ..kernels.backends import KernelBackend
+    from ..workspaces.checkpoints import Checkpoint
 
 __all__ = ["Agent"]
 
@@ -124,6 +126,8 @@ class Agent:
         self._hooks: Hooks | None = None
         self.turns = TurnEngine(self)
         """Runs its turns and counts what they used."""
+        self.rewinds = Rewinds(self)
+        """A main agent's checkpoints before each turn, and rewinding to one (`rewind`, `checkpoints`)."""
         self._model: Model | None = None
         self._parts: AgentParts | None = None
         self._started = False
@@ -300,6 +304,7 @@ class Agent:
     async def stop(self) -> None:
         """Cancel a running turn, stop subagents, shut the kernel down and close MCP connections."""
         await self.turns.end()
+        await self.rewinds.close()
         parts, self._parts, self._started = self._parts, None, False
         # A subagent's kernel dies with it: nobody can reach its state any more, so it is killed at once.
         closing = [parts.close(kernel_now=self.is_subagent)] if parts is not None else []
@@ -393,6 +398,23 @@ class Agent:
     async def compact(self, focus: str | None = None) -> ContextCompacted | None:
         """Compact now, between turns (`/compact [focus]`): older rounds become a summary; the event, or None."""
         return await compaction.between_turns(self, focus)
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """The checkpoints this agent can `rewind` to, oldest first: one before each turn (a model response and
+        its calls), each with the files that turn changed (through code, subprocesses, `pip` alike)."""
+        return self.rewinds.checkpoints()
+
+    async def rewind(self, turn: int) -> Rewound:
+        """Go back to before turn `turn` (a `Checkpoint.number`): its files and its conversation.
+
+        The folder's files are written back to what they were (no link followed; nothing outside the folder is
+        written), the conversation is cut back to that point, and the kernel is restarted (its state cannot go
+        back); the model is told so in its next request. A checkpoint of the present is taken first, so
+        `rewind(event.undo)` undoes this. Returns the event that says what was restored. `ValueError` for no
+        such checkpoint; `RuntimeError` while a run or a subagent is under way, or without checkpoints (the
+        reason is given: `checkpoints = false`, a folder over `checkpoint_limit`).
+        """
+        return await self.rewinds.rewind(turn)
 
     # -- the person's commands and `@type` prompts --------------------------------------------
 

@@ -223,6 +223,7 @@ class TurnEngine:
 
         owner, conversation = self._owner, self._owner.conversation
         self.turns_used, self.turn_limit_reached, self.last_turn_rejected, self.budget_reached = 0, False, False, None
+        before_prompt = list(conversation.messages)  # where rewinding to this run's first turn goes back to
         conversation.add_user_parts(self._new_prompt(prompt), owner.system_prompt)
         last_text = ""
         while True:
@@ -237,6 +238,8 @@ class TurnEngine:
             self.turns_used += 1
             with traced_turn(owner, self.turns_used):
                 emit(TurnStarted(agent_id=owner.agent_id, turn=self.turns_used))
+                history = before_prompt if self.turns_used == 1 else list(conversation.messages)
+                owner.rewinds.before_turn(prompt.split("\n", 1)[0][:80], self.turns_used, history)  # beside the model
                 calls_before = self.tool_calls_used
 
                 def ran_nothing(before: int = calls_before) -> bool:
@@ -254,6 +257,7 @@ class TurnEngine:
                     return
                 self.tool_calls_used += len(calls)
                 await self.wait_for_reader()  # no tool call starts while nobody reads
+                await owner.rewinds.ready()  # what the calls change comes after the turn's checkpoint
                 outcomes = await self._run_calls(calls, emit)
                 conversation.messages.append(ModelRequest(parts=[part for part, _ in outcomes]))
                 conversation.save()

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .conversation import Conversation
     from .inbox import Inbox
     from .parts import AgentParts
+    from .rewind import Rewinds
 
 __all__ = ["Budgets", "TurnOwner"]
 
@@ -48,3 +49,5 @@ class TurnOwner(TreeMember, Protocol):
     def model(self) -> Model: ...
     @property
     def parts(self) -> AgentParts: ...
+    @property
+    def rewinds(self) -> Rewinds: ...

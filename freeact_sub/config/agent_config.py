@@ -167,6 +167,12 @@ class AgentConfig(BaseModel):
     (`"code"`: `from mcptools.<server> import <tool>`), or both."""
     save_sessions: bool = True
     """Save every agent's conversation as it happens under `<working_dir>/.freeact-sub/sessions/` (resumable)."""
+    checkpoints: bool = True
+    """Checkpoint the working folder before each turn of a main agent, so `Agent.rewind(turn)` (`/rewind`) can
+    restore it; kept in the session (or, unsaved, in a private folder removed at the end)."""
+    checkpoint_limit: int = 1 << 30
+    """The most bytes a folder may hold for checkpoints (the first one keeps a copy of every file): a larger
+    folder gets no checkpoints, and `rewind` says so, naming this limit."""
     kernel_gateway: KernelGatewayConfig | None = None
     """Run every kernel of the agent tree on this Jupyter Kernel / Enterprise Gateway (a URL is enough); None: local.
 

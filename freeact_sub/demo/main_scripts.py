@@ -276,7 +276,24 @@ def _background(c: Conversation) -> Reply:
     return Reply(text="No background subagent has ended since I was last told.")
 
 
+_WRITE_CELL = """\
+import csv, subprocess, sys
+
+# a file written through Python's csv module, and one by a subprocess: /rewind takes both back
+with open("report.csv", "w", newline="") as f:
+    csv.writer(f).writerows([["city", "rain_mm"], ["Vienna", 620], ["Lima", 16]])
+subprocess.run([sys.executable, "-c", "open('notes.txt', 'a').write('rainfall table written\\\\n')"], check=True)
+print("RESULT: 2 files written")"""
+
+
+def _write_files(c: Conversation) -> Reply:
+    if c.step == 0:
+        return Reply(text="Writing the rainfall table and a note.", tool_calls=(cell(_WRITE_CELL),))
+    return Reply(text="Wrote `report.csv` and a line in `notes.txt`.")
+
+
 _SCRIPTS: tuple[tuple[str, Callable[[Conversation], Reply]], ...] = (
+    ("write files", _write_files),
     ("slow", _slow),
     ("one cell", _one_cell),
     ("draw", _draw),

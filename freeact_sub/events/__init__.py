@@ -25,6 +25,7 @@ Event family::
     ├── SubagentReport               a running child tells its parent something before it finishes
     ├── RunCancelled                 the run (a `stream()` call) was cancelled; the history says how far it got
     ├── ContextCompacted             older rounds became a summary the model wrote (tokens before and after)
+    ├── Rewound                      the folder and the conversation went back to a checkpoint (`Agent.rewind`)
     └── HookFailed                   a hook failed; the moment went on as if it did not exist
 
 All events are frozen dataclasses; dispatch on them with `match`. They are defined by kind —
@@ -52,7 +53,7 @@ from .subagents import (
     SubagentStatus,
 )
 from .tool_results import CodeExecutionOutput, CodeExecutionOutputChunk, ToolOutput
-from .turn import ContextCompacted, HookFailed, RunCancelled, TurnStarted
+from .turn import ContextCompacted, HookFailed, Rewound, RunCancelled, TurnStarted
 
 __all__ = [
     "AgentEvent",
@@ -68,6 +69,7 @@ __all__ = [
     "ModelUsage",
     "Response",
     "ResponseChunk",
+    "Rewound",
     "RunCancelled",
     "SubagentFinished",
     "SubagentMessage",

@@ -7,7 +7,7 @@ from typing import Literal
 
 from .base import AgentEvent
 
-__all__ = ["ContextCompacted", "HookFailed", "RunCancelled", "TurnStarted"]
+__all__ = ["ContextCompacted", "HookFailed", "Rewound", "RunCancelled", "TurnStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,3 +82,37 @@ class ContextCompacted(AgentEvent):
 
 
 _WHY = {"auto": "window nearly full", "manual": "asked", "overflow": "the provider refused a request as too long"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rewound(AgentEvent):
+    """The working folder and the conversation went back to before a turn (`Agent.rewind`, `/rewind`).
+
+    The kernel was restarted (its state cannot go back); the model is told so in its next request. Rewinding
+    to `undo` undoes this rewind.
+    """
+
+    checkpoint: int
+    """The checkpoint (turn) rewound to."""
+    undo: int
+    """The checkpoint taken just before this rewind: `Agent.rewind(undo)` brings back what it replaced."""
+    restored: tuple[str, ...] = ()
+    """Paths written back to their version at the checkpoint."""
+    removed: tuple[str, ...] = ()
+    """Paths removed: they were not there at the checkpoint."""
+    failed: tuple[tuple[str, str], ...] = ()
+    """Paths that could not be restored, and why (a link in the way is never followed)."""
+    messages_removed: int = 0
+    """Messages of the conversation that came after the checkpoint and are gone from it."""
+    kernel_restarted: bool = True
+    """Whether the agent's kernel was restarted (all of its variables are gone)."""
+
+    @property
+    def content(self) -> str:
+        """One line for the person."""
+        files = len(self.restored) + len(self.removed)
+        text = (f"Rewound to checkpoint {self.checkpoint}: {files} path(s) restored, {self.messages_removed} "
+                f"message(s) taken back" + ("; the kernel was restarted" if self.kernel_restarted else ""))
+        if self.failed:
+            text += "; not restored: " + ", ".join(f"{path} ({why})" for path, why in self.failed)
+        return text + f". /rewind {self.undo} undoes it."

@@ -16,10 +16,11 @@ from . import _trust_on_start
 from .agent_panel import AgentPanel
 from .approval_panel import ApprovalPanel
 from .call_view import CallView
+from .rewind_panel import RewindPanel
 from .run_panel import RunPanel
 from .trust_panel import TrustPanel
 from .view import AgentView
 
-__all__ = ["AgentPanel", "AgentView", "ApprovalPanel", "CallView", "RunPanel", "TrustPanel"]
+__all__ = ["AgentPanel", "AgentView", "ApprovalPanel", "CallView", "RewindPanel", "RunPanel", "TrustPanel"]
 
 _trust_on_start.install()

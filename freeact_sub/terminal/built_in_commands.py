@@ -14,6 +14,7 @@ BUILT_IN_COMMANDS = {
     "/n": ("/n [reason]", "reject it"),
     "/s": ("/s", "stop the subagent that asks it"),
     "/compact": ("/compact [focus]", "compact the conversation now: older rounds become a summary"),
+    "/rewind": ("/rewind [N]", "list the turns with the files each changed; /rewind N goes back to before turn N"),
     "/mode": ("/mode [ask|auto|plan]", "ask for every call, approve everything, or plan read-only"),
     "/help": ("/help", "this list"),
 }

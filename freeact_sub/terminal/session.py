@@ -42,6 +42,7 @@ from .keys import KeyReader
 from .palette import Palette
 from .prompt import PromptReader
 from .render import Renderer
+from .rewind_cmd import rewind_command
 from .safe_text import clean
 from .skills_view import read_files_line, skills_view
 from .status import SubagentBoard, agents_table
@@ -176,6 +177,9 @@ class Session:
                 self.renderer.note("Your text held bytes that are not UTF-8; they are sent as �.", style="yellow")
             if prompt.strip().partition(" ")[0] == "/compact":
                 await self.compact(prompt.strip().partition(" ")[2].strip() or None)
+                continue
+            if prompt.strip().partition(" ")[0] == "/rewind":
+                await rewind_command(self.agent, self.renderer, prompt.strip().partition(" ")[2])
                 continue
             if self.command(prompt.strip()):
                 continue

@@ -6,10 +6,14 @@ itself. When it ends, `read_changes` turns that folder into a `ChangeSet` (added
 diff for text), which is applied by a decision like any other (`tool_name="apply_changes"`) with `apply_changes`:
 conflicts with what changed in the folder since the child started are merged where the edits do not overlap,
 and kept beside the folder's file where they do. Nothing here follows a link.
+
+`Checkpoints` records the folder before each turn of a main agent (what changed since the last one, through any
+process: `FolderState` watches with inotify) and writes it back to one (`restore`): what `Agent.rewind` does.
 """
 
 from .apply import AppliedFile, ApplyReport, apply_changes, mark_conflicts
 from .changes import ChangeSet, FileChange, read_changes
+from .checkpoints import Checkpoint, Checkpoints, FolderTooLarge
 from .folder import ISOLATIONS, Isolation, Workspace, now_ns
 from .journal import Journal
 from .keep import KEPT_FOLDER, keep_changes, kept_sets
@@ -20,7 +24,10 @@ __all__ = [
     "AppliedFile",
     "ApplyReport",
     "ChangeSet",
+    "Checkpoint",
+    "Checkpoints",
     "FileChange",
+    "FolderTooLarge",
     "Isolation",
     "Journal",
     "Workspace",

@@ -111,7 +111,7 @@ async def test_nothing_secret_is_written(workdir: Path, calc_server_config: dict
     async with Agent(config) as agent:
         await drive(agent.stream("hello"))
     folder = open_session("latest", workdir).path
-    written = b"".join(path.read_bytes() for path in folder.iterdir())
+    written = b"".join(path.read_bytes() for path in folder.rglob("*") if path.is_file())  # checkpoints too
     for secret in (b"sk-very-secret-key", b"mcp-secret-token", b"kernel-secret-value", b"calc_server"):
         assert secret not in written
 

@@ -1,0 +1,167 @@
+"""A content-addressed store of bytes: each version of a file (or a message of a history) kept once, by its hash.
+
+Versions are appended to pack files (`packs/<n>.pack`) and found through `index.jsonl` (`[sha256, pack, offset,
+size]` a line): a first checkpoint of 10,000 files writes two files, not 10,000 (creating a file costs about a
+millisecond on a busy disk; appending costs microseconds). The bytes go to the pack before their index line, both
+with `os.write` (no buffer in the process), so a host killed at any moment leaves an index that names only whole
+versions; a torn last line is cut off when the store is opened again. `sync` makes them survive the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["BlobStore"]
+
+_CHUNK = 1 << 20
+_PACK_LIMIT = 1 << 30
+"""A pack grows to about this many bytes, then the next one starts."""
+
+
+class BlobStore:
+    """Bytes by their sha256, in the packs of `folder`."""
+
+    def __init__(self, folder: Path) -> None:
+        (folder / "packs").mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.bytes_written = 0
+        """Bytes of new versions this store appended (its growth: what checkpoints cost on disk)."""
+        self._where: dict[str, tuple[int, int, int]] = {}
+        self._lock = threading.Lock()
+        self._readers: dict[int, int] = {}
+        index = folder / "index.jsonl"
+        self._read_index(index)
+        self._index = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        packs = [int(p.stem) for p in (folder / "packs").glob("*.pack") if p.stem.isdigit()]
+        self._pack_number = max(packs, default=0) + 1  # a new pack per opening: the old ones are never written
+        self._pack = -1
+        self._pack_size = 0
+        self._dirty = False
+
+    def _read_index(self, index: Path) -> None:
+        try:
+            raw = index.read_bytes()
+        except FileNotFoundError:
+            return
+        whole = raw[: raw.rfind(b"\n") + 1]
+        if len(whole) != len(raw):
+            os.truncate(index, len(whole))  # a torn last line: the next one must not be appended to it
+        sizes: dict[int, int] = {}
+        for line in whole.splitlines():
+            try:
+                digest, pack, offset, size = json.loads(line)
+            except ValueError:
+                continue
+            if pack not in sizes:
+                try:
+                    sizes[pack] = (self.folder / "packs" / f"{pack}.pack").stat().st_size
+                except OSError:
+                    sizes[pack] = -1
+            if offset + size <= sizes[pack]:
+                self._where[str(digest)] = (int(pack), int(offset), int(size))
+
+    def has(self, digest: str) -> bool:
+        return digest in self._where
+
+    def put(self, data: bytes) -> str:
+        """Keep `data`; its hash."""
+        digest = hashlib.sha256(data).hexdigest()
+        with self._lock:
+            if digest not in self._where:
+                offset = self._start()
+                _write_all(self._pack, data)
+                self._added(digest, offset, len(data))
+        return digest
+
+    def put_fd(self, fd: int) -> str:
+        """Keep what is left to read from `fd` (a file opened by the caller); its hash."""
+        digest = hashlib.sha256()
+        with self._lock:
+            offset = self._start()
+            size = 0
+            while chunk := os.read(fd, _CHUNK):
+                digest.update(chunk)
+                _write_all(self._pack, chunk)
+                size += len(chunk)
+            name = digest.hexdigest()
+            if name in self._where:
+                os.ftruncate(self._pack, offset)  # kept already: take the copy back
+                self._pack_size = offset
+            else:
+                self._added(name, offset, size)
+        return name
+
+    def get(self, digest: str) -> bytes:
+        """The bytes kept under `digest` (`KeyError` if none)."""
+        return b"".join(self.chunks(digest))
+
+    def chunks(self, digest: str) -> Iterator[bytes]:
+        """The bytes kept under `digest`, a chunk at a time."""
+        pack, offset, size = self._where[digest]
+        fd, done = self._reader(pack), 0
+        while done < size:
+            chunk = os.pread(fd, min(_CHUNK, size - done), offset + done)
+            if not chunk:
+                raise OSError(f"a checkpoint's pack is shorter than its index says ({pack}.pack at {offset + done})")
+            done += len(chunk)
+            yield chunk
+
+    def sync(self) -> None:
+        """Make what was kept since the last call survive the machine (it survives the process already)."""
+        with self._lock:
+            if not self._dirty:
+                return
+            self._dirty = False
+            if self._pack >= 0:
+                os.fsync(self._pack)
+            os.fsync(self._index)
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in [self._index, self._pack, *self._readers.values()]:
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._index, self._pack, self._readers = -1, -1, {}
+
+    # -- inside ------------------------------------------------------------------------------------------
+
+    def _start(self) -> int:
+        """The offset the next version goes to (a new pack when the current one is full)."""
+        if self._pack < 0 or self._pack_size >= _PACK_LIMIT:
+            if self._pack >= 0:
+                os.close(self._pack)
+                self._pack_number += 1
+            path = self.folder / "packs" / f"{self._pack_number}.pack"
+            self._pack = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            self._pack_size = 0
+        return self._pack_size
+
+    def _added(self, digest: str, offset: int, size: int) -> None:
+        line = json.dumps([digest, self._pack_number, offset, size], separators=(",", ":")).encode() + b"\n"
+        _write_all(self._index, line)  # after the bytes: the index never names what is not there
+        self._where[digest] = (self._pack_number, offset, size)
+        self._pack_size = offset + size
+        self.bytes_written += size + len(line)
+        self._dirty = True
+
+    def _reader(self, pack: int) -> int:
+        with self._lock:
+            if pack == self._pack_number and self._pack >= 0:
+                return self._pack  # pread on the pack being written: the bytes are in the file already
+            if pack not in self._readers:
+                path = self.folder / "packs" / f"{pack}.pack"
+                self._readers[pack] = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            return self._readers[pack]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
