@@ -121,7 +121,8 @@ class _Guard(MetaPathFinder):
             return spec
         _check_links(fullname, spec.origin, windows)
         if type(spec.loader) is SourceFileLoader:
-            spec.loader = _CheckedLoader(fullname, spec.origin)
+            spec.loader = loader = _CheckedLoader(fullname, spec.origin)
+            loader.windows = windows
         elif (window := _changed_in(os.stat(spec.origin), windows)) is not None and not _trusted_file(spec.origin):
             raise UntrustedModuleError(fullname, spec.origin, window)  # an extension module or a lone .pyc
         return spec
@@ -130,12 +131,14 @@ class _Guard(MetaPathFinder):
 class _CheckedLoader(SourceFileLoader):
     """Reads the source once, checks those very bytes, and uses no `.pyc` changed while a kernel could write."""
 
+    windows: list[Window]
+    """The windows over its file, found with it."""
+
     def get_data(self, path: str) -> bytes:
         with open(path, "rb") as file:
             data = file.read()
             status = os.fstat(file.fileno())  # after the read: a write during it has moved the change time on
-        windows = _windows_over(path)
-        window = _changed_in(status, windows)
+        window = _changed_in(status, self.windows)
         if window is None:
             return data
         if path != self.path:
@@ -149,7 +152,7 @@ class _CheckedLoader(SourceFileLoader):
 def _check_links(name: str, origin: str, windows: list[Window]) -> None:
     """Refuse a link on the way to `origin`, inside a watched folder, made while a kernel could write there."""
     lexical = os.path.abspath(origin)
-    roots = [root for window in windows for root in window.roots if window.covers(lexical)]
+    roots = {root for window in windows for root in window.roots if _within(lexical, root)}
     if not roots:
         return
     current = root = max(roots, key=len)
@@ -161,6 +164,10 @@ def _check_links(name: str, origin: str, windows: list[Window]) -> None:
             return
         if stat.S_ISLNK(status.st_mode) and (window := _changed_in(status, windows)) is not None:
             raise UntrustedModuleError(name, current, window)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _changed_in(status: os.stat_result, windows: list[Window]) -> Window | None:
@@ -185,12 +192,7 @@ def _trusted_file(path: str) -> bool:
 
 def _windows_over(path: str) -> list[Window]:
     lexical, real = os.path.abspath(path), os.path.realpath(path)
-    return [
-        window
-        for store in _stores_over(lexical, real)
-        for window in store.windows
-        if window.covers(lexical) or window.covers(real)
-    ]
+    return [window for store in _stores_over(lexical, real) for window in store.windows_over(lexical, real)]
 
 
 def _stores_over(*paths: str) -> list[GuardStore]:

@@ -21,7 +21,6 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 __all__ = ["MARGIN_NS", "STORE", "GuardStore", "Window"]
@@ -49,11 +48,15 @@ class Window:
 
     def covers(self, path: str) -> bool:
         """Whether `path` (absolute) lies in one of its folders."""
-        return any(path == root or path.startswith(root.rstrip("/") + "/") for root in self.roots)
+        return any(_within(path, root) for root in self.roots)
 
     def holds(self, ctime_ns: int) -> bool:
         """Whether a change at `ctime_ns` may have been a kernel's."""
         return self.start - MARGIN_NS <= ctime_ns and (self.end is None or ctime_ns <= self.end + MARGIN_NS)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _process_start(pid: int) -> str:
@@ -74,14 +77,34 @@ class GuardStore:
     trusted: dict[str, str] = field(default_factory=dict)
     """Real path of a file the person trusted → the sha256 of the content trusted."""
     read_at: tuple[int, int] | None = None
+    _index: dict[str, list[Window]] = field(default_factory=dict, repr=False)
+    _indexed: list[Window] | None = field(default=None, repr=False)
 
     @property
-    def path(self) -> Path:
-        return Path(self.folder) / STORE
+    def path(self) -> str:
+        return os.path.join(self.folder, STORE)
 
     def may_cover(self, path: str) -> bool:
         """Whether `path` lies in this folder or in a folder one of its windows (as last read) covers."""
-        return path.startswith(self.folder.rstrip("/") + "/") or any(window.covers(path) for window in self.windows)
+        return _within(path, self.folder) or any(_within(path, root) for root in self._by_root())
+
+    def windows_over(self, *paths: str) -> list[Window]:
+        """The windows whose folders hold one of `paths` (absolute)."""
+        return [
+            window
+            for root, windows in self._by_root().items()
+            if any(_within(path, root) for path in paths)
+            for window in windows
+        ]
+
+    def _by_root(self) -> dict[str, list[Window]]:
+        if self._indexed is not self.windows:
+            self._index = {}
+            for window in self.windows:
+                for root in window.roots:
+                    self._index.setdefault(root, []).append(window)
+            self._indexed = self.windows
+        return self._index
 
     def refresh(self) -> None:
         """Read the store again if it changed since it was last read (another process may have opened a window)."""
@@ -122,12 +145,12 @@ class GuardStore:
                 self._take(data)
         except OSError:
             if fallback is not None:
-                self.windows.append(fallback)
+                self.windows = [*self.windows, fallback]
 
     @contextlib.contextmanager
     def _locked(self, write: bool = False) -> Iterator[dict[str, Any]]:
         if write:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
         try:
             descriptor = os.open(
                 self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if write else 0), 0o644
