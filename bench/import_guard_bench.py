@@ -66,8 +66,12 @@ def main() -> None:
             pairs.append((time.process_time() - start) * 1e3)
         close = watch_agent(watched, BUILT_IN_PROFILES["workspace"])  # an agent runs during the imports
         sys.path[:0] = [str(watched), str(plain)]
-        times: dict[str, list[float]] = {"watched, guard": [], "plain, guard": [], "watched, no guard": [],
-                                         "plain, no guard": []}
+        times: dict[str, list[float]] = {
+            "watched, guard": [],
+            "plain, guard": [],
+            "watched, no guard": [],
+            "plain, no guard": [],
+        }
         for _ in range(args.rounds):
             for on in (True, False):
                 _set_guard(on)
