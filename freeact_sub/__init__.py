@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference read; at run time 
     from .models.options import ModelOption
     from .policy.approvals import ApprovalPolicy
     from .policy.hooks import HookSpec
+    from .sandbox.import_guard import UntrustedModuleError, guard_imports, trust_module
     from .timelines import Timeline, TimelineBuilder, timeline
     from .tree.registry import SubagentInfo
     from .usage import TreeUsage, Usage
@@ -107,6 +108,9 @@ _WHERE: dict[str, str] = {
     "ModelOption": ".models.options",
     "ApprovalPolicy": ".policy.approvals",
     "HookSpec": ".policy.hooks",
+    "UntrustedModuleError": ".sandbox.import_guard",
+    "trust_module": ".sandbox.import_guard",
+    "guard_imports": ".sandbox.import_guard",
     "Timeline": ".timelines",
     "TimelineBuilder": ".timelines",
     "timeline": ".timelines",
@@ -169,11 +173,14 @@ __all__ = [
     "ToolOutput",
     "TreeUsage",
     "TurnStarted",
+    "UntrustedModuleError",
     "Usage",
     "__version__",
     "forget_folder",
+    "guard_imports",
     "load_mcp_config",
     "timeline",
+    "trust_module",
     "trusted_folders",
 ]
 

@@ -88,7 +88,7 @@ API_PAGES: dict[str, tuple[str, ...]] = {
     "approvals": ("ApprovalPolicy", "HookSpec"),
     "types": ("AgentType", "BUILTIN_TYPES", "Command", "CommandFiles"),
     "usage": ("Usage", "TreeUsage", "timeline", "Timeline", "TimelineBuilder"),
-    "trust": ("ProjectPowers", "trusted_folders", "forget_folder"),
+    "trust": ("ProjectPowers", "trusted_folders", "forget_folder", "guard_imports", "trust_module"),
     "errors": (),  # every exception and warning, found by class
 }
 """Which page of the API reference shows each exported name: one concept a page. A name `__all__` gains that no

@@ -17,6 +17,7 @@ from ..events import AgentEvent, ContextCompacted
 from ..policy.approvals import ApprovalPolicy, ApprovalRules
 from ..policy.hooks import Hooks
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..sandbox.import_guard import watch_agent
 from ..tree.agent_ids import new_agent_id, reserve_agent_id
 from ..tree.registry import AgentTree, ChildSpec, SubagentInfo, TreeMember
 from ..usage import TreeUsage
@@ -132,6 +133,7 @@ class Agent:
         self._parts: AgentParts | None = None
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._end_import_window: Callable[[], None] = lambda: None
         if tree is not None and spec is not None:
             self._become_child(tree, spec)
 
@@ -249,11 +251,14 @@ class Agent:
             self.session_id = self.conversation.open(settings.working_dir, self.agent_id, session_id=self.session_id,
                                                      save=settings.save_sessions, model=self._model)
             self.tree.start_telemetry(settings)
+            # from now until its kernels stop, what they could write is not imported by this process unchecked
+            self._end_import_window = watch_agent(settings.working_dir, self._sandbox)
         try:
             self._parts = await start_parts(self, progress=report)
         except BaseException:
             if not self.is_subagent:
                 await asyncio.shield(self.tree.close())
+                self._end_import_window()
             self.conversation.close("failed", turns=self.turns.turns_used)
             raise
         self._started = True
@@ -312,6 +317,7 @@ class Agent:
         await asyncio.shield(asyncio.gather(*closing, return_exceptions=True))
         if not self.is_subagent:
             await asyncio.shield(self.tree.close())
+            self._end_import_window()
             self.conversation.close("stopped", turns=self.turns.turns_used)
 
     def keep_session(self) -> None:

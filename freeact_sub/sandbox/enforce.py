@@ -23,7 +23,7 @@ docs says why each step is there):
 5. `private_root` covered by an empty tmpfs with only the `own` folders bound back;
 6. Landlock: writes only beneath `write` (and a few devices), no mount changes, no reach into outside
    processes, abstract sockets or (ABI 6) signals; 7. no capabilities, none regained (`no_new_privs`).
-Then `seal()`, once the process has bound its own sockets, puts a seccomp filter on every thread: no new
+Then `seal()`, once the process has bound its own sockets, puts a seccomp filter (`seccomp.py`) on every thread: no new
 Unix socket (unless `unix_sockets` names some; every other socket bound to a path is then covered), no VM
 socket, no io_uring, no keyring calls (the host's session keyring), no nested user namespace (`clone3` falls
 back to `clone`, whose flags it reads), and no system call of another architecture's table.
@@ -66,25 +66,6 @@ _WRITING = (
 )
 """The rights Landlock handles at ABI 1 that change the filesystem; REFER (ABI 2) and TRUNCATE (ABI 3) join later."""
 
-# seccomp (include/uapi/linux/seccomp.h, filter.h, audit.h): per machine, the architecture's audit id, the
-# numbers of seccomp(2) and socket(2); io_uring_setup/enter/register are 425-427 on both
-_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 317, 41), "aarch64": (0xC00000B7, 277, 198)}
-_IO_URING_CALLS = (425, 426, 427)
-_KEYRING_CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
-"""add_key, request_key, keyctl: the kernel shares the host's session keyring otherwise."""
-_NAMESPACE_CALLS = {"x86_64": (272, 56), "aarch64": (97, 220)}
-"""unshare, clone: refused with CLONE_NEWUSER in their flags (the first argument on both)."""
-_CLONE3 = 435
-"""clone3 takes its flags in a struct no filter can read: ENOSYS, and the C library falls back to clone."""
-_CLONE_NEWUSER = 0x10000000
-_X32_SYSCALL_BIT = 0x40000000
-_AF_UNIX, _AF_VSOCK = 1, 40
-_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
-_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
-_LD_ABS_W, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
-_NR, _ARCH, _ARG0 = 0, 4, 16
-"""Offsets in `struct seccomp_data` (the first argument's low 32 bits on a little-endian machine)."""
-
 _WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx")
 _WRITABLE_DEVICE_FOLDERS = ("/dev/pts", "/dev/shm")
 
@@ -107,14 +88,6 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
 class _CapHeader(ctypes.Structure):
@@ -332,52 +305,16 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
-def _seccomp_program(
-    arch: int, socket_call: int, unix_sockets: bool, machine: str = "x86_64"
-) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jump if true, jump if false, k) instructions; jumps count instructions skipped."""
-    refused_families = [_AF_VSOCK] if unix_sockets else [_AF_UNIX, _AF_VSOCK]
-    deny = _RET_ERRNO | errno.EACCES
-    program: list[tuple[int, int, int, int]] = [
-        (_LD_ABS_W, 0, 0, _ARCH),
-        (_JEQ_K, 1, 0, arch),
-        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),  # another architecture's system call table
-        (_LD_ABS_W, 0, 0, _NR),
-        (_JGE_K, 0, 1, _X32_SYSCALL_BIT),
-        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
-    ]
-    for call in _IO_URING_CALLS:  # io_uring runs socket and connect operations that no filter sees
-        program += [(_JEQ_K, 0, 1, call), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
-    for call in _KEYRING_CALLS[machine]:  # no keyring of the host's: as container runtimes' default filters
-        program += [(_JEQ_K, 0, 1, call), (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)]
-    program += [(_JEQ_K, 0, 1, _CLONE3), (_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
-    unshare, clone = _NAMESPACE_CALLS[machine]
-    # no nested user namespace (a single-threaded process could make one, and in it every capability again)
-    program += [(_JEQ_K, 1, 0, unshare), (_JEQ_K, 0, 4, clone), (_LD_ABS_W, 0, 0, _ARG0),
-                (_JSET_K, 0, 1, _CLONE_NEWUSER), (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM), (_RET_K, 0, 0, _RET_ALLOW)]
-    program += [(_JEQ_K, 1, 0, socket_call), (_RET_K, 0, 0, _RET_ALLOW), (_LD_ABS_W, 0, 0, _ARG0)]
-    for family in refused_families:
-        program += [(_JEQ_K, 0, 1, family), (_RET_K, 0, 0, deny)]
-    program.append((_RET_K, 0, 0, _RET_ALLOW))
-    return program
-
-
 def seal(plan: dict[str, Any]) -> None:
     """Install the plan's seccomp filter on every thread of this process (after `apply`).
 
     Call it once the process has made every socket it listens on: from then on it can make no new Unix
-    socket (unless the plan allows them), so it can connect to none it was not handed.
+    socket (unless the plan allows them), so it can connect to none it was not handed (see `seccomp.py`).
     """
-    machine = os.uname().machine
-    if machine not in _SECCOMP_ARCHES:
-        raise SandboxUnavailable(errno.ENOSYS, f"no seccomp filter for {machine} machines")
-    arch, seccomp_call, socket_call = _SECCOMP_ARCHES[machine]
-    instructions = _seccomp_program(arch, socket_call, bool(plan.get("unix_sockets")), machine)
-    filters = (_SockFilter * len(instructions))(*(_SockFilter(*instruction) for instruction in instructions))
-    program = _SockFprog(len(instructions), filters)
-    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
-    _check(_libc.syscall(seccomp_call, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(program)),
-           "seccomp")
+    try:
+        _SECCOMP.install(bool(plan.get("unix_sockets")))
+    except OSError as exc:
+        raise SandboxUnavailable(exc.errno or errno.ENOSYS, str(exc)) from None
 
 
 def apply(plan: dict[str, Any]) -> None:
@@ -427,3 +364,6 @@ def _sibling(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+_SECCOMP = _sibling("seccomp")

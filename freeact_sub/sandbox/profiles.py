@@ -182,6 +182,13 @@ class SandboxProfile(BaseModel):
             described += f"; not enforced on this machine: {', '.join(gaps)}"
         return described
 
+    def writable_folders(self, working_dir: Path) -> list[str]:
+        """The folders (real paths) a kernel under this profile may write, besides its own temp folder; `off`, which
+        writes wherever the person can, gives the working folder (what the host's import guard watches)."""
+        homes = _homes(())
+        written = [path for pattern in self.write for path in _expand(pattern, working_dir, homes, must_exist=False)]
+        return sorted({os.path.realpath(working_dir), *written})
+
     def plan(self, working_dir: Path, homes: Iterable[str] = ()) -> dict[str, Any]:
         """The profile for one working folder, as `enforce.apply` takes it (without the kernel's own folder)."""
         homes = _homes(homes)
