@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .below import DIR_FLAGS, split_path
 
-__all__ = ["EXCLUDED", "MAX_PATHS", "FolderState", "FolderTooLarge", "Record", "Status"]
+__all__ = ["EXCLUDED", "MAX_PATHS", "REGENERABLE", "FolderState", "FolderTooLarge", "Record", "Status"]
 
 Status = tuple[str, int, int, int, int, int]
 """A path's kind (`f` file, `l` link, `d` folder, `o` anything else), mode, size, mtime, inode, ctime (ns).
@@ -37,6 +37,29 @@ cannot say what changed, would cost seconds (about 10 µs a path)."""
 EXCLUDED = frozenset({".freeact-sub"})
 """Top-level names never looked at: the host's own files (sessions, checkpoints) live there. `.env` files are
 never looked at either, anywhere: their keys stay out of the checkpoints."""
+
+
+REGENERABLE = frozenset({
+    ".git", ".hg", ".svn", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox",
+    ".nox", ".ipynb_checkpoints",
+})
+"""Folder names never looked at, at any depth, and neither is a virtual environment (a folder with `pyvenv.cfg`):
+caches a tool rebuilds, and histories and environments of their own. The first checkpoint of a session copies
+every file it looks at, and a project's `.venv` or `.git` alone can hold tens of thousands of files and hundreds
+of megabytes; a version-control history is restored by its own tool, never by writing its files back."""
+
+
+def _left_out(fd: int, entry: os.DirEntry[str]) -> bool:
+    """`entry` (in the folder open as `fd`) is a folder that checkpoints leave out (`REGENERABLE`)."""
+    if entry.name in REGENERABLE:
+        return True
+    try:
+        if not entry.is_dir(follow_symlinks=False):
+            return False
+        os.stat(f"{entry.name}/pyvenv.cfg", dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 class FolderTooLarge(Exception):
@@ -232,7 +255,7 @@ class FolderState:
             found: dict[str, Status] = {}
             with os.scandir(fd) as listing:
                 for entry in listing:
-                    if (not folder and entry.name in EXCLUDED) or _secret(entry.name):
+                    if (not folder and entry.name in EXCLUDED) or _secret(entry.name) or _left_out(fd, entry):
                         continue
                     with contextlib.suppress(OSError):  # gone meanwhile
                         found[entry.name] = _status(entry.stat(follow_symlinks=False))

@@ -127,3 +127,25 @@ def test_env_files_stay_out_of_the_checkpoints(tmp_path: Path) -> None:
         points.close()
     stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
     assert b"kept\n" in stored and b"sk-kept-out" not in stored and b"also-kept-out" not in stored
+
+
+def test_histories_environments_and_caches_stay_out_of_the_checkpoints(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    for name, text in {
+        ".git/objects/ab/cdef": "a git object",
+        "node_modules/left-pad/index.js": "a package",
+        "src/__pycache__/mod.cpython-311.pyc": "bytecode",
+        "env/pyvenv.cfg": "home = /usr/bin",
+        "env/lib/site.py": "an installed module",
+        "src/mod.py": "print('kept')",
+    }.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    points = Checkpoints(tmp_path / "store", folder)
+    try:
+        points.take(label="first")
+    finally:
+        points.close()
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert b"print('kept')" in stored
+    assert not any(text in stored for text in (b"a git object", b"a package", b"bytecode", b"an installed module"))
