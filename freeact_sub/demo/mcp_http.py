@@ -8,6 +8,7 @@ on; it ends (and with it every open MCP session) when the server stops.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 __all__ = ["MCP_PATH", "LazyMcpEndpoint"]
@@ -35,6 +36,13 @@ class LazyMcpEndpoint:
         async with self._building:
             if self._app is None:
                 from .mcp_server import demo_tools
+
+                # The SDK's server logs a client that went away mid-request (an agent stopped while it connected)
+                # with a traceback; in the host, with no handler of its own, that would land on the person's
+                # terminal. What a tool returns reaches the client as its result either way.
+                server_log = logging.getLogger("mcp.server")
+                server_log.addHandler(logging.NullHandler())
+                server_log.propagate = False
 
                 server = demo_tools(in_host=True)
                 app = server.streamable_http_app(streamable_http_path=MCP_PATH)

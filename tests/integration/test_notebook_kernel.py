@@ -88,9 +88,17 @@ async def test_parallel_subagents_answered_by_clicks(tmp_path: Path) -> None:
         await approve_main(1, "the second call from code")
         # its three task calls
         await approve_main(3, "three task approvals")
-        primes, pi, reviewer = await kernel.until(
+        panels = await kernel.until(
             lambda: len(s := ws.subagent_panels(models, run)) == 3 and s, "three subagent panels"
         )
+        # told apart by what they show, not by their order: a panel that starts while a question waits below its
+        # task call is placed below that question (questions never move under the pointer)
+        (reviewer,) = [p for p in panels if ">reviewer<" in ws.header(models, p)]
+        primes = await kernel.until(
+            lambda: next((p for p in panels if p != reviewer and "sieve" in ws.text(models, p)), None),
+            "the primes subagent's cell",
+        )
+        (pi,) = [p for p in panels if p not in (reviewer, primes)]
         primes_id, pi_id = ws.agent_id(models, primes), ws.agent_id(models, pi)
         # the reviewer, a type on the Anthropic protocol, asks nothing: its rule allows its one MCP call
         await kernel.until(lambda: ws.panel_state(models, reviewer) == "done", "the reviewer to finish")
@@ -189,7 +197,9 @@ async def test_view_shows_its_panel_and_a_replaced_agent_is_stopped(tmp_path: Pa
         printed = await kernel.run(start)
         assert f"Stopped {old_id}: no name of the notebook holds it any more" in printed
         assert all([await is_gone(pid, wait=10) for pid in pids])
-        # the new agent is untouched, and a name that still holds an agent keeps it running
+        # the new agent is untouched, and a name that still holds an agent keeps it running (the notebook's cell
+        # makes the agent; its first `view.run` would start it)
+        await kernel.run("await agent.start()")
         printed = await kernel.run("keep = agent\nagent = None\nprint(keep.started)")
         assert printed.split() == ["True"]
         await kernel.run("await keep.stop()")
