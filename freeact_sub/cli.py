@@ -11,6 +11,9 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
+    from freeact_sub.start_gc import starting
+
+    starting()  # the imports of the start make little garbage: collected seldom until the agent is up
     if argv[:1] == ["acp"]:
         from freeact_sub.acp.main import acp_main
 

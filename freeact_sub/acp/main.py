@@ -103,6 +103,7 @@ async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
         agent.client_initialize, agent.wire = client, writer
         checked = asyncio.create_task(asyncio.to_thread(agent.check_config), name="check-config")
         agent.ready = checked
+        checked.add_done_callback(_collect_as_usual)
         rest, copying = relayed(reader, first, _STREAM_LIMIT)
         serving = asyncio.create_task(run_agent(agent, input_stream=writer, output_stream=rest))
         jobs += [checked, copying, serving]
@@ -148,3 +149,10 @@ async def _close(agent: Any) -> None:
     finally:
         if agent.demo is not None:
             agent.demo.close()
+
+
+def _collect_as_usual(checked: asyncio.Task[Any]) -> None:
+    """The SDK, the configuration and the model's SDK are imported: the garbage collector's start-up pace ends."""
+    from freeact_sub.start_gc import started
+
+    started()

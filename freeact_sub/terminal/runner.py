@@ -247,6 +247,9 @@ class Runner:
             complain(str(exc))
             # a bad type file or field, or a server command that does not exist: found before any kernel starts
             return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_FAILED
+        from freeact_sub.start_gc import started
+
+        started()
         return None
 
     async def _session_then_stop(

@@ -134,7 +134,7 @@ LAYERS: list[set[str]] = [
     {"telemetry"},
     {"sandbox", "tools", "events"},
     {"workspaces"},
-    {"errors", "usage"},
+    {"errors", "usage", "start_gc"},
 ]
 """The floors of the house, top first: a package imports only packages on floors below its own.
 
