@@ -96,6 +96,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(SLOWEST_FIRST)))  # stable otherwise
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The test modules imported freeact_sub, pydantic-ai, the provider SDKs, mcp and jupyter_client: hundreds of
+    # thousands of objects that live as long as the worker. Frozen, the collector never walks them again (as
+    # the `freeact-sub` command does once it has started: freeact_sub/start_gc.py).
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
         _compile_our_modules()
