@@ -61,12 +61,12 @@ class Sizes:
     """(children, bound, cell seconds, runs of each) of the fan-out against a provider that misbehaves."""
     code_tasks: tuple[int, int, float]
     """(children, bound, cell seconds) of subagents from one cell against as many `task` calls."""
-    telemetry: tuple[int, int, float, int] = (20, 4, 0.2, 3)
-    """(children, bound, cell seconds, pairs of runs) of the fan-out with telemetry on against off."""
     approvals: int
     cell_rounds: int
     store_rounds: int
     session_messages: int
+    telemetry: tuple[int, int, float, int] = (20, 4, 0.2, 3)
+    """(children, bound, cell seconds, pairs of runs) of the fan-out with telemetry on against off."""
 
 
 FULL = Sizes(
