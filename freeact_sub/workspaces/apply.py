@@ -21,6 +21,7 @@ from typing import Literal
 
 import merge3
 
+from .below import DIR_FLAGS, parent_of
 from .changes import TEXT_LIMIT, ChangeSet, FileChange
 from .folder import now_ns
 from .journal import Journal
@@ -28,7 +29,6 @@ from .journal import Journal
 __all__ = ["AppliedFile", "ApplyReport", "apply_changes", "mark_conflicts"]
 
 Outcome = Literal["applied", "merged", "kept", "skipped", "failed"]
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 16
 
 
@@ -68,11 +68,11 @@ class ApplyReport:
 
 def mark_conflicts(changes: ChangeSet) -> None:
     """Set each change's `conflict` where the folder's file changed (or came or went) after the child started."""
-    root = os.open(changes.folder, _DIR_FLAGS)
+    root = os.open(changes.folder, DIR_FLAGS)
     try:
         for change in changes.changes:
             try:
-                with _parent(root, change.path, make=False) as (dir_fd, name):
+                with parent_of(root, change.path, make=False) as (dir_fd, name):
                     current = _lstat(dir_fd, name)
             except FileNotFoundError:
                 current = None
@@ -98,7 +98,7 @@ def apply_changes(changes: ChangeSet, journal: Journal | None = None) -> ApplyRe
 
 def _apply_all(changes: ChangeSet, journal: Journal) -> ApplyReport:
     report = ApplyReport()
-    root = os.open(changes.folder, _DIR_FLAGS)
+    root = os.open(changes.folder, DIR_FLAGS)
     try:
         for change in changes.changes:
             if not change.apply:
@@ -111,39 +111,11 @@ def _apply_all(changes: ChangeSet, journal: Journal) -> ApplyReport:
                 report.files.append(AppliedFile(path=change.path, outcome="failed", note=why))
         for folder in sorted(changes.removed_folders, key=lambda path: -path.count("/")):
             with contextlib.suppress(OSError):  # a folder with anything left in it stays
-                with _parent(root, folder, make=False) as (dir_fd, name):
+                with parent_of(root, folder, make=False) as (dir_fd, name):
                     os.rmdir(name, dir_fd=dir_fd)
     finally:
         os.close(root)
     return report
-
-
-def _parts(path: str) -> list[str]:
-    parts = path.split("/")
-    if not parts or any(part in ("", ".", "..") or "\0" in part for part in parts):
-        raise OSError(errno.EINVAL, f"not a path inside the folder: {path!r}")
-    return parts
-
-
-@contextlib.contextmanager
-def _parent(root: int, path: str, *, make: bool):  # type: ignore[no-untyped-def]
-    """The folder that holds `path` (an fd), reached part by part without following links; made if `make`."""
-    *folders, name = _parts(path)
-    fd = os.dup(root)
-    try:
-        for part in folders:
-            try:
-                next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not make:
-                    raise
-                os.mkdir(part, 0o777, dir_fd=fd)
-                next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = next_fd
-        yield fd, name
-    finally:
-        os.close(fd)
 
 
 def _lstat(fd: int, name: str) -> os.stat_result | None:
@@ -170,9 +142,9 @@ def _read(name: str, dir_fd: int, limit: int | None = None) -> bytes:
 
 def _upper_version(changes: ChangeSet, change: FileChange) -> tuple[int, str]:
     """The folder in the upper layer that holds the child's version, and its name there."""
-    parent_fd = os.open(changes.upper, _DIR_FLAGS)
+    parent_fd = os.open(changes.upper, DIR_FLAGS)
     try:
-        with _parent(parent_fd, change.path, make=False) as (fd, name):
+        with parent_of(parent_fd, change.path, make=False) as (fd, name):
             return os.dup(fd), name
     finally:
         os.close(parent_fd)
@@ -229,7 +201,7 @@ def _beside(dir_fd: int, name: str, agent_id: str) -> str:
 
 def _apply_one(root: int, changes: ChangeSet, change: FileChange, journal: Journal) -> AppliedFile:
     removing = change.kind == "removed"
-    with _parent(root, change.path, make=not removing) as (dir_fd, name):
+    with parent_of(root, change.path, make=not removing) as (dir_fd, name):
         current = _lstat(dir_fd, name)
         if current is not None and stat.S_ISDIR(current.st_mode):
             return AppliedFile(path=change.path, outcome="failed", note="a folder of that name is in the folder now")
