@@ -21,7 +21,7 @@ from typing import Literal
 
 import merge3
 
-from .below import DIR_FLAGS, parent_of
+from .below import DIR_FLAGS, parent_of, put_in_place
 from .changes import TEXT_LIMIT, ChangeSet, FileChange
 from .folder import now_ns
 from .journal import Journal
@@ -169,12 +169,7 @@ def _write_from(source_fd: int, source: str, dir_fd: int, name: str, link: str |
                 os.close(dst)
         finally:
             os.close(src)
-    try:
-        os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary, dir_fd=dir_fd)
-        raise
+    put_in_place(temporary, name, dir_fd)
 
 
 def _write_bytes(data: bytes, dir_fd: int, name: str, mode: int = 0o644) -> None:

@@ -11,7 +11,7 @@ import errno
 import os
 from collections.abc import Iterator
 
-__all__ = ["DIR_FLAGS", "parent_of", "split_path"]
+__all__ = ["DIR_FLAGS", "parent_of", "put_in_place", "split_path"]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 """How a folder below the root is opened: never through a link."""
@@ -45,3 +45,13 @@ def parent_of(root: int, path: str, *, make: bool = False) -> Iterator[tuple[int
         yield fd, name
     finally:
         os.close(fd)
+
+
+def put_in_place(temporary: str, name: str, dir_fd: int) -> None:
+    """Rename `temporary` (written beside it) over `name` in the folder `dir_fd`; if that fails, remove it."""
+    try:
+        os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=dir_fd)
+        raise

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .below import DIR_FLAGS, parent_of
+from .below import DIR_FLAGS, parent_of, put_in_place
 
 if TYPE_CHECKING:
     from .blobs import BlobStore
@@ -137,9 +137,4 @@ def _write(root: int, path: str, record: Record, blobs: BlobStore) -> None:
                     os.unlink(tmp, dir_fd=fd)
                 raise
             os.close(out)
-        try:
-            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
-            raise
+        put_in_place(tmp, name, fd)
