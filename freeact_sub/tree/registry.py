@@ -232,7 +232,9 @@ class AgentTree:
         began = time.monotonic()
         workspace = self.workspaces.get(agent_id)
         if workspace is not None and workspace.mechanism == "copy":
-            kernel = await start_in_copy(self.supplies.config, agent_id, sandbox, workspace)
+            zygote = self.supplies.zygote
+            kernel = await start_in_copy(self.supplies.config, agent_id, sandbox, workspace,
+                                         launcher=zygote if zygote.running else None)
         else:
             kernel = await self.supplies.acquire_kernel(agent_id, sandbox, is_child=child, workspace=workspace)
         if self.telemetry is not None:

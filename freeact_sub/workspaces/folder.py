@@ -49,6 +49,25 @@ def now_ns() -> int:
     return time.clock_gettime_ns(getattr(time, "CLOCK_REALTIME_COARSE", time.CLOCK_REALTIME))
 
 
+_OWNER = "owner"
+_swept: set[str] = set()
+
+
+def _sweep_once(root: str) -> None:
+    """Remove the copies of hosts that died (their `owner` process is gone), once per process and root."""
+    if root in _swept:
+        return
+    _swept.add(root)
+    for folder in Path(root).glob("copy-*"):
+        try:
+            owner = int((folder / _OWNER).read_text())
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            Workspace(folder=folder, lower=folder, mechanism="copy").remove()
+        except (OSError, ValueError):
+            continue  # being made, or another user's process: left alone
+
+
 @dataclass(kw_only=True)
 class Workspace:
     """The folders behind one child's view of `lower` (the working folder).
@@ -72,8 +91,11 @@ class Workspace:
         """A private copy of `lower` in a new folder of `copies_root()`; `FolderTooLargeToCopy` (nothing left
         behind) when its files hold more than `limit` bytes."""
         lower = Path(os.path.realpath(lower))
-        path = Path(tempfile.mkdtemp(prefix="copy-", dir=copies_root()))
+        root = copies_root()
+        _sweep_once(root)
+        path = Path(tempfile.mkdtemp(prefix="copy-", dir=root))
         try:
+            (path / _OWNER).write_text(str(os.getpid()))
             os.mkdir(path / "copy", 0o700)
             started = now_ns()  # before the copy: what the folder changes while it is made may conflict
             manifest = copy_folder(lower, path / "copy", limit)

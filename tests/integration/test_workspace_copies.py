@@ -155,6 +155,8 @@ async def test_four_children_in_copies_that_append_to_one_file_lose_nothing(shar
     assert len(lines) == len(set(lines))
     assert all((work / f"own-{n}.txt").read_text() == str(n) for n in range(count))
     assert len(asked) == count
+    starts = [e for e in shared.events if isinstance(e, SubagentStarted)]
+    assert len(starts) == count and all("a private copy of the folder" in e.sandbox_limits for e in starts)
     assert sum(1 for r in asked if r.changes for c in r.changes.changes if c.path == "log.txt" and c.conflict) >= 1
 
 
