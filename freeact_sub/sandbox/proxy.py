@@ -147,9 +147,9 @@ class Registration:
     def _close_now(self) -> None:
         for connection in [*self._open, *self._handovers]:
             connection.close()
-        for sock in (self._channel, self._listener):
-            if sock is not None:
-                self.loop.close(sock)
+        self.loop.close(self._channel)
+        if self._listener is not None:
+            self.loop.close(self._listener, shared=True)
 
     def on_event(self, fd: int, mask: int) -> None:
         if fd == self._channel.fileno():
@@ -179,7 +179,7 @@ class Registration:
         if previous is not None:
             with contextlib.suppress(OSError):
                 previous.shutdown(socket.SHUT_RDWR)
-            self.loop.close(previous)
+            self.loop.close(previous, shared=True)
         listener.setblocking(False)
         self.loop.watch(listener, self, READ)
         return True
@@ -193,7 +193,9 @@ class Registration:
                 client, _ = listener.accept()
             except OSError:
                 return
-            self._open.add(Incoming(self, client))
+            incoming = Incoming(self, client)
+            self._open.add(incoming)
+            incoming.start()
         self.loop.watch(listener, self, 0)  # full: one more waits until one ends
 
     def replace(self, old: Incoming, new: Relay) -> None:

@@ -1,4 +1,4 @@
-"""The proxy's one thread: a selector loop that serves every kernel's proxy sockets, and a few lookup threads.
+"""The proxy's one thread: an epoll loop that serves every kernel's proxy sockets, and a few lookup threads.
 
 Each socket the loop watches has a handler (`on_event(fd, mask)`); other threads hand it work with `call()`, which
 wakes it through a socket pair. Deadlines (`later()`) end what waits too long (a request head, a connection being
@@ -12,7 +12,7 @@ import contextlib
 import heapq
 import itertools
 import logging
-import selectors
+import select
 import socket
 import threading
 import time
@@ -23,8 +23,12 @@ from typing import Any, Protocol
 
 __all__ = ["READ", "WRITE", "Handler", "Loop", "Timer"]
 
-READ = selectors.EVENT_READ
-WRITE = selectors.EVENT_WRITE
+READ = 0x001
+"""EPOLLIN."""
+WRITE = 0x004
+"""EPOLLOUT."""
+_FAILED = 0x008 | 0x010
+"""EPOLLERR, EPOLLHUP: reported whatever was asked for; a handler learns which by reading or writing."""
 _LOOKUP_THREADS = 4
 
 log = logging.getLogger("freeact_sub.sandbox.proxy")
@@ -49,11 +53,12 @@ class Loop:
     """One thread that watches sockets and runs their handlers; `stop()` ends it."""
 
     def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
+        self._epoll = select.epoll()
         self._waker, self._wake = socket.socketpair()
         self._waker.setblocking(False)
         self._wake.setblocking(False)
-        self._selector.register(self._waker, READ, None)
+        self._epoll.register(self._waker.fileno(), READ)
+        self._handlers: dict[int, Handler] = {}
         self._calls: deque[Callable[[], None]] = deque()
         self._timers: list[tuple[float, int, Timer]] = []
         self._order = itertools.count()
@@ -101,35 +106,45 @@ class Loop:
         self.call(lambda: None)
 
     def watch(self, sock: socket.socket, handler: Handler, events: int) -> None:
-        """Call `handler.on_event` when `sock` is ready for `events` (0: not any more). In the loop's thread."""
+        """Call `handler.on_event` when `sock` is ready for `events` (0: not any more). In the loop's thread.
+
+        A handler may be called when its socket is not ready after all (its number was another's a moment ago):
+        it reads and writes without blocking."""
         fd = sock.fileno()
         if fd < 0:
             return
         now = self._interest.get(fd)
-        if now == events:
+        if now == events and self._handlers.get(fd) is handler:
             return
         try:
             if events == 0:
                 if now is not None:
-                    del self._interest[fd]
-                    self._selector.unregister(fd)
+                    del self._interest[fd], self._handlers[fd]
+                    self._epoll.unregister(fd)
             elif now is None:
-                self._selector.register(fd, events, handler)
-                self._interest[fd] = events
+                self._epoll.register(fd, events)
+                self._interest[fd], self._handlers[fd] = events, handler
             else:
-                self._selector.modify(fd, events, handler)
-                self._interest[fd] = events
-        except (KeyError, ValueError, OSError):
+                if now != events:
+                    self._epoll.modify(fd, events)
+                self._interest[fd], self._handlers[fd] = events, handler
+        except OSError:
             self._interest.pop(fd, None)
+            self._handlers.pop(fd, None)
 
     def forget(self, sock: socket.socket) -> None:
-        """Stop watching `sock` (before it is closed)."""
+        """Stop watching `sock`."""
         self.watch(sock, _NOBODY, 0)
 
-    def close(self, sock: socket.socket) -> None:
-        """Stop watching `sock` and close it (a socket the loop watched is closed only this way: its number is
-        reused)."""
-        self.forget(sock)
+    def close(self, sock: socket.socket, shared: bool = False) -> None:
+        """Stop watching `sock` and close it. A socket only the host holds leaves the epoll set as it closes (no call
+        for it); one another process holds too (`shared`: a kernel's listening socket) is taken out first."""
+        fd = sock.fileno()
+        if shared or fd < 0:
+            self.forget(sock)
+        else:
+            self._interest.pop(fd, None)
+            self._handlers.pop(fd, None)
         sock.close()
 
     def later(self, seconds: float, action: Callable[[], None]) -> Timer:
@@ -170,14 +185,18 @@ class Loop:
                     timeout = max(0.0, self._timers[0][0] - time.monotonic())
                 if self._calls:
                     timeout = 0.0
-                for key, mask in self._selector.select(timeout):
-                    if key.data is None:
-                        with contextlib.suppress(OSError):
-                            while self._waker.recv(4096):
-                                pass
+                for fd, mask in self._epoll.poll(-1 if timeout is None else timeout):
+                    handler = self._handlers.get(fd)
+                    if handler is None:
+                        if fd == self._waker.fileno():
+                            with contextlib.suppress(OSError):
+                                while self._waker.recv(4096):
+                                    pass
                         continue
+                    if mask & _FAILED:
+                        mask |= READ | WRITE
                     try:
-                        key.data.on_event(key.fd, mask)
+                        handler.on_event(fd, mask)
                     except Exception as exc:  # one broken connection never stops the proxy
                         log.debug("sandbox proxy handler failed: %r", exc)
                 while self._calls:
@@ -197,7 +216,7 @@ class Loop:
             self._final = time.thread_time()
             if self._lookups is not None:
                 self._lookups.shutdown(wait=False, cancel_futures=True)
-            self._selector.close()
+            self._epoll.close()
             self._waker.close()
             self._wake.close()
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import select
 import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -52,6 +54,12 @@ def set_resolver(resolver: Resolver | None) -> None:
     system's; None: the system's again. For tests and benchmarks, which map names to servers on 127.0.0.1."""
     global _resolver
     _resolver = resolver or _system_resolver
+    _looked_up.clear()
+
+
+_LOOKUP_KEPT = 5.0
+"""Seconds a name's addresses are used again before it is looked up anew (as a system's resolver cache would)."""
+_looked_up: dict[tuple[str, int], tuple[float, list[str]]] = {}
 
 
 class Registration(Protocol):
@@ -71,8 +79,24 @@ class _Lookup(Exception):
     """The name passed the check and must be looked up: not in the loop's thread."""
 
 
-def _not_here(host: str, port: int) -> list[str]:
-    raise _Lookup
+def _recent(host: str, port: int) -> list[str]:
+    """The addresses `host` had a moment ago (the check runs on them again), else `_Lookup`."""
+    kept = _looked_up.get((host, port))
+    if kept is None or kept[0] < time.monotonic():
+        raise _Lookup
+    return kept[1]
+
+
+def _look_up(resolver: Resolver) -> Resolver:
+    def look_up(host: str, port: int) -> list[str]:
+        addresses = resolver(host, port)
+        if resolver is _resolver:
+            if len(_looked_up) > 1024:
+                _looked_up.clear()
+            _looked_up[(host, port)] = (time.monotonic() + _LOOKUP_KEPT, list(addresses))
+        return addresses
+
+    return look_up
 
 
 _HOP_HEADERS = frozenset(
@@ -112,8 +136,14 @@ class Incoming:
         self._addresses: list[str] = []
         self._upstream: socket.socket | None = None
         client.setblocking(False)
-        self._timer: Timer | None = self.loop.later(_HEAD_TIMEOUT, self.close)
-        self.loop.watch(client, self, READ)
+        self._timer: Timer | None = None
+
+    def start(self) -> None:
+        """Read the request if it is there already, else wait for it (once the registration counts this one)."""
+        self._timer = self.loop.later(_HEAD_TIMEOUT, self.close)
+        self._read()
+        if self._request is None and not self.closed:
+            self.loop.watch(self.client, self, READ)
 
     def on_event(self, fd: int, mask: int) -> None:
         if self._upstream is not None and fd == self._upstream.fileno():
@@ -193,14 +223,14 @@ class Incoming:
         self.loop.forget(self.client)  # what else it sends waits in its socket for the relay
         hosts = self.registration.hosts
         try:
-            verdict = destination(host, port, hosts, _not_here)
+            verdict = destination(host, port, hosts, _recent)
         except _Lookup:
-            resolver = _resolver
-            self.loop.lookup(lambda: destination(host, port, hosts, resolver), self._looked_up)
+            resolver = _look_up(_resolver)
+            self.loop.lookup(lambda: destination(host, port, hosts, resolver), self._resolved)
             return
         self._checked(verdict)
 
-    def _looked_up(self, future: Future[list[str] | tuple[str, int, str]]) -> None:
+    def _resolved(self, future: Future[list[str] | tuple[str, int, str]]) -> None:
         if self.closed:
             return
         try:
@@ -235,6 +265,11 @@ class Incoming:
                 return
             if code == errno.EINPROGRESS:
                 self._upstream = upstream
+                ready = select.poll()
+                ready.register(upstream, select.POLLOUT)
+                if ready.poll(0):  # a nearby server (loopback) has answered already
+                    self._connected()
+                    return
                 self._timer = self.loop.later(_CONNECT_TIMEOUT, self._connect_next)
                 self.loop.watch(upstream, self, WRITE)
                 return
@@ -280,18 +315,17 @@ class Incoming:
         # the relay is the connection from now on: this one ends without closing its sockets
         self.closed = True
         self._upstream = None
-        registration.replace(
-            self,
-            Relay(
-                self.loop,
-                self.client,
-                upstream,
-                to_upstream=to_upstream,
-                to_client=to_client,
-                both_ways=both_ways,
-                on_end=registration.ended,
-            ),
+        relay = Relay(
+            self.loop,
+            self.client,
+            upstream,
+            to_upstream=to_upstream,
+            to_client=to_client,
+            both_ways=both_ways,
+            on_end=registration.ended,
         )
+        registration.replace(self, relay)
+        relay.start()
 
     def _refuse(self, refusal: Refusal, status: int, text: str) -> None:
         self.registration.refuse(refusal)

@@ -21,26 +21,36 @@ from collections.abc import Callable
 
 from .proxy_loop import READ, WRITE, Loop
 
-__all__ = ["MAX_CONNECTIONS", "Relay", "set_mode"]
+__all__ = ["DEFAULT_MODE", "MAX_CONNECTIONS", "Relay", "set_mode"]
 
 MAX_CONNECTIONS = 256
 """Connections one kernel may have open through the proxy at once; one more waits until one ends."""
 _F_SETPIPE_SZ = 1031
+_PROBE = 64 * 1024
+"""What a direction reads through the shared buffer before it splices (if splicing)."""
 _BURST = 8
 """Chunks one direction moves per wake-up before the loop turns to other connections."""
 _FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 
 
+DEFAULT_MODE = "splice"
+"""How a connection moves its bytes unless a benchmark says otherwise (`set_mode`)."""
+_DEFAULT_CHUNK = 256 * 1024
+
+
 class _Settings:
-    splice = False
-    chunk = 256 * 1024
+    splice = DEFAULT_MODE == "splice"
+    chunk = _DEFAULT_CHUNK
 
 
-def set_mode(mode: str | None = None, chunk: int | None = None) -> None:
-    """How connections made from now on move their bytes: `"splice"` or `"copy"` (None: the default), and how much
-    one direction holds at most. For benchmarks."""
-    _Settings.splice = mode == "splice"
-    _Settings.chunk = chunk or 256 * 1024
+def set_mode(mode: str | None = None) -> None:
+    """How connections made from now on move their bytes: `"splice"` or `"copy"`, optionally with the most one
+    direction holds, in KiB (`"splice:1024"`); None: the default. For benchmarks."""
+    kind, _, size = (mode or DEFAULT_MODE).partition(":")
+    if kind not in ("splice", "copy") or not (size.isdigit() or not size):
+        raise ValueError(f"{mode!r}: a mode is `splice` or `copy`, with `:<KiB>` if it likes")
+    _Settings.splice = kind == "splice"
+    _Settings.chunk = int(size) * 1024 if size else _DEFAULT_CHUNK
 
 
 class _Pipes:
@@ -86,7 +96,10 @@ class _Pump:
     def __init__(self, source: socket.socket, target: socket.socket, first: bytes, follow: bool) -> None:
         self.source, self.target = source, target
         self.follow = follow
-        self.splice = _Settings.splice
+        self.may_splice = _Settings.splice
+        self.splice = False
+        """Whether it splices now: once one read filled `_PROBE` bytes (a bulk transfer, where splice wins; a
+        request or a small answer moves with fewer calls through the shared buffer)."""
         self.chunk = min(_Settings.chunk, len(_shared))
         self.held = memoryview(first) if first else None
         self.pipe: tuple[int, int, int] | None = None
@@ -106,17 +119,20 @@ class _Pump:
     def pull(self) -> None:
         """The source is readable: move what it has, until the target holds back or `_BURST` chunks went."""
         for _ in range(_BURST):
-            moved = self._splice_in() if self.splice else self._copy()
+            limit = self.chunk if self.splice or not self.may_splice else _PROBE
+            moved = self._splice_in() if self.splice else self._copy(limit)
             if moved is None or self.pending:
                 return
             if moved == 0:
                 self._end()
                 return
-            if moved < self.chunk:
+            if moved < limit:
                 return
+            if self.may_splice:
+                self.splice = True
 
-    def push(self) -> None:
-        """The target is writable: write what is held, then read on."""
+    def push(self, read_on: bool = True) -> None:
+        """The target is writable: write what is held, then read on (if `read_on`)."""
         if self.held is not None:
             sent = _send(self.target, self.held)
             if sent < len(self.held):
@@ -131,7 +147,7 @@ class _Pump:
             self._end()
         elif self.ended:
             self._end()
-        else:
+        elif read_on:
             self.pull()
 
     def release(self) -> None:
@@ -140,8 +156,8 @@ class _Pump:
             self.pipe, self.piped = None, 0
         self.held = None
 
-    def _copy(self) -> int | None:
-        view = memoryview(_shared)[: self.chunk]
+    def _copy(self, limit: int) -> int | None:
+        view = memoryview(_shared)[:limit]
         try:
             got = self.source.recv_into(view)
         except (BlockingIOError, InterruptedError):
@@ -194,7 +210,8 @@ def _send(target: socket.socket, data: memoryview) -> int:
 
 
 class Relay:
-    """A connection the proxy let through: `client` (the kernel's) and `upstream`, relayed both ways in `loop`
+    """A connection the proxy let through: `client` (the kernel's) and `upstream` (both non-blocking), relayed both
+    ways in `loop`
     (only upstream to client after `to_upstream` if not `both_ways`). `on_end` runs once both sockets are
     closed."""
 
@@ -212,12 +229,14 @@ class Relay:
         self.loop, self.client, self.upstream = loop, client, upstream
         self._client_fd, self._on_end = client.fileno(), on_end
         for sock in (client, upstream):
-            sock.setblocking(False)
             with contextlib.suppress(OSError):  # the sender's own batching already happened: pass bytes on now
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.up = _Pump(client, upstream, to_upstream, follow=both_ways)
         self.down = _Pump(upstream, client, to_client, follow=True)
         self.closed = False
+
+    def start(self) -> None:
+        """Send what goes ahead, and relay from then on (once the registration counts this one)."""
         self._step(None, 0)
 
     def on_event(self, fd: int, mask: int) -> None:
@@ -241,7 +260,7 @@ class Relay:
         try:
             if fd is None:
                 self.up.push()
-                self.down.push()
+                self.down.push(read_on=False)  # the server has not answered yet
             else:
                 # the socket's writes first: what they free, its reads may fill again
                 into, out_of = (self.down, self.up) if fd == self._client_fd else (self.up, self.down)
