@@ -31,7 +31,10 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from typing import Any
 
 from .proxy_loop import READ, Loop, Timer
 from .proxy_request import Incoming, Refusal, set_resolver
@@ -53,6 +56,7 @@ PROXY_PORT = 3128
 _REFUSALS_KEPT = 100
 """Distinct refusals (host and port) kept for a kernel's agent between two cells; a flood of them costs nothing more."""
 _HANDOVER_TIMEOUT = 5.0
+_LOOKUPS_AT_ONCE = 2
 
 log = logging.getLogger("freeact_sub.sandbox.proxy")
 
@@ -95,6 +99,8 @@ class Registration:
         self._open: set[Incoming | Relay] = set()
         """The kernel's connections being served (ended at `close()`)."""
         self._handovers: set[_Handover] = set()
+        self._looking = 0
+        self._waiting: deque[tuple[Callable[[], Any], Callable[[Future[Any]], None]]] = deque()
         self.closed = False
         self._channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with contextlib.suppress(FileNotFoundError):
@@ -145,6 +151,7 @@ class Registration:
         self._owner.released(self.loop)
 
     def _close_now(self) -> None:
+        self._waiting.clear()
         for connection in [*self._open, *self._handovers]:
             connection.close()
         self.loop.close(self._channel)
@@ -197,6 +204,22 @@ class Registration:
             self._open.add(incoming)
             incoming.start()
         self.loop.watch(listener, self, 0)  # full: one more waits until one ends
+
+    def look_up(self, work: Callable[[], Any], done: Callable[[Future[Any]], None]) -> None:
+        """Run `work` (a name lookup) in one of the loop's lookup threads, then `done`: at most
+        `_LOOKUPS_AT_ONCE` of this kernel's at a time, so that one kernel's slow names do not hold up the others'."""
+        if self._looking >= _LOOKUPS_AT_ONCE:
+            self._waiting.append((work, done))
+            return
+        self._looking += 1
+
+        def finished(future: Future[Any]) -> None:
+            self._looking -= 1
+            if self._waiting and not self.closed:
+                self.look_up(*self._waiting.popleft())
+            done(future)
+
+        self.loop.lookup(work, finished)
 
     def replace(self, old: Incoming, new: Relay) -> None:
         self._open.discard(old)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from .hosts import destination
@@ -69,6 +69,8 @@ class Registration(Protocol):
     hosts: tuple[str, ...]
 
     def refuse(self, refusal: Refusal) -> None: ...
+
+    def look_up(self, work: Callable[[], Any], done: Callable[[Future[Any]], None]) -> None: ...
 
     def replace(self, old: Incoming, new: Relay) -> None: ...
 
@@ -131,7 +133,8 @@ class Incoming:
     def __init__(self, registration: Registration, client: socket.socket) -> None:
         self.registration, self.loop, self.client = registration, registration.loop, client
         self.closed = False
-        self._data = b""
+        self._data = bytearray()
+        """The request head so far (a head sent a byte at a time costs what it is long: no copy, no scan again)."""
         self._request: _Request | None = None
         self._addresses: list[str] = []
         self._upstream: socket.socket | None = None
@@ -177,10 +180,12 @@ class Incoming:
         if not self._data and (not more or not more[:1].isalpha()):  # SOCKS (0x04, 0x05), TLS (0x16): not HTTP
             self._not_http()
             return
+        searched = max(0, len(self._data) - 3)
         self._data += more
-        if b"\r\n\r\n" in self._data:
-            head, _, rest = self._data.partition(b"\r\n\r\n")
-            self._data = b""
+        end = self._data.find(b"\r\n\r\n", searched)
+        if end >= 0:
+            head, rest = bytes(self._data[:end]), bytes(self._data[end + 4 :])
+            self._data = bytearray()
             self._parsed(head, rest)
         elif len(self._data) > _HEAD_LIMIT or not more:
             self._not_http()
@@ -226,7 +231,7 @@ class Incoming:
             verdict = destination(host, port, hosts, _recent)
         except _Lookup:
             resolver = _look_up(_resolver)
-            self.loop.lookup(lambda: destination(host, port, hosts, resolver), self._resolved)
+            self.registration.look_up(lambda: destination(host, port, hosts, resolver), self._resolved)
             return
         self._checked(verdict)
 

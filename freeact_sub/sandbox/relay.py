@@ -126,10 +126,9 @@ class _Pump:
             if moved == 0:
                 self._end()
                 return
-            if moved < limit:
-                return
-            if self.may_splice:
+            if moved == limit and self.may_splice:
                 self.splice = True
+            # a short read goes on too: the end of the stream often came with the last bytes (one wake-up less)
 
     def push(self, read_on: bool = True) -> None:
         """The target is writable: write what is held, then read on (if `read_on`)."""
