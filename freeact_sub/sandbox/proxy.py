@@ -38,7 +38,7 @@ from typing import Any
 
 from .proxy_loop import READ, Loop, Timer
 from .proxy_request import Incoming, Refusal, set_resolver
-from .relay import MAX_CONNECTIONS, Relay
+from .relay import MAX_CONNECTIONS, Relay, close_idle_pipes
 
 __all__ = [
     "MAX_CONNECTIONS",
@@ -287,7 +287,7 @@ class Proxy:
         listening socket, and its connections may reach `hosts`."""
         with self._lock:
             if self._loop is None:
-                self._loop = Loop()
+                self._loop = Loop(on_stop=close_idle_pipes)
             self._registered += 1
             loop = self._loop
         return Registration(self, loop, path, tuple(hosts), profile)

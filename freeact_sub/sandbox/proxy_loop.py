@@ -52,7 +52,8 @@ class Timer:
 class Loop:
     """One thread that watches sockets and runs their handlers; `stop()` ends it."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_stop: Callable[[], None] | None = None) -> None:
+        self._on_stop = on_stop
         self._epoll = select.epoll()
         self._waker, self._wake = socket.socketpair()
         self._waker.setblocking(False)
@@ -217,6 +218,8 @@ class Loop:
             if self._lookups is not None:
                 self._lookups.shutdown(wait=False, cancel_futures=True)
             self._epoll.close()
+            if self._on_stop is not None:
+                self._on_stop()
             self._waker.close()
             self._wake.close()
 

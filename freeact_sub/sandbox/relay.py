@@ -19,11 +19,12 @@ import contextlib
 import fcntl
 import os
 import socket
+import threading
 from collections.abc import Callable
 
 from .proxy_loop import READ, WRITE, Loop
 
-__all__ = ["DEFAULT_MODE", "MAX_CONNECTIONS", "Relay", "set_mode"]
+__all__ = ["DEFAULT_MODE", "MAX_CONNECTIONS", "Relay", "close_idle_pipes", "set_mode"]
 
 MAX_CONNECTIONS = 256
 """Connections one kernel may have open through the proxy at once; one more waits until one ends."""
@@ -80,15 +81,42 @@ class _Pipes:
         else:
             self._close(pipe)
 
+    def close_idle(self) -> None:
+        """Close the pipes nobody borrowed (when the proxy's loop stops)."""
+        while self._free:
+            self._close(self._free.pop())
+
     @staticmethod
     def _close(pipe: tuple[int, int, int]) -> None:
         os.close(pipe[0])
         os.close(pipe[1])
 
 
-_pipes = _Pipes()
-_shared = bytearray(1 << 20)
-"""The copy loop's buffer: what a target took at once never stays in it, so every connection can use it."""
+_BUFFER = 1 << 20
+_per_loop = threading.local()
+"""The pipes and the copy loop's buffer of the loop's thread (made at their first use). What a target took at once
+never stays in the buffer, so every connection of the loop can use it."""
+
+
+def close_idle_pipes() -> None:
+    """Close the pipes no connection holds (the proxy's loop calls it as it stops, in its thread)."""
+    pipes: _Pipes | None = getattr(_per_loop, "pipes", None)
+    if pipes is not None:
+        pipes.close_idle()
+
+
+def _pipes() -> _Pipes:
+    pipes: _Pipes | None = getattr(_per_loop, "pipes", None)
+    if pipes is None:
+        pipes = _per_loop.pipes = _Pipes()
+    return pipes
+
+
+def _buffer() -> bytearray:
+    buffer: bytearray | None = getattr(_per_loop, "buffer", None)
+    if buffer is None:
+        buffer = _per_loop.buffer = bytearray(_BUFFER)
+    return buffer
 
 
 class _Pump:
@@ -102,7 +130,7 @@ class _Pump:
         self.splice = False
         """Whether it splices now: once one read filled `_PROBE` bytes (a bulk transfer, where splice wins; a
         request or a small answer moves with fewer calls through the shared buffer)."""
-        self.chunk = min(_Settings.chunk, len(_shared))
+        self.chunk = min(_Settings.chunk, _BUFFER)
         self.held = memoryview(first) if first else None
         self.pipe: tuple[int, int, int] | None = None
         self.piped = 0
@@ -155,12 +183,12 @@ class _Pump:
 
     def release(self) -> None:
         if self.pipe is not None:
-            _pipes.give(self.pipe, empty=self.piped == 0)
+            _pipes().give(self.pipe, empty=self.piped == 0)
             self.pipe, self.piped = None, 0
         self.held = None
 
     def _copy(self, limit: int) -> int | None:
-        view = memoryview(_shared)[:limit]
+        view = memoryview(_buffer())[:limit]
         try:
             got = self.source.recv_into(view)
         except (BlockingIOError, InterruptedError):
@@ -173,7 +201,7 @@ class _Pump:
 
     def _splice_in(self) -> int | None:
         if self.pipe is None:
-            self.pipe = _pipes.take(self.chunk)
+            self.pipe = _pipes().take(self.chunk)
         try:
             got = os.splice(self.source.fileno(), self.pipe[1], self.chunk, flags=_FLAGS)
         except (BlockingIOError, InterruptedError):

@@ -21,7 +21,7 @@ import pytest_asyncio
 
 from freeact_sub.kernels.local import Kernel
 from freeact_sub.sandbox import SandboxProfile, platform_problem
-from freeact_sub.sandbox.proxy import set_resolver
+from freeact_sub.sandbox.proxy import Proxy, set_resolver
 from freeact_sub.sandbox.relay import set_mode
 
 pytestmark = [
@@ -237,3 +237,19 @@ async def test_a_reader_that_does_not_read_holds_the_sender_back(kernel: Kernel,
 
 async def test_an_end_of_stream_one_way_is_passed_on(kernel: Kernel, servers: Servers) -> None:
     assert "REPLY got 300000" in await _run(kernel, HALF_CLOSE.format(port=servers.port(servers.count)))
+
+
+async def test_the_proxys_thread_ends_with_its_last_kernel(tmp_path: Path) -> None:
+    """No kernel registered, no thread: the loop starts with the first registration and ends after the last."""
+
+    def loops() -> int:
+        return sum(thread.name == "freeact-sub-proxy" for thread in threading.enumerate())
+
+    before, own = loops(), Proxy()
+    first = own.register(str(tmp_path / "a.sock"), ("ok.test",), "a")
+    second = own.register(str(tmp_path / "b.sock"), ("ok.test",), "b")
+    assert loops() == before + 1  # one for both
+    first.close()
+    assert loops() == before + 1 and not (tmp_path / "a.sock").exists()
+    second.close()
+    assert await _until(lambda: loops() == before, 5) and not (tmp_path / "b.sock").exists()
