@@ -143,9 +143,9 @@ class Incoming:
 
     def start(self) -> None:
         """Read the request if it is there already, else wait for it (once the registration counts this one)."""
-        self._timer = self.loop.later(_HEAD_TIMEOUT, self.close)
         self._read()
         if self._request is None and not self.closed:
+            self._timer = self.loop.later(_HEAD_TIMEOUT, self.close)
             self.loop.watch(self.client, self, READ)
 
     def on_event(self, fd: int, mask: int) -> None:
