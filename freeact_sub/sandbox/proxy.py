@@ -266,6 +266,10 @@ class _Handover:
                 listener.close()
         self.close()
 
+    def abort(self) -> None:
+        """End it after its handler failed (the loop calls it)."""
+        self.close()
+
     def close(self) -> None:
         self._timer.cancel()
         self.registration.handed_over(self)

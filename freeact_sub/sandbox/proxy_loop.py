@@ -198,8 +198,10 @@ class Loop:
                         mask |= READ | WRITE
                     try:
                         handler.on_event(fd, mask)
-                    except Exception as exc:  # one broken connection never stops the proxy
+                    except Exception as exc:  # one broken connection never stops the proxy, nor stays half-served
                         log.debug("sandbox proxy handler failed: %r", exc)
+                        with contextlib.suppress(Exception):
+                            getattr(handler, "abort", lambda: None)()  # a connection's; a registration has none
                 while self._calls:
                     try:
                         self._calls.popleft()()

@@ -154,6 +154,10 @@ class Incoming:
         elif self._request is None:
             self._read()
 
+    def abort(self) -> None:
+        """End it after its handler failed (the loop calls it)."""
+        self.close()
+
     def close(self) -> None:
         if self.closed:
             return

@@ -273,6 +273,10 @@ class Relay:
     def on_event(self, fd: int, mask: int) -> None:
         self._step(fd, mask)
 
+    def abort(self) -> None:
+        """End it after its handler failed (the loop calls it)."""
+        self.close()
+
     def close(self) -> None:
         """End the connection both ways now."""
         if self.closed:
