@@ -226,8 +226,9 @@ async def test_a_reader_that_does_not_read_holds_the_sender_back(kernel: Kernel,
             if servers.sent != last:
                 last, still = servers.sent, time.monotonic()
         held, grown = servers.sent, _rss() - rss
-        # socket buffers on the way, and at most one chunk in the proxy: far from what an unbounded relay takes in
-        assert held < 48 << 20, f"{held >> 20} MiB left the sender for a reader that read nothing"
+        # the socket buffers on the way (Linux may grow a receive buffer to tcp_rmem's 32 MiB here) and at most one
+        # chunk in the proxy: far from what an unbounded relay takes in (all it is sent, at memory speed)
+        assert held < 64 << 20, f"{held >> 20} MiB left the sender for a reader that read nothing"
         assert grown < 16 << 20, f"the host grew by {grown >> 20} MiB"
         # what was held back arrives whole and in order once the reader reads, and the sender goes on
         assert "INTACT" in await _run(kernel, READ_STREAM.format(size=held + (8 << 20)))
