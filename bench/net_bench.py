@@ -1,14 +1,16 @@
 """What network by host and limits cost: traffic through the sandbox's proxy vs. direct, and spawn with limits.
 
-    python bench/net_bench.py [--rounds 3] [--spawns 20]
+    python bench/net_bench.py [--rounds 3] [--spawns 20] [--modes copy,splice]
 
-A local HTTP server on 127.0.0.1 serves 50 MB and a small page. Two confined kernels run the same cell, in turns:
-one sharing the host's network (what `workspace` had before network on meant the public internet only: it connects
-to 127.0.0.1 directly), one under a profile listing
-`bench.test` (a name the proxy resolves to 127.0.0.1), whose traffic goes through the host's filtering proxy:
+A local HTTP server on 127.0.0.1 (a process of its own) serves 50 MB and a small page. Two confined kernels run
+the same cell, in turns: one sharing the host's network (what `workspace` had before network on meant the public
+internet only: it connects to 127.0.0.1 directly), one under a profile listing `bench.test` (a name the proxy
+resolves to 127.0.0.1), whose traffic goes through the host's filtering proxy:
 - a 50 MB download (plain HTTP through the proxy, and through a CONNECT tunnel as HTTPS would go);
 - 200 small requests, each on a new connection (as urllib makes them).
-Times are taken inside the cell. The proxy's CPU (its thread in the host) is reported per run. Target: <= 1.2x.
+Times are taken inside the cell. Each round measures direct, then every mode of the proxy's relay (`--modes`:
+`splice` or the copy loop, `:<KiB>` the most one direction holds), in turns. The proxy's CPU (its loop and lookup
+threads in the host) is reported per mode. Targets: 50 MB <= 1.10x direct, 200 small requests <= 1.30x.
 Then spawn (forked by the zygote, as pooled and child kernels are) under `workspace` with its default limits
 (memory, processes: a pids cgroup where the host can make one) against the same profile without limits.
 Target: <= +5 ms.
@@ -20,12 +22,12 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from freeact_sub.kernels.local import Kernel
 from freeact_sub.sandbox import BUILT_IN_PROFILES, SandboxProfile, platform_problem
 from freeact_sub.sandbox.limits import Limits
 from freeact_sub.sandbox.proxy import proxy, set_resolver
+from freeact_sub.sandbox.relay import DEFAULT_MODE, set_mode
 
 BIG = 50 * 1000 * 1000
 SMALL_REQUESTS = 200
@@ -62,24 +65,32 @@ print("BENCH" + json.dumps({{"download": download, "small": requests}}))
 '''
 
 
-def _server() -> ThreadingHTTPServer:
-    payload = b"x" * BIG
+SERVER = r"""
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+payload = b"x" * int(sys.argv[1])
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = payload if self.path == "/big" else b"small page"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, format, *args):
+        pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+"""The HTTP server, in a process of its own (as a real server is): in the host's it would share its interpreter lock
+with the proxy."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = payload if self.path == "/big" else b"small page"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def _server() -> tuple[subprocess.Popen[bytes], int]:
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(BIG)], stdout=subprocess.PIPE)
+    assert server.stdout is not None
+    return server, int(server.stdout.readline())
 
 
 def _resolve(host: str, port: int) -> list[str]:
@@ -97,33 +108,45 @@ async def _run(kernel: Kernel, host: str, port: int, tunnel: bool) -> dict[str, 
     raise RuntimeError(f"the cell failed: {result.text[-2000:]}")
 
 
-async def traffic(folder: str, port: int, rounds: int) -> dict[str, Any]:
+MODES = ("splice", "copy")
+"""How the proxy moves a connection's bytes (`relay.set_mode`), each measured in every round (`python -m bench`
+measures the default only)."""
+
+
+async def traffic(folder: str, port: int, rounds: int, modes: tuple[str, ...] = (DEFAULT_MODE,)) -> dict[str, Any]:
     # the host's own network, as `workspace` had it: `workspace` now goes through the proxy like the listed profile
     direct_plan = {**BUILT_IN_PROFILES["workspace"].plan(Path(folder)), "network": True}
     proxied_plan = SandboxProfile(name="bench", network=("bench.test", "127.0.0.1")).plan(Path(folder))
     direct, proxied = Kernel(working_dir=folder, sandbox=direct_plan), Kernel(working_dir=folder, sandbox=proxied_plan)
     await asyncio.gather(direct.start(), proxied.start())
-    samples: dict[str, list[float]] = {key: [] for key in ("direct_download", "direct_small", "proxy_download",
-                                                           "proxy_small", "tunnel_download")}
-    cpu: list[float] = []
+    keys = ["direct_download", "direct_small"]
+    for mode in modes:
+        keys += [f"{mode}_download", f"{mode}_small", f"{mode}_tunnel", f"{mode}_cpu"]
+    samples: dict[str, list[float]] = {key: [] for key in keys}
     try:
         await _run(direct, "127.0.0.1", port, False)  # warm up both
         await _run(proxied, "bench.test", port, False)
-        for _ in range(rounds):
+        for index in range(rounds):
             measured = await _run(direct, "127.0.0.1", port, False)
             samples["direct_download"].append(measured["download"])
             samples["direct_small"].append(measured["small"])
-            before = proxy().cpu_seconds()
-            measured = await _run(proxied, "bench.test", port, False)
-            cpu.append(proxy().cpu_seconds() - before)
-            samples["proxy_download"].append(measured["download"])
-            samples["proxy_small"].append(measured["small"])
-            measured = await _run(proxied, "bench.test", port, True)
-            samples["tunnel_download"].append(measured["download"])
+            for mode in modes[index % len(modes):] + modes[:index % len(modes)]:  # alternate which goes first
+                set_mode(mode)
+                before = proxy().cpu_seconds()
+                measured = await _run(proxied, "bench.test", port, False)
+                samples[f"{mode}_cpu"].append(proxy().cpu_seconds() - before)
+                samples[f"{mode}_download"].append(measured["download"])
+                samples[f"{mode}_small"].append(measured["small"])
+                measured = await _run(proxied, "bench.test", port, True)
+                samples[f"{mode}_tunnel"].append(measured["download"])
     finally:
+        set_mode(None)
         await asyncio.gather(direct.shutdown(), proxied.shutdown())
     medians = {key: statistics.median(values) for key, values in samples.items()}
-    medians["proxy_cpu"] = statistics.median(cpu)
+    # the default mode's numbers under the names the report reads
+    default = DEFAULT_MODE if DEFAULT_MODE in modes else modes[0]
+    medians.update(proxy_download=medians[f"{default}_download"], proxy_small=medians[f"{default}_small"],
+                   tunnel_download=medians[f"{default}_tunnel"], proxy_cpu=medians[f"{default}_cpu"])
     return medians
 
 
@@ -154,37 +177,106 @@ async def spawns(folder: str, count: int) -> tuple[float, float, float]:
     return statistics.median(samples[False]), statistics.median(samples[True]), statistics.median(samples[None])
 
 
-async def measure(rounds: int, count: int) -> dict[str, Any]:
+async def measure(rounds: int, count: int, modes: tuple[str, ...] = (DEFAULT_MODE,)) -> dict[str, Any]:
     """Everything this benchmark measures (`python -m bench` runs it too), in seconds."""
     set_resolver(_resolve)
-    server = _server()
+    server, port = _server()
     try:
         with tempfile.TemporaryDirectory() as folder:
-            measured = await traffic(folder, server.server_address[1], rounds)
-            measured["spawn_without_limits"], measured["spawn_with_limits"], measured["spawn_host_network"] = \
-                await spawns(folder, count)
+            measured = await traffic(folder, port, rounds, modes)
+            if count:
+                measured["spawn_without_limits"], measured["spawn_with_limits"], measured["spawn_host_network"] = \
+                    await spawns(folder, count)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.kill()
+        server.wait()
         set_resolver(None)
-    return {**measured, "rounds": rounds, "spawns": count}
+    return {**measured, "rounds": rounds, "spawns": count, "modes": list(modes)}
 
 
-async def main(rounds: int, count: int) -> None:
+CLIENT = r"""
+import json, sys, time, urllib.request
+proxy_port, host, port, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+opener = urllib.request.build_opener(urllib.request.ProxyHandler(
+    {"http": f"http://127.0.0.1:{proxy_port}"} if proxy_port else {}))
+times = []
+for _ in range(count):
+    began = time.perf_counter()
+    opener.open(f"http://{host}:{port}/small", timeout=10).read()
+    times.append(time.perf_counter() - began)
+began = time.perf_counter()
+response = opener.open(f"http://{host}:{port}/big", timeout=60)
+while response.read(1 << 20):
+    pass
+print(json.dumps({"small": sorted(times)[count // 2], "big": time.perf_counter() - began}))
+"""
+"""A client of the host-only measurement: `count` small requests (their median), then the 50 MB download."""
+
+
+def host_only(rounds: int, modes: tuple[str, ...], count: int = 500) -> dict[str, float]:
+    """The proxy without kernels: a client and the server in processes of their own, the proxy serving a listening
+    socket handed to it as a kernel's would be. Per mode, medians of `rounds`: a small request's round trip and the
+    50 MB download, direct and through the proxy, and the host's CPU for the proxied run (the proxy's threads are
+    all the host runs meanwhile)."""
+    from freeact_sub.sandbox.proxy import Proxy
+
+    server, port = _server()
+    set_resolver(_resolve)
+    own = Proxy()
+    samples: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        registration = own.register(os.path.join(folder, "proxy.sock"), ("bench.test", "127.0.0.1"), "bench")
+        try:
+            registration.arm()
+            with socket.create_server(("127.0.0.1", 0)) as listener, socket.socket(socket.AF_UNIX) as handing:
+                handing.connect(registration.path)
+                socket.send_fds(handing, [b"L"], [listener.fileno()])
+                handing.recv(1)
+                proxy_port = listener.getsockname()[1]
+
+            def client(through: int, host: str) -> tuple[dict[str, float], float]:
+                began = time.process_time()
+                done = subprocess.run([sys.executable, "-c", CLIENT, str(through), host, str(port), str(count)],
+                                      capture_output=True, text=True, check=True)
+                return json.loads(done.stdout), time.process_time() - began
+
+            client(0, "127.0.0.1")
+            for index in range(rounds):
+                for mode in modes[index % len(modes):] + modes[:index % len(modes)]:
+                    set_mode(mode)
+                    direct, _ = client(0, "127.0.0.1")
+                    through, cpu = client(proxy_port, "bench.test")
+                    for key, value in (("direct_small", direct["small"]), ("direct_big", direct["big"]),
+                                       (f"{mode}_small", through["small"]), (f"{mode}_big", through["big"]),
+                                       (f"{mode}_cpu", cpu)):
+                        samples.setdefault(key, []).append(value)
+        finally:
+            set_mode(None)
+            set_resolver(None)
+            registration.close()
+            server.kill()
+            server.wait()
+    return {key: statistics.median(values) for key, values in samples.items()}
+
+
+async def main(rounds: int, count: int, modes: tuple[str, ...]) -> None:
     if (problem := platform_problem()) is not None:
         sys.exit(f"no sandbox on this machine: {problem}")
-    measured = await measure(rounds, count)
+    measured = await measure(rounds, count, modes)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"medians of {rounds} rounds, every mode measured in each round against direct")
+    direct, small = measured["direct_download"], measured["direct_small"]
+    print(f"direct: 50 MB in {direct * 1000:.0f} ms, {SMALL_REQUESTS} small requests (a connection each) in "
+          f"{small * 1000:.0f} ms")
+    for mode in modes:
+        plain, tunnel, many = (measured[f"{mode}_{key}"] for key in ("download", "tunnel", "small"))
+        print(f"proxy, {mode}{' (the default)' if mode == DEFAULT_MODE else ''}: 50 MB plain {plain / direct:.2f}x, "
+              f"CONNECT {tunnel / direct:.2f}x (target <= 1.10); {SMALL_REQUESTS} small requests "
+              f"{many / small:.2f}x (target <= 1.30), {(many - small) / SMALL_REQUESTS * 1e6:.0f} us more each; "
+              f"the proxy's CPU {measured[f'{mode}_cpu'] * 1000:.0f} ms for one download and the requests")
+    if not count:
+        return
     free, limited = measured["spawn_without_limits"], measured["spawn_with_limits"]
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    direct, through = measured["direct_download"], measured["proxy_download"]
-    print(f"50 MB download (median of {rounds}): {direct * 1000:.0f} ms direct, {through * 1000:.0f} ms through the "
-          f"proxy (plain HTTP): ratio {through / direct:.2f}; {measured['tunnel_download'] * 1000:.0f} ms through a "
-          f"CONNECT tunnel: ratio {measured['tunnel_download'] / direct:.2f} (target <= 1.2)")
-    direct, through = measured["direct_small"], measured["proxy_small"]
-    print(f"{SMALL_REQUESTS} small requests, a connection each: {direct * 1000:.0f} ms direct, {through * 1000:.0f} ms "
-          f"through the proxy: ratio {through / direct:.2f} (target <= 1.2)")
-    print(f"the proxy's CPU in the host for one download and {SMALL_REQUESTS} requests: "
-          f"{measured['proxy_cpu'] * 1000:.0f} ms")
     print(f"spawn, forked, workspace: {free * 1000:.1f} ms without limits, {limited * 1000:.1f} ms with its default "
           f"limits: {(limited - free) * 1000:+.1f} ms (target <= +5 ms)")
     shared = measured["spawn_host_network"]
@@ -195,6 +287,21 @@ async def main(rounds: int, count: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--spawns", type=int, default=20)
+    parser.add_argument("--spawns", type=int, default=20, help="forked spawns per kind (0: none)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="how the proxy moves bytes, each measured: copy, splice, with :<KiB> held at most")
+    parser.add_argument("--host-only", action="store_true",
+                        help="the proxy alone: client and server in processes of their own, no kernel; prints the "
+                             "host's CPU per connection")
     options = parser.parse_args()
-    asyncio.run(main(options.rounds, options.spawns))
+    if options.host_only:
+        found = host_only(options.rounds, tuple(options.modes.split(",")))
+        print(f"load average {os.getloadavg()[0]:.1f}; medians of {options.rounds}; a small request's round trip "
+              f"direct: {found['direct_small'] * 1e6:.0f} us; 50 MB direct: {found['direct_big'] * 1000:.0f} ms")
+        for mode in options.modes.split(","):
+            small, big = found[f"{mode}_small"], found[f"{mode}_big"]
+            print(f"{mode}: a small request {small * 1e6:.0f} us ({small / found['direct_small']:.2f}x), 50 MB "
+                  f"{big * 1000:.0f} ms ({big / found['direct_big']:.2f}x); the host's CPU for 500 requests and the "
+                  f"download: {found[f'{mode}_cpu'] * 1000:.0f} ms")
+    else:
+        asyncio.run(main(options.rounds, options.spawns, tuple(options.modes.split(","))))
