@@ -229,9 +229,11 @@ class Agent:
         return list(self.conversation.messages)
 
     async def start(self, *, progress: Callable[[str], None] | None = None) -> None:
-        """Resolve the model, then start the kernel and connect the MCP servers concurrently.
+        """Check the model, start the kernel, then build the model and connect the MCP servers while it boots.
 
-        A main agent launches its kernel; a subagent's kernel comes from its tree's pool. `progress`, if
+        A main agent launches its kernel, and builds its model (which may import the provider's SDK: seconds of
+        CPU) in a thread while the kernel boots in its own process; a model that cannot be built stops that kernel
+        again. A subagent resolves its model first; its kernel comes from its tree's pool. `progress`, if
         given, is told in a few words what the start waits for as it goes (`loading the model`, `starting
         the kernel and connecting the MCP servers: demo`, …), for a front end to show while a person waits.
         """
