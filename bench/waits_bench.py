@@ -13,6 +13,9 @@ kernels and servers included, from `wait4`), the goal, and whether the median me
   the banner row is when the start has finished (the banner is up);
 - one-shot: `freeact-sub --demo -p "one cell" --auto-approve` until it exits (one model turn, one cell);
 - ACP initialize / session/new: `freeact-sub acp --demo`, from the process's start to each answer.
+
+`--baseline DIR` also times the code checked out in DIR (`git archive main | tar -x -C DIR`), put first on the
+command's `PYTHONPATH`, alternated with this code run by run: a paired comparison on the same machine, one table each.
 """
 
 from __future__ import annotations
@@ -54,9 +57,16 @@ class Sample:
     cpu: list[float] = field(default_factory=list)
 
 
+PYTHONPATH: str | None = None
+"""The checkout the rows are timed against (`--baseline`), while they are; None: this code."""
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FREEACT_SUB_") and not k.endswith("_API_KEY")}
     env.update(FREEACT_SUB_DEMO_CHUNK_DELAY="0", TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1", COLORFGBG="15;0")
+    env.pop("PYTHONPATH", None)
+    if PYTHONPATH is not None:
+        env["PYTHONPATH"] = PYTHONPATH
     return env
 
 
@@ -99,16 +109,17 @@ def _acp(cwd: str) -> tuple[float, float]:
     process = subprocess.Popen([COMMAND, "acp", "--demo"], cwd=cwd, env=_env(), stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert process.stdin is not None and process.stdout is not None
+    to_agent, from_agent = process.stdin, process.stdout
     try:
         def ask(message_id: int, method: str, params: dict[str, Any]) -> float:
             message = {"jsonrpc": "2.0", "id": message_id, "method": method, "params": params}
-            process.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
-            process.stdin.flush()  # type: ignore[union-attr]
+            to_agent.write(json.dumps(message).encode() + b"\n")
+            to_agent.flush()
             while True:
-                ready, _, _ = select.select([process.stdout], [], [], 120)
+                ready, _, _ = select.select([from_agent], [], [], 120)
                 if not ready:
                     raise TimeoutError(method)
-                answer = json.loads(process.stdout.readline())  # type: ignore[union-attr]
+                answer = json.loads(from_agent.readline())
                 if answer.get("id") == message_id:
                     if "error" in answer:
                         raise RuntimeError(f"{method}: {answer['error']}")
@@ -126,8 +137,29 @@ def _acp(cwd: str) -> tuple[float, float]:
     return initialized, created
 
 
-def measure(runs: int) -> dict[str, Any]:
-    """Every row, `runs` times, alternated; and the interpreter's floor."""
+def measure(runs: int, baseline: str | None = None) -> dict[str, Any]:
+    """Every row, `runs` times, alternated; and the interpreter's floor. With `baseline`, the same for the code
+    checked out there (keys `… (baseline)`), run by run in turns with this code."""
+    global PYTHONPATH
+    if baseline is None:
+        return _measure(runs)
+    samples: dict[str, Any] = {}
+    for run in range(runs):
+        for path in ((None, baseline) if run % 2 == 0 else (baseline, None)):
+            PYTHONPATH = path
+            try:
+                one = _measure(1)
+            finally:
+                PYTHONPATH = None
+            for name, sample in one.items():
+                key = name if path is None else f"{name} (baseline)"
+                merged = samples.setdefault(key, {"wall": [], "cpu": []})
+                merged["wall"] += sample["wall"]
+                merged["cpu"] += sample["cpu"]
+    return samples
+
+
+def _measure(runs: int) -> dict[str, Any]:
     samples: dict[str, Sample] = {name: Sample() for name in ("floor", *GOALS)}
 
     def one(name: str, job: Callable[[str], Any]) -> Any:
@@ -158,6 +190,11 @@ def measure(runs: int) -> dict[str, Any]:
 
 def table(results: dict[str, Any]) -> str:
     """The rows as text: median (min–max) wall, median CPU, the goal, whether it is met, the ratio to the floor."""
+    if any(name.endswith(" (baseline)") for name in results):
+        mine = {name: sample for name, sample in results.items() if not name.endswith(" (baseline)")}
+        theirs = {name.removesuffix(" (baseline)"): sample for name, sample in results.items()
+                  if name.endswith(" (baseline)")}
+        return f"this code:\n{table(mine)}\n\nthe baseline (--baseline), same runs, alternated:\n{table(theirs)}"
     floor = statistics.median(results["floor"]["wall"])
     lines = [f"{'where a person waits':<26} {'wall (median, min–max)':>26} {'CPU':>7} {'goal':>14} {'met':>4}"
              f" {'× floor':>8}"]
@@ -183,13 +220,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--command", default=COMMAND, help="the freeact-sub command to time (default: installed)")
     parser.add_argument("--json", metavar="FILE", help="also write the samples as JSON")
+    parser.add_argument("--baseline", metavar="DIR", help="also time the code checked out in DIR, alternated")
     args = parser.parse_args()
     COMMAND = args.command
     if not Path(COMMAND).exists():
         print(f"no freeact-sub command next to {sys.executable}: install the package first", file=sys.stderr)
         return 2
     load = os.getloadavg()[0]
-    results = measure(args.runs)
+    results = measure(args.runs, args.baseline)
     print(table(results))
     print(f"{os.cpu_count()} cores, load {load:.2f} before and {os.getloadavg()[0]:.2f} after; {args.runs} runs")
     if args.json:

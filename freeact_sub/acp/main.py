@@ -18,11 +18,14 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from freeact_sub.launch import UsageError, add_config_flags, add_demo_flag
 
 __all__ = ["acp_main", "build_parser"]
+
+T = TypeVar("T")
 
 _STREAM_LIMIT = 50 * 1024 * 1024
 """The longest line (one JSON-RPC message) read from the client."""
@@ -81,6 +84,7 @@ async def _streams(fd_in: int, fd_out: int) -> tuple[asyncio.StreamReader, async
 async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
     import freeact_sub
 
+    from .early import answer_session_new, prepare
     from .handshake import answer_initialize, relayed
 
     task = asyncio.current_task()
@@ -88,25 +92,34 @@ async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, task.cancel)
-    # The client's `initialize` is answered at once (`handshake.py`) while the SDK is imported; then the demo
-    # server, the config and the model (pydantic-ai and the provider's SDK: seconds) are made behind the
-    # connection, and a session waits for them. A bad flag, file or key is said on stderr as soon as it is
-    # found, and ends the process (exit 2).
-    sdk = asyncio.create_task(asyncio.to_thread(_import_sdk), name="import-acp")
+    # The client's `initialize` is answered at once (`handshake.py`); then the demo server and the configuration
+    # of the served folder are made, and its first `session/new` is answered (`early.py`); then the SDK is
+    # imported, and the model (pydantic-ai and the provider's SDK: seconds) and the agent behind the connection.
+    # Each waits for the one before, so none slows the answer before it on a busy machine. A bad flag, file or
+    # key is said on stderr as soon as it is found, and ends the process (exit 2).
+    prepared = asyncio.create_task(asyncio.to_thread(prepare, args), name="prepare-acp")
+    sdk = asyncio.create_task(_after(prepared, _import_sdk), name="import-acp")
     agent: Any = None
-    jobs: list[asyncio.Task[Any]] = [sdk]
+    jobs: list[asyncio.Task[Any]] = [prepared, sdk]
     try:
         reader, writer = await _streams(fd_in, fd_out)
         first, client = await answer_initialize(reader, writer, freeact_sub.__version__)
+        early = None
+        if not first:  # `initialize` was answered: the next request may be the first `session/new`
+            first, early = await answer_session_new(reader, writer, args, prepared)
         run_agent, agent_class = await sdk
         agent = agent_class(args)
         agent.client_initialize, agent.wire = client, writer
+        if not prepared.exception():
+            agent.demo = prepared.result().demo
         checked = asyncio.create_task(asyncio.to_thread(agent.check_config), name="check-config")
         agent.ready = checked
         checked.add_done_callback(_collect_as_usual)
+        if early is not None:
+            agent.open_early(early.session_id, early.params)
         rest, copying = relayed(reader, first, _STREAM_LIMIT)
         serving = asyncio.create_task(run_agent(agent, input_stream=writer, output_stream=rest))
-        jobs += [checked, copying, serving]
+        jobs += [copying, serving]  # not `checked`: a thread runs on anyway, and a session answered early needs it
         await asyncio.wait({checked, serving}, return_when=asyncio.FIRST_COMPLETED)
         if checked.done() and checked.exception() is not None:
             raise checked.exception()  # type: ignore[misc]
@@ -127,6 +140,12 @@ async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
                 except asyncio.CancelledError:
                     _uncancel(task)
     return 0
+
+
+async def _after(first: asyncio.Task[Any], job: Callable[[], T]) -> T:
+    """`job` in a thread once `first` has ended (however it ended)."""
+    await asyncio.wait({first})
+    return await asyncio.to_thread(job)
 
 
 def _import_sdk() -> tuple[Any, Any]:

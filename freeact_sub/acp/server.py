@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp import RequestError, update_agent_message_text
+from acp import RequestError, update_agent_message_text, update_agent_thought_text
 from acp.schema import (
     InitializeResponse,
     LoadSessionResponse,
@@ -71,6 +71,9 @@ def _client_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]]:
     return found
 
 
+STARTING = "Starting the kernel and MCP servers …\n"
+"""What the first prompt of a session says while it waits for the session's start."""
+
 RESOURCE_NOT_FOUND = -32002
 """ACP's error for an unknown session: clients such as acpx make a new session when they get it."""
 
@@ -106,6 +109,8 @@ class FreeactAcpAgent:
         (`ProjectPowers`) and the config, until the session's first prompt has asked (`trust.py`)."""
         self._starting: dict[str, asyncio.Future[None]] = {}
         """Sessions whose agent starts behind the `session/new` answer, until their first prompt waited for it."""
+        self._early: dict[str, asyncio.Task[NewSessionResponse]] = {}
+        """Sessions whose `session/new` was answered before the SDK was imported (`early.py`), while they are made."""
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
@@ -147,7 +152,7 @@ class FreeactAcpAgent:
             extra = _client_servers(mcp_servers)
             if extra:  # the person's editor is as trusted as their config file: its servers join the configured
                 config.mcp_servers = {**config.mcp_servers, **extra}  # type: ignore[dict-item]
-            config.resolve_model()  # a missing key or an unknown model is reported before any kernel starts
+            config.check_model()  # a missing key or an unknown model is reported before any kernel starts
         except (ConfigError, UsageError) as exc:
             raise RequestError.invalid_params({"configuration": str(exc)}) from None
         return config
@@ -181,15 +186,43 @@ class FreeactAcpAgent:
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         """The session's id at once; its kernel and MCP servers start behind the answer, and its first prompt
         waits for them (a start that fails is that prompt's error)."""
+        from freeact_sub.sessions.store import new_session_id
+
+        return await self._new(cwd, mcp_servers, new_session_id())
+
+    def open_early(self, session_id: str, params: dict[str, Any]) -> None:
+        """Make the session whose `session/new` (`params`, as the client sent them) was answered with `session_id`
+        before the SDK was imported (`early.py`); a request on it waits until it is made, and gets its error."""
+        from acp.schema import NewSessionRequest
+
+        async def make() -> NewSessionResponse:
+            try:
+                request = NewSessionRequest.model_validate(params)
+            except ValueError as exc:
+                raise RequestError.invalid_params({"session/new": str(exc)}) from None
+            return await self._new(request.cwd, request.mcp_servers, session_id)
+
+        made = asyncio.create_task(make(), name=f"session-{session_id}")
+        made.add_done_callback(lambda task: None if task.cancelled() else task.exception())  # its requests raise it
+        self._early[session_id] = made
+
+    async def _made(self, session_id: str) -> None:
+        """Wait until a session answered early is made; its error is this request's (and every later one's)."""
+        made = self._early.get(session_id)
+        if made is not None:
+            await asyncio.shield(made)
+
+    async def _new(self, cwd: str, mcp_servers: list[Any] | None, session_id: str) -> NewSessionResponse:
         agent = self._agent(await self._config(cwd, mcp_servers), None)
+        agent.name_new_session(session_id)  # saved under the id handed out (with `save_sessions` off, never saved)
+        agent.keep_session()  # its id is handed out now: a client may load it, still empty, in another process
         starting = asyncio.ensure_future(agent.start())
-        await asyncio.sleep(0)  # `start()` opens the session (its id, its file) before it first waits
+        await asyncio.sleep(0)  # a type file or a session that cannot start fails before `start()` first waits
         if starting.done() and starting.exception() is not None:
             await self._failed_start(agent, starting)
-        agent.keep_session()  # its id is handed out now: a client may load it, still empty, in another process
-        session = self._open(agent)
-        self._starting[session.session_id] = starting
-        return NewSessionResponse(session_id=session.session_id, modes=session.modes())
+        session = self._open(agent, session_id)
+        self._starting[session_id] = starting
+        return NewSessionResponse(session_id=session_id, modes=session.modes())
 
     async def _failed_start(self, agent: Agent, starting: asyncio.Future[None]) -> None:
         """Stop what had started, and raise the start's error as the client's request error."""
@@ -220,6 +253,11 @@ class FreeactAcpAgent:
 
     async def _stop_starting(self, session_id: str) -> None:
         starting = self._starting.pop(session_id, None)
+        session = self.sessions.get(session_id)
+        if starting is not None and not starting.done() and session is not None and session.agent.session_id is None:
+            # its session is made once its model is, and the client has its id: made first, then stopped
+            with contextlib.suppress(BaseException):
+                await starting
         if starting is not None and not starting.done():
             starting.cancel()
             with contextlib.suppress(BaseException):
@@ -230,6 +268,7 @@ class FreeactAcpAgent:
         from freeact_sub import SessionError
         from freeact_sub.sessions import open_session
 
+        await self._made(session_id)
         live = self.sessions.get(session_id)
         if live is not None:  # the client reloads a session this process runs: replay it, and it goes on as it is
             await live.replay(_saved_events(open_session, session_id, live.agent.settings.working_dir))
@@ -244,11 +283,11 @@ class FreeactAcpAgent:
         await session.replay(_saved_events(open_session, session_id, config.working_dir))
         return LoadSessionResponse(modes=session.modes())
 
-    def _open(self, agent: Agent) -> AcpSession:
+    def _open(self, agent: Agent, session_id: str | None = None) -> AcpSession:
         from .child_sessions import advertised, raw_sender
         from .session import AcpSession
 
-        session_id = agent.session_id or agent.agent_id
+        session_id = session_id or agent.session_id or agent.agent_id
         wire = self.wire if advertised(self.client_initialize) else None
         session = AcpSession(session_id, agent, self.client, raw=raw_sender(wire) if wire is not None else None)
         self.sessions[session_id] = session
@@ -262,7 +301,11 @@ class FreeactAcpAgent:
         return session
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
-        self._session(session_id)
+        await self._made(session_id)
+        session = self._session(session_id)
+        starting = self._starting.get(session_id)
+        if starting is not None and not starting.done():  # the first prompt waits for the start, and says so
+            await session.send(update_agent_thought_text(STARTING))
         await self._started(session_id)
         if id(self._session(session_id).agent) in self._untrusted and not await self._ask_trust(session_id):
             return PromptResponse(stop_reason="cancelled")
@@ -306,11 +349,14 @@ class FreeactAcpAgent:
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         if mode_id not in MODES:
             raise RequestError.invalid_params({"modeId": f"no mode {mode_id!r}; the modes: {', '.join(MODES)}"})
+        await self._made(session_id)
         await self._session(session_id).set_mode(mode_id)
         return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """`session/cancel`: a session's turn, or, on a child session, that subagent only."""
+        with contextlib.suppress(Exception):  # a session that could not be made has nothing to cancel
+            await self._made(session_id)
         session = self.sessions.get(session_id)
         if session is not None:
             session.cancel()
@@ -321,6 +367,9 @@ class FreeactAcpAgent:
 
     async def close(self) -> None:
         """Stop every session's agent (the client went away, or a signal ended the process)."""
+        for made in self._early.values():  # a session answered early is made (its folder kept), then stopped
+            with contextlib.suppress(Exception):
+                await asyncio.shield(made)
         for session_id in list(self._starting):
             await self._stop_starting(session_id)
         sessions, self.sessions = list(self.sessions.values()), {}

@@ -26,7 +26,7 @@ from ._abandoned import release
 from .conversation import Conversation, saved_main_agent
 from .inbox import Inbox
 from .main_type import check_cost_budget, choose_main_type, untrusted_project
-from .parts import AgentParts, start_parts, system_prompt
+from .parts import AgentParts, runs_code, start_parts, system_prompt
 from .rewind import Rewinds
 from .turn import TurnEngine
 from .turn_owner import Budgets
@@ -229,9 +229,11 @@ class Agent:
         return list(self.conversation.messages)
 
     async def start(self, *, progress: Callable[[str], None] | None = None) -> None:
-        """Resolve the model, then start the kernel and connect the MCP servers concurrently.
+        """Check the model, start the kernel, then build the model and connect the MCP servers while it boots.
 
-        A main agent launches its kernel; a subagent's kernel comes from its tree's pool. `progress`, if
+        A main agent launches its kernel, and builds its model (which may import the provider's SDK: seconds of
+        CPU) in a thread while the kernel boots in its own process; a model that cannot be built stops that kernel
+        again. A subagent resolves its model first; its kernel comes from its tree's pool. `progress`, if
         given, is told in a few words what the start waits for as it goes (`loading the model`, `starting
         the kernel and connecting the MCP servers: demo`, …), for a front end to show while a person waits.
         """
@@ -244,24 +246,48 @@ class Agent:
             self.config.make_state_dir()  # a read-only working folder is one clear error, not a traceback mid-start
             self._take_main_type()  # a bad type file or field is a ConfigError before any kernel starts
         report("loading the model")
-        self._model = self.settings.resolve_model()
-        if not self.is_subagent:
-            settings = self.settings
-            check_cost_budget(self.config, settings, self._model)
-            self.session_id = self.conversation.open(settings.working_dir, self.agent_id, session_id=self.session_id,
-                                                     save=settings.save_sessions, model=self._model)
-            self.tree.start_telemetry(settings)
+        if self.is_subagent:
+            self._model = self.settings.resolve_model()
+        else:
+            self.settings.check_model()  # a missing key, an unknown prefix: a ConfigError before any kernel starts
+            self.tree.start_telemetry(self.settings)
             # from now until its kernels stop, what they could write is not imported by this process unchecked
-            self._end_import_window = watch_agent(settings.working_dir, self._sandbox)
+            self._end_import_window = watch_agent(self.settings.working_dir, self._sandbox)
+        booting: asyncio.Task[KernelBackend] | None = None
         try:
-            self._parts = await start_parts(self, progress=report)
+            if not self.is_subagent:
+                booting = self._boot_kernel()
+                self._model = await self._resolve_model(booting)
+                settings = self.settings
+                check_cost_budget(self.config, settings, self._model)
+                self.session_id = self.conversation.open(settings.working_dir, self.agent_id,
+                                                         session_id=self.session_id, save=settings.save_sessions,
+                                                         model=self._model)
+            parts_starting, booting = start_parts(self, progress=report, kernel_booting=booting), None
+            self._parts = await parts_starting  # from here on, `start_parts` stops what it started if it fails
         except BaseException:
+            if booting is not None:
+                await asyncio.shield(_stop_booting(booting))
             if not self.is_subagent:
                 await asyncio.shield(self.tree.close())
                 self._end_import_window()
             self.conversation.close("failed", turns=self.turns.turns_used)
             raise
         self._started = True
+
+
+    def _boot_kernel(self) -> asyncio.Task[KernelBackend] | None:
+        """A main agent's kernel, booting from now on (None: it runs no code)."""
+        if not runs_code(self.settings):
+            return None
+        return asyncio.create_task(self.tree.acquire_kernel(self.agent_id, self._sandbox), name="main-kernel")
+
+    async def _resolve_model(self, booting: asyncio.Task[KernelBackend] | None) -> Model:
+        """The model, checked already. Building it may import the provider's SDK (pydantic-ai and `openai`: seconds
+        of CPU): while a kernel boots, that happens in a thread, and the kernel boots in its own process beside it."""
+        if booting is None:
+            return self.settings.resolve_model()
+        return await asyncio.to_thread(self.settings.resolve_model)
 
     @property
     def sandbox(self) -> SandboxProfile:
@@ -322,8 +348,15 @@ class Agent:
 
     def keep_session(self) -> None:
         """Keep this main agent's new session even if no prompt ever reaches it: an ACP client is handed its id at
-        `session/new` and may load it, empty, in another process. No effect before `start()` or without a session."""
+        `session/new` and may load it, empty, in another process. Before `start()`, the session is kept from its
+        creation on; without a session (`save_sessions` off), it has no effect."""
         self.conversation.keep()
+
+    def name_new_session(self, session_id: str) -> None:
+        """Before `start()`: make this main agent's new session under `session_id`, an id from
+        `freeact_sub.sessions.store.new_session_id()` handed out before the agent started (ACP's `session/new` is
+        answered so); `start()` raises `SessionError` if a session of that id exists already."""
+        self.conversation.new_id = session_id
 
     # -- a turn ----------------------------------------------------------------------------
 
@@ -446,6 +479,15 @@ class Agent:
         """
         command = self.command_files().get(name)
         return self.stream(command.prompt(arguments), max_turns, agent_type=command.agent, model=command.model)
+
+
+async def _stop_booting(booting: asyncio.Task[KernelBackend]) -> None:
+    """Stop a kernel that was booting for a start that failed (nothing it started may outlive it)."""
+    if not booting.done():
+        booting.cancel()
+    with contextlib.suppress(BaseException):
+        kernel = await booting
+        await kernel.shutdown()
 
 
 def _child_agent(tree: AgentTree, spec: ChildSpec) -> TreeMember:

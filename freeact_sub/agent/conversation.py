@@ -41,7 +41,10 @@ class Conversation:
         """How often this history was compacted."""
         self.after_compaction: list[ModelMessage] = []
         """The history as the latest compaction left it: where a turn that fails after it rolls back to."""
+        self.new_id: str | None = None
+        """The id a new session is created under (one handed out before the agent started); None: a new id."""
         self._store: SessionStore | None = None
+        self._keep = False
 
     @property
     def is_open(self) -> bool:
@@ -64,8 +67,10 @@ class Conversation:
             self.measured_from = len(history)
             self.resumed = bool(history)
         elif save:
-            store = SessionStore.create(working_dir)
+            store = SessionStore.create(working_dir, self.new_id)
             log = store.agent(agent_id, model=model)
+            if self._keep:
+                store.mark_used()
             session_id = store.session_id
         else:
             return None
@@ -84,7 +89,9 @@ class Conversation:
         self._store, self.log = None, None
 
     def keep(self) -> None:
-        """Keep the session when it closes even if nothing was said in it (its id was handed out already)."""
+        """Keep the session when it closes even if nothing was said in it (its id was handed out already); before
+        the session is open, it is kept from its creation on."""
+        self._keep = True
         if self._store is not None:
             self._store.mark_used()
 

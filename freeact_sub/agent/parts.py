@@ -81,11 +81,15 @@ class Starter(TreeMember, Protocol):
     def is_subagent(self) -> bool: ...
 
 
-async def start_parts(agent: Starter, *, progress: Callable[[str], None] = lambda _: None) -> AgentParts:
+async def start_parts(
+    agent: Starter, *, progress: Callable[[str], None] = lambda _: None,
+    kernel_booting: asyncio.Task[KernelBackend] | None = None,
+) -> AgentParts:
     """Start `agent`'s kernel and MCP connections and assemble its tools.
 
     `progress` is told, in a few words, what the start waits for as it goes (`starting the kernel and
-    connecting the MCP servers: demo`, …). Whatever started is stopped again if the start fails or is cancelled.
+    connecting the MCP servers: demo`, …). `kernel_booting` is a main agent's kernel already on its way (see
+    `Agent.start`). Whatever started is stopped again if the start fails or is cancelled.
     """
     settings = agent.settings
     allowed = _allowed(settings)
@@ -94,7 +98,7 @@ async def start_parts(agent: Starter, *, progress: Callable[[str], None] = lambd
     mcp = McpConnections(servers, cwd=settings.working_dir, pool=agent.tree.supplies.mcp_pool_for(agent.is_subagent),
                          listings=agent.tree.supplies.mcp_listings)
     kernel = await _kernel_and_mcp(agent, mcp, runs_code=allowed("execute_ipython_cell"), names=list(servers),
-                                  progress=progress)
+                                  progress=progress, kernel_booting=kernel_booting)
     subagents = None
     specs = [builtin_tool("execute_ipython_cell"), builtin_tool("reset_kernel")] if kernel else []
     if settings.enable_subagents and agent.tree.depth(agent.agent_id) < settings.max_depth and allowed("task"):
@@ -152,15 +156,22 @@ def _ancestors(agent: Starter) -> list[AgentType | None]:
     return found
 
 
+def runs_code(settings: AgentConfig) -> bool:
+    """Whether an agent with these settings gets a kernel (it may use `execute_ipython_cell`)."""
+    return _allowed(settings)("execute_ipython_cell")
+
+
 def _allowed(settings: AgentConfig) -> Callable[[str], bool]:
     return lambda name: tool_allowed(name, settings.tools, settings.disallowed_tools)
 
 
 async def _kernel_and_mcp(
-    agent: Starter, mcp: McpConnections, *, runs_code: bool, names: list[str], progress: Callable[[str], None]
+    agent: Starter, mcp: McpConnections, *, runs_code: bool, names: list[str], progress: Callable[[str], None],
+    kernel_booting: asyncio.Task[KernelBackend] | None = None,
 ) -> KernelBackend | None:
     """Start the kernel (if the agent runs code) and open the MCP connections at the same time."""
-    kernel_task = asyncio.create_task(_acquire_kernel(agent, runs_code))
+    kernel_task: asyncio.Task[KernelBackend | None] = (
+        kernel_booting or asyncio.create_task(_acquire_kernel(agent, runs_code)))
     mcp_task = asyncio.create_task(mcp.open())
     servers = ", ".join(names)
 

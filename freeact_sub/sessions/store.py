@@ -33,7 +33,7 @@ from .transcript import Durability, TranscriptWriter, read_messages, valid_for_m
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-__all__ = ["SHOWN_FILE", "AgentLog", "SessionStore", "model_name", "now", "sessions_dir"]
+__all__ = ["SHOWN_FILE", "AgentLog", "SessionStore", "model_name", "new_session_id", "now", "sessions_dir"]
 
 SHOWN_FILE = "shown.jsonl"
 """What the live view showed that no transcript holds: decisions and their sources, MCP calls from code."""
@@ -58,6 +58,11 @@ def model_name(model: Any) -> str | None:
     if isinstance(name, str):
         return f"{system}:{name}" if isinstance(system, str) and system else name
     return type(model).__name__
+
+
+def new_session_id() -> str:
+    """A new session's id (the time and four random hex digits), for `SessionStore.create`."""
+    return _new_session_id()
 
 
 def _new_session_id() -> str:
@@ -86,21 +91,24 @@ class SessionStore:
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, working_dir: Path | str) -> SessionStore:
-        """A new session in `working_dir`, locked by this process."""
+    def create(cls, working_dir: Path | str, session_id: str | None = None) -> SessionStore:
+        """A new session in `working_dir`, locked by this process; under `session_id` if given (an id from
+        `new_session_id()` handed out before the session was made), else under a new one."""
         root = sessions_dir(working_dir)
         while True:
-            session_id = _new_session_id()
-            path = root / session_id
+            chosen = session_id or _new_session_id()
+            path = root / chosen
             try:
                 path.mkdir(parents=True)
                 break
             except FileExistsError:
+                if session_id is not None:
+                    raise SessionError(f"there is a session {session_id!r} in {root} already") from None
                 continue
             except OSError as error:  # e.g. working_dir is a file, or not writable
                 raise SessionError(f"cannot create the session folder {path}: {error.strerror}") from error
-        store = cls(path, session_id, new=True)
-        store.record({"record": "session", "id": session_id, "created": now()})
+        store = cls(path, chosen, new=True)
+        store.record({"record": "session", "id": chosen, "created": now()})
         return store
 
     @classmethod

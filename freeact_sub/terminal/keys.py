@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import os
 import sys
 import termios
 import tty
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prompt_toolkit.input.vt100_parser import Vt100Parser
-from prompt_toolkit.keys import Keys
+if TYPE_CHECKING:
+    from prompt_toolkit.keys import Keys
 
 __all__ = ["BACK_TAB", "ESCAPE", "KeyReader", "enter_stays_enter"]
 
@@ -34,10 +35,18 @@ BACK_TAB = "\x1b[Z"
 """Shift-Tab."""
 
 
-_CONTROL: dict[Keys | str, str] = {getattr(Keys, f"Control{letter}"): chr(ord(letter) - 64) for letter in
-                                   "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
-"""Control keys back as the characters they are (Enter is `\\r`, Tab `\\t`, Ctrl-U `\\x15`, …)."""
-_CONTROL[Keys.ControlH] = "\x7f"  # Backspace: the parser gives both 0x7f and 0x08 as Ctrl-H
+
+@functools.cache
+def _control() -> dict[Keys | str, str]:
+    """Control keys back as the characters they are (Enter is `\\r`, Tab `\\t`, Ctrl-U `\\x15`, …).
+
+    prompt_toolkit is imported here, when keys are first read: a one-shot without a terminal never loads it."""
+    from prompt_toolkit.keys import Keys
+
+    control: dict[Keys | str, str] = {getattr(Keys, f"Control{letter}"): chr(ord(letter) - 64) for letter in
+                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+    control[Keys.ControlH] = "\x7f"  # Backspace: the parser gives both 0x7f and 0x08 as Ctrl-H
+    return control
 
 _LONE_ESCAPE_DELAY = 0.05
 """Seconds after the last byte before a pending lone Esc counts as the Esc key (terminals use 0.05–0.5)."""
@@ -50,6 +59,8 @@ class KeyReader:
         self.fd = sys.stdin.fileno() if fd is None else fd
         self._keys: asyncio.Queue[str] = asyncio.Queue()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+        from prompt_toolkit.input.vt100_parser import Vt100Parser
+
         self._parsed: list[str | Keys] = []
         self._parser = Vt100Parser(lambda press: self._parsed.append(press.key))
         self._flush: asyncio.TimerHandle | None = None
@@ -104,6 +115,9 @@ class KeyReader:
 
     def _release(self) -> None:
         """Queue the keys parsed so far: characters, Esc, Shift-Tab; Alt+key and other sequences are dropped."""
+        from prompt_toolkit.keys import Keys
+
+        control = _control()
         parsed, self._parsed = self._parsed, []
         index = 0
         while index < len(parsed):
@@ -115,8 +129,8 @@ class KeyReader:
                 self._keys.put_nowait(ESCAPE)
             elif key == Keys.BackTab:
                 self._keys.put_nowait(BACK_TAB)
-            elif key in _CONTROL:
-                self._keys.put_nowait(_CONTROL[key])
+            elif key in control:
+                self._keys.put_nowait(control[key])
             elif not isinstance(key, Keys):
                 self._keys.put_nowait(key)
             index += 1

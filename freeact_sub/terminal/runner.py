@@ -202,7 +202,9 @@ class Runner:
                     "-p without a terminal cannot ask for approvals; add --auto-approve "
                     "(or set FREEACT_SUB_AUTO_APPROVE=1) to run every action of every agent without asking"
                 )
-            config.resolve_model()  # a missing API key or an unknown model is reported before any kernel starts
+            # a missing API key or an unknown model is reported before any kernel starts; a model at a base URL is
+            # built (its SDK imported) by the agent's start, beside its kernel's boot
+            config.check_model()
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
         import freeact_sub.agent.agent  # noqa: F401 - imported here, off the event loop, not when the agent is made
