@@ -141,6 +141,16 @@ class KernelZygote:
         )
 
     @property
+    def alive(self) -> bool:
+        """Whether its process runs (starting or ready)."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def usable(self) -> bool:
+        """Whether it may still serve kernels: not launched yet, starting, or running."""
+        return self._process is None or self.running or (self.alive and not self._ready.done())
+
+    @property
     def pid(self) -> int | None:
         """The zygote process's PID once started (None before, and after `close()`)."""
         return self._process.pid if self._process else None
@@ -155,8 +165,12 @@ class KernelZygote:
             # A forked kernel's /proc/self/environ is the zygote's start-up environment whatever it sets later:
             # the zygote starts with only what every kernel may see, never the host's keys.
             self._process = subprocess.Popen(
-                [sys.executable, ZYGOTE_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, start_new_session=True, env=self._environment,
+                [sys.executable, ZYGOTE_SCRIPT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=self._environment,
             )
             assert self._process.stdout is not None
             threading.Thread(
@@ -301,7 +315,7 @@ def process_zygote() -> KernelZygote:
     key = (sys.executable, tuple(sorted(kernel_environment().items())))
     with _zygotes_lock:
         zygote = _zygotes.get(key)
-        if zygote is not None and (zygote.pid is None or zygote.running or not zygote._ready.done()):
+        if zygote is not None and zygote.usable:
             return zygote
         for other_key, other in list(_zygotes.items()):
             del _zygotes[other_key]
@@ -315,8 +329,7 @@ def process_zygote() -> KernelZygote:
 def process_zygote_pids() -> set[int]:
     """PIDs of this process's shared zygotes (the current one, and former ones that still serve kernels)."""
     with _zygotes_lock:
-        return {z.pid for z in [*_zygotes.values(), *_retired] if z.pid is not None and z._process is not None
-                and z._process.poll() is None}
+        return {z.pid for z in [*_zygotes.values(), *_retired] if z.pid is not None and z.alive}
 
 
 def close_process_zygote() -> None:
