@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PLAN_FRESHNESS", "Supplies"]
 
-_main_starts = 0
-"""How many main agents this process has started: from the second on, the process's zygote starts with them."""
+_main_kernels = 0
+"""How many main agents' kernels this process has started: from the second on, they are forked by its zygote."""
 
 PLAN_FRESHNESS = 1.0
 """Seconds a sandbox plan's paths (the secrets found, the folders kept read-only) are used before a look again."""
@@ -138,7 +138,7 @@ class Supplies:
         if is_child:
             self.warm_up()
         elif uses_local_kernels(self.config):
-            await self._zygote_started()
+            await self._zygote_for_main()
         if workspace is not None:
             plan = self.sandbox_plan(sandbox)
             if plan is None:
@@ -198,28 +198,25 @@ class Supplies:
     def start(self) -> None:
         """The main agent has started: from now on the supplies may be warmed. They start cold, so a run that
         starts no subagent starts no zygote, no spare kernel and no spare MCP server; `warm_up()` (the first
-        subagent announced, registered or given a kernel; or `prestart_pools`) starts them.
-
-        The process's kernel zygote also starts with the second main agent a process starts (a notebook, a
-        program or a test run that starts agents one after another): from then on main kernels are forked too.
-        """
-        global _main_starts
+        subagent announced, registered or given a kernel; or `prestart_pools`) starts them."""
         if not self._running:
             self.renew()  # nothing has used them yet; the config may have changed since they were made
             self._running = True
-            _main_starts += 1
-            if _main_starts > 1 and uses_local_kernels(self.config):
-                self.zygote.launch()
             if self.config.prestart_pools:
                 self.warm_up()
 
-    async def _zygote_started(self) -> None:
-        """Wait for the process's zygote if it is starting (its fork costs less than a launch, and is ready as
-        soon); nothing if it was never launched. A zygote that fails to start leaves kernels to be launched."""
+    async def _zygote_for_main(self) -> None:
+        """Start the process's zygote for the second main agent's kernel this process starts (a notebook, a program
+        or a test run that starts agents one after another) and wait for it, as for one already starting: a fork
+        costs a fraction of a launch, and the zygote is ready about as soon as a launched kernel would be. The
+        first main agent (a one-shot) starts none. A zygote that fails to start leaves kernels to be launched."""
+        global _main_kernels
+        _main_kernels += 1
         zygote = self.zygote
-        if zygote.pid is not None and not zygote.running:
-            with contextlib.suppress(Exception):
-                await zygote.start()
+        if zygote.running or (zygote.pid is None and _main_kernels < 2):
+            return
+        with contextlib.suppress(Exception):
+            await zygote.start()
 
     def warm_up(self) -> None:
         """In the background: open the MCP pool's connections; start the kernel zygote, then fill the kernel pool.
