@@ -28,16 +28,16 @@ HERE = Path(__file__).resolve().parent.parent
 PROGRAM = """
 import asyncio, sys
 from freeact_sub import Agent, AgentConfig
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.function import DeltaToolCall, FunctionModel
 
-def reply(messages, info):
+async def reply(messages, info):
     if len(messages) == 1:
-        return ModelResponse(parts=[ToolCallPart("execute_ipython_cell", {"code": "print(1 + 1)"})])
-    return ModelResponse(parts=[TextPart("done")])
+        yield {0: DeltaToolCall(name="execute_ipython_cell", json_args='{"code": "print(1 + 1)"}', tool_call_id="c")}
+    else:
+        yield "done"
 
 async def one(folder):
-    config = AgentConfig(model=FunctionModel(reply), working_dir=folder, auto_approve=True, save_sessions=False)
+    config = AgentConfig(model=FunctionModel(stream_function=reply), working_dir=folder, auto_approve=True, save_sessions=False)
     async with Agent(config) as agent:
         async for _ in agent.stream("go"):
             pass
