@@ -22,8 +22,9 @@ class KernelPool:
     for it (`fill(demand)` with the number of callers waiting). `expect(n)` says how many callers
     are known to come soon (subagents queued for a slot): a pool that is on (`size` > 0) then keeps
     that many ready, so their kernels boot while the running ones work, not when they get their
-    slot. `close()` stops
-    the kernels still booting and shuts down every kernel not handed out.
+    slot; when fewer are expected again (the batch has its kernels), the ready kernels beyond
+    `size` are shut down. `close()` stops the kernels still booting and shuts down every kernel
+    not handed out.
     """
 
     def __init__(self, new_kernel: Callable[[], KernelBackend], size: int) -> None:
@@ -31,6 +32,7 @@ class KernelPool:
         self._size = size
         self._ready: asyncio.Queue[KernelBackend | BaseException] = asyncio.Queue()
         self._booting: set[asyncio.Task[None]] = set()
+        self._stopping: set[asyncio.Task[None]] = set()
         self._start_slots = asyncio.Semaphore(_CONCURRENT_STARTS)
         self._waiting = 0
         self._expected = 0
@@ -54,10 +56,22 @@ class KernelPool:
     def expect(self, callers: int) -> None:
         """`callers` will ask for a kernel soon: keep as many ready (at least `size`), starting them now.
 
+        Fewer than before: the ready kernels beyond `max(size, callers)` are shut down (in the background).
         A pool of size 0 is off: it starts no kernel ahead of a caller, expected or not.
         """
         self._expected = max(0, callers) if self._size > 0 else 0
         self.fill()
+        self._shrink()
+
+    def _shrink(self) -> None:
+        surplus = self._ready.qsize() - self._target()
+        for _ in range(max(0, surplus)):
+            item = self._ready.get_nowait()
+            if isinstance(item, BaseException):
+                continue
+            task = asyncio.create_task(item.shutdown(now=True), name="kernel-pool-shrink")
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
 
     def fill(self, demand: int = 0) -> None:
         """Start kernels in the background until `max(size, expected, demand)` are ready or booting."""
@@ -127,4 +141,6 @@ class KernelPool:
             if not isinstance(item, BaseException):
                 kernels.append(item)
         with contextlib.suppress(Exception):
-            await asyncio.gather(*(k.shutdown(now=True) for k in kernels), return_exceptions=True)
+            await asyncio.gather(
+                *(k.shutdown(now=True) for k in kernels), *list(self._stopping), return_exceptions=True
+            )
