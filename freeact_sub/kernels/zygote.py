@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import IO, Any
+from typing import Any
 
 __all__ = [
     "ZYGOTE_SCRIPT",
@@ -174,7 +174,7 @@ class KernelZygote:
             )
             assert self._process.stdout is not None
             threading.Thread(
-                target=self._read, args=(self._process.stdout, self._ready), name="kernel-zygote-reader", daemon=True
+                target=self._read, args=(self._process, self._ready), name="kernel-zygote-reader", daemon=True
             ).start()
 
     async def start(self) -> None:
@@ -186,8 +186,9 @@ class KernelZygote:
             self.close_now()
             raise
 
-    def _read(self, stdout: IO[bytes], ready: Future[int]) -> None:
-        for line in stdout:
+    def _read(self, process: subprocess.Popen[bytes], ready: Future[int]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
             try:
                 message = json.loads(line)
             except ValueError:
@@ -201,7 +202,7 @@ class KernelZygote:
                     self.kernels.discard(message["exited"])
                     last = self._retired and not self.kernels
                 if last:
-                    self.close_now()
+                    self._end_input(process)
             else:
                 with self._lock:
                     waiter = self._pending.pop(message.get("id", -1), None)
@@ -209,6 +210,8 @@ class KernelZygote:
                         self.kernels.add(message["pid"])
                 if waiter is not None:
                     _answer(*waiter, message["pid"])
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(5.0)  # reaped here when it ends on its own or retires; else by `close_now()`
         error = ConnectionError("the kernel zygote stopped")
         if not ready.done():
             ready.set_exception(error)
@@ -256,8 +259,15 @@ class KernelZygote:
         with self._lock:
             self._retired = True
             idle = not self.kernels
-        if idle:
-            self.close_now()
+            process = self._process
+        if idle and process is not None:
+            self._end_input(process)
+
+    def _end_input(self, process: subprocess.Popen[bytes]) -> None:
+        """Close its stdin: it exits (killing its kernels), and the reader thread reaps it."""
+        with self._lock, contextlib.suppress(OSError):
+            if process.stdin is not None:
+                process.stdin.close()
 
     def close_now(self) -> None:
         """Stop the zygote, without waiting for more than a moment; it kills any kernel it forked still running."""

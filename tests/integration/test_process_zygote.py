@@ -76,3 +76,28 @@ async def test_main_kernels_are_forked_by_one_zygote_from_the_second_agent_on_ac
         assert row["output"].split()[2:4] == ["None", str(folder)]
     # `close_process_zygote()` stops it
     assert closing == {"closed": True, "after": []}
+
+
+async def test_a_changed_kernel_environment_gets_a_new_zygote_and_the_old_one_ends_with_its_last_kernel(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from freeact_sub.kernels.local import Kernel
+    from freeact_sub.kernels.zygote import process_zygote, process_zygote_pids
+    from tests.processes import is_gone
+
+    monkeypatch.setenv("TZ", "Etc/GMT+3")  # a variable every kernel sees: a fork cannot change it
+    old = process_zygote()
+    await old.start()
+    kernel = Kernel(working_dir=workdir, launcher=old)
+    try:
+        await kernel.start()
+        assert old.pid is not None and kernel.pid in old.kernels and old.pid in process_zygote_pids()
+        monkeypatch.setenv("TZ", "Etc/GMT-5")
+        new = process_zygote()
+        assert new is not old and new.pid is None  # made, not started: the next agent that needs it starts it
+        assert old.running and old.pid in process_zygote_pids()  # it still serves its kernel
+        assert "4" in (await kernel.execute("print(2 + 2)")).text
+    finally:
+        await kernel.shutdown(now=True)
+    assert await is_gone(old.pid, wait=10)  # it ended with its last kernel
+    assert old.pid not in process_zygote_pids()
