@@ -37,7 +37,8 @@ async def reply(messages, info):
         yield "done"
 
 async def one(folder):
-    config = AgentConfig(model=FunctionModel(stream_function=reply), working_dir=folder, auto_approve=True, save_sessions=False)
+    model = FunctionModel(stream_function=reply)
+    config = AgentConfig(model=model, working_dir=folder, auto_approve=True, save_sessions=False)
     async with Agent(config) as agent:
         async for _ in agent.stream("go"):
             pass
