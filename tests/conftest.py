@@ -117,13 +117,29 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
-        _compile_our_modules()
+    if sys.dont_write_bytecode:
+        if not hasattr(config, "workerinput"):
+            _compile_our_modules()
+        # pytest rewrites each test module's asserts on import and caches the result as bytecode, unless
+        # bytecode is not written: then every worker rewrites all of them again (a quarter of a collection's CPU)
+        sys.dont_write_bytecode = False
+    _import_jsonschema_without_the_iri_grammar()
     # Tests must not reach a real provider by accident.
     os.environ.pop("OPENAI_API_KEY", None)
     # The demo model streams a word every 20 ms for people to watch; the tests need not watch
     # (a test about timing passes its own delay). Kernels and notebooks the tests start inherit it.
     os.environ.setdefault("FREEACT_SUB_DEMO_CHUNK_DELAY", "0.001")
+
+
+def _import_jsonschema_without_the_iri_grammar() -> None:
+    """Import jsonschema as `freeact_sub.tools.jsonschema_module` does: without `rfc3987-syntax`'s 38 Lark parsers.
+
+    nbformat (imported by the notebook tests at collection) imports jsonschema, which builds them when
+    jupyterlab's extras installed that package: ~2 s of CPU in each worker, for a format no test checks.
+    """
+    from freeact_sub.tools import jsonschema_module
+
+    jsonschema_module()
 
 
 def _compile_our_modules() -> None:

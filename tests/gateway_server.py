@@ -24,9 +24,11 @@ import httpx
 import psutil
 
 import freeact_sub
+from tests.ci_builds import wait_for_build
 
 TOKEN_ENV = "FREEACT_SUB_TEST_GATEWAY_TOKEN"
 EG_PYTHON_ENV = "FREEACT_SUB_TEST_EG_PYTHON"
+EG_WAIT_ENV = "FREEACT_SUB_TEST_EG_WAIT"
 
 
 @dataclass
@@ -108,13 +110,20 @@ def kernel_gateway(
 
 
 def enterprise_gateway_python() -> str | None:
-    """The interpreter with `jupyter_enterprise_gateway` installed (`$FREEACT_SUB_TEST_EG_PYTHON`), if there is one."""
-    python = os.environ.get(EG_PYTHON_ENV, "").strip()
-    if not python:
-        return None
-    if not Path(python).is_file():
-        raise RuntimeError(f"${EG_PYTHON_ENV} names no file: {python}")
-    return python
+    """The interpreter with `jupyter_enterprise_gateway` installed (`$FREEACT_SUB_TEST_EG_PYTHON`), if one is named.
+
+    `.ci/run` names it while it is still building it: `enterprise_gateway_unready` waits for it.
+    """
+    return os.environ.get(EG_PYTHON_ENV, "").strip() or None
+
+
+def enterprise_gateway_unready(python: str) -> str | None:
+    """None once `python` is there to run; else why not (after waiting up to `$FREEACT_SUB_TEST_EG_WAIT` seconds
+    for `.ci/run`'s build of its environment, `tests/ci_builds.py`)."""
+    wait = float(os.environ.get(EG_WAIT_ENV, "0"))
+    if wait and (why := wait_for_build(Path(python).parent.parent, wait, "the Enterprise Gateway environment")):
+        return why
+    return None if Path(python).is_file() else f"${EG_PYTHON_ENV} names no file: {python}"
 
 
 @contextlib.contextmanager

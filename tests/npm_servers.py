@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci_builds import wait_for_system_tools
 from tests.system_tools import require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,7 @@ def acpx_binary() -> Path:
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         output = getattr(exc, "stderr", b"") or b""
         why = f"npm could not install {ACPX_PACKAGE} ({output.decode(errors='replace').strip()[-300:] or exc})"
-        if os.environ.get("CI") and "acpx" not in os.environ.get("FREEACT_SUB_MISSING_TOOLS", "").split():
+        if os.environ.get("CI") and "acpx" not in wait_for_system_tools():
             pytest.fail(why + " (.ci/run should have installed it or said why not)")
         pytest.skip(why)
 
@@ -42,6 +43,8 @@ def npm_binary(prefix: Path, package: str, name: str, purpose: str) -> Path:
     """The command `name` of the npm `package` installed under `prefix`, installed now if it is not (skipped, or in
     CI failed, without node and npm)."""
     binary = prefix / "node_modules" / ".bin" / name
+    if not binary.exists():
+        wait_for_system_tools()  # `.ci/run` may be installing it (acpx) into the same folder right now
     if not binary.exists():
         require("node", purpose, "install Node.js 20 (it bundles npm)")
         npm = require("npm", purpose, "install Node.js 20 (it bundles npm)")

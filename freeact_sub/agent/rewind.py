@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..events import Rewound
+from ..sessions.shown import rewind_record
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -188,7 +189,7 @@ class Rewinds:
         owner.conversation.continue_from(messages)
         owner.conversation.save()
         owner.turns.first_note = REWIND_NOTE
-        return Rewound(
+        event = Rewound(
             agent_id=owner.agent_id,
             checkpoint=number,
             undo=undo.number,
@@ -198,6 +199,8 @@ class Rewinds:
             messages_removed=max(0, len(history) - len(messages)),
             kernel_restarted=kernel is not None,
         )
+        owner.conversation.shown(rewind_record(event, len(messages)))  # a resumed session shows it too
+        return event
 
     async def close(self) -> None:
         """Wait for a checkpoint under way, stop watching the folder; a private store is removed."""

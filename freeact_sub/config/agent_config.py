@@ -173,6 +173,13 @@ class AgentConfig(BaseModel):
     checkpoint_limit: int = 1 << 30
     """The most bytes a folder may hold for checkpoints (the first one keeps a copy of every file): a larger
     folder gets no checkpoints, and `rewind` says so, naming this limit."""
+    isolation_copy: bool = False
+    """Give each child with `isolation: copy-on-write` a private copy of the working folder even where this machine
+    could mount a copy-on-write view (a copy is what it gets anyway where the sandbox is off, or no overlay can be
+    mounted in a user namespace)."""
+    isolation_copy_limit: int = 1 << 30
+    """The most bytes a working folder may hold for a child's private copy (`isolation_copy`): a child asking
+    for isolation over a larger folder is not started, and the reason names this limit."""
     kernel_gateway: KernelGatewayConfig | None = None
     """Run every kernel of the agent tree on this Jupyter Kernel / Enterprise Gateway (a URL is enough); None: local.
 

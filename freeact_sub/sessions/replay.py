@@ -8,8 +8,8 @@ was live. A user prompt, which a live stream does
 not repeat, becomes a `UserPrompt` event.
 
 What the live view showed beyond the transcript is read from the session's `shown.jsonl`
-(`shown.py`): how each call was decided and by whom, and the MCP calls a cell's code made (their
-requests, decisions and results come before the cell's output).
+(`shown.py`): how each call was decided and by whom, the MCP calls a cell's code made (their
+requests, decisions and results come before the cell's output), and each rewind (after the messages it kept).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from .shown import (
     did_not_run,
     read_shown,
     request_from,
+    rewound_after,
+    rewound_event,
     saved_decision,
 )
 
@@ -116,7 +118,10 @@ def replay(
                                                 "ended": part.timestamp.timestamp()}
     events: list[AgentEvent] = []
     turn = 0
-    for message in messages:
+    rewinds = list(mine.rewinds) if mine is not None else []
+    for index, message in enumerate(messages):
+        while rewinds and rewound_after(rewinds[0]) <= index:  # a rewind shows where it cut the conversation
+            events.append(rewound_event(agent_id, rewinds.pop(0)))
         if isinstance(message, ModelResponse):
             turn += 1
             saved = _saved_times(message.metadata)
@@ -198,6 +203,7 @@ def replay(
                 events += _result(agent_id, part.tool_name, content, part.tool_call_id,
                                   {k: v for k, v in children.items() if k not in background}, at,
                                   kernel_wait=times.get(part.tool_call_id, {}).get("kernel_wait", 0.0))
+    events += [rewound_event(agent_id, record) for record in rewinds]
     return events
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..events import AgentEvent, ApprovalRequest, ToolOutput
+from ..events import AgentEvent, ApprovalRequest, Rewound, ToolOutput
 
 __all__ = [
     "DecidedBy",
@@ -24,6 +24,9 @@ __all__ = [
     "did_not_run",
     "read_shown",
     "request_from",
+    "rewind_record",
+    "rewound_after",
+    "rewound_event",
     "saved_decision",
 ]
 
@@ -59,6 +62,8 @@ class Shown:
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     code_calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """By the cell's call id: its calls' decision records and results, in the order they happened."""
+    rewinds: list[dict[str, Any]] = field(default_factory=list)
+    """Its rewinds (`rewind_record`), in the order they happened."""
 
 
 def read_shown(path: Path) -> dict[str, Shown] | None:
@@ -78,7 +83,40 @@ def read_shown(path: Path) -> dict[str, Shown] | None:
             shown.code_calls.setdefault(record["cell"], []).append(record)
         if record.get("kind") == "decision":
             shown.decisions[call] = record
+        elif record.get("kind") == "rewind":
+            shown.rewinds.append(record)
     return found
+
+
+def rewind_record(event: Rewound, kept: int) -> dict[str, Any]:
+    """What `shown.jsonl` keeps of a rewind: the event, and how many messages of the conversation it kept."""
+    return {"kind": "rewind", "call": f"rewind-{event.undo}", "kept": kept, "checkpoint": event.checkpoint,
+            "undo": event.undo, "restored": list(event.restored), "removed": list(event.removed),
+            "failed": [list(pair) for pair in event.failed], "messages_removed": event.messages_removed,
+            "kernel_restarted": event.kernel_restarted, "at": event.at}
+
+
+def rewound_after(record: dict[str, Any]) -> int:
+    """How many messages of the conversation the saved rewind kept: it is shown after them."""
+    kept = record.get("kept")
+    return kept if isinstance(kept, int) and kept >= 0 else 0
+
+
+def rewound_event(agent_id: str, record: dict[str, Any]) -> Rewound:
+    """The `Rewound` event a saved rewind record stands for (a record from a file, so every field is checked)."""
+
+    def names(key: str) -> tuple[str, ...]:
+        value = record.get(key)
+        return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+    failed = tuple((str(pair[0]), str(pair[1])) for pair in record.get("failed") or ()
+                   if isinstance(pair, list) and len(pair) == 2)
+    number = lambda key: value if isinstance(value := record.get(key), int) else 0  # noqa: E731
+    at = record.get("at")
+    return Rewound(agent_id=agent_id, checkpoint=number("checkpoint"), undo=number("undo"), restored=names("restored"),
+                   removed=names("removed"), failed=failed, messages_removed=number("messages_removed"),
+                   kernel_restarted=record.get("kernel_restarted") is not False,
+                   **({"at": float(at)} if isinstance(at, int | float) else {}))
 
 
 def saved_decision(agent_id: str, call_id: str, record: dict[str, Any] | None, at: float) -> SavedDecision:

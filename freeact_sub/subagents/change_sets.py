@@ -1,6 +1,7 @@
 """A child with a workspace of its own: made before it starts, and its change set decided when it ends.
 
-`open_workspace` makes the host-owned folders of a child's copy-on-write view (or says why it cannot be had);
+`open_workspace` makes the host-owned folders of a child's copy-on-write view, or a private copy of the folder
+where no view can be had (or says why neither can);
 `settle` reads the ended child's change set, asks its parent's gate about it (`tool_name="apply_changes"`:
 hooks, rules, standing decisions, then the person, like any call), applies what was approved and tells the
 parent's model what became of each file. A rejected (or never decided) set stays on disk, and the result says where.
@@ -18,12 +19,12 @@ from ..events import ApprovalRequest, Emit
 from ..sandbox import copy_on_write_problem, kernel_folders
 from ..workspaces import (
     ChangeSet,
+    FolderTooLargeToCopy,
     Journal,
     Workspace,
     apply_changes,
     keep_changes,
     mark_conflicts,
-    read_changes,
 )
 
 __all__ = ["APPLY_CHANGES", "AskGate", "open_workspace", "settle"]
@@ -35,16 +36,26 @@ AskGate = Callable[..., Awaitable[ApprovalRequest]]
 """The parent's `ApprovalGate.ask`."""
 
 
-def open_workspace(working_dir: Path, *, enforced: bool, local: bool) -> Workspace | str:
-    """A new workspace over `working_dir`, or why a child cannot have one here (a sentence for the model)."""
+def open_workspace(
+    working_dir: Path, *, enforced: bool, local: bool, copy: bool = False, copy_limit: int = 1 << 30
+) -> Workspace | str:
+    """A new workspace over `working_dir`, or why a child cannot have one here (a sentence for the model).
+
+    A copy-on-write view where the sandbox is enforced and this machine mounts one; else (or with `copy`) a
+    private copy of the folder, refused past `copy_limit` bytes. Blocking: a copy may take a while.
+    """
     if not local:
-        return ("isolation 'copy-on-write' needs local kernels; a gateway kernel runs where the gateway puts it. "
+        return ("isolation 'copy-on-write' needs local kernels; a gateway kernel runs where the gateway puts it, "
+                "where neither a view nor a copy of this folder can be given to it. "
                 "Start it without isolation, or run it yourself.")
-    if not enforced:
-        return "isolation 'copy-on-write' needs a sandbox profile (this agent runs with the sandbox off)."
-    if (problem := copy_on_write_problem()) is not None:
-        return f"isolation 'copy-on-write' is not available here: {problem}."
-    return Workspace.create(kernel_folders.create("ws-"), working_dir)
+    if not copy and enforced and copy_on_write_problem() is None:
+        return Workspace.create(kernel_folders.create("ws-"), working_dir)
+    try:
+        return Workspace.create_copy(working_dir, copy_limit)
+    except FolderTooLargeToCopy as exc:
+        return f"isolation 'copy-on-write' could not be given: {exc}."
+    except OSError as exc:
+        return f"isolation 'copy-on-write' could not be given: the private copy of the folder failed ({exc})."
 
 
 async def settle(
@@ -56,8 +67,8 @@ async def settle(
     What is not applied is kept in `keep_in` (the session's `changes/<agent id>/`), else left in the workspace.
     """
     text, is_error = result
-    changes = await asyncio.to_thread(read_changes, workspace.upper, workspace.lower, agent_id=child_id,
-                                      started_ns=workspace.started_ns)
+    workspace.agent_id = child_id
+    changes = await asyncio.to_thread(workspace.read_changes)
     if not changes:
         workspace.remove()
         return text + "\n\n[Its workspace: no files changed.]", is_error

@@ -159,7 +159,7 @@ async def drive(
 
 def _limits(spec: ChildSpec) -> str:
     """The child's sandbox limits as its start shows them, its workspace first (the mechanism named)."""
-    view = "a workspace of its own (copy-on-write: an overlay of the folder)" if spec.workspace is not None else ""
+    view = spec.workspace.describe() if spec.workspace is not None else ""
     return "; ".join(part for part in (view, spec.sandbox.detail()) if part)
 
 

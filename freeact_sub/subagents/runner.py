@@ -156,7 +156,9 @@ class SubagentRunner:
             return refusal, True
         workspace = None
         if (isolation or definition.isolation or "shared") == "copy-on-write" and definition.needs_kernel:
-            opened = open_workspace(config.working_dir, enforced=sandbox.enforced, local=uses_local_kernels(config))
+            opened = await asyncio.to_thread(
+                open_workspace, config.working_dir, enforced=sandbox.enforced, local=uses_local_kernels(config),
+                copy=tree.config.isolation_copy, copy_limit=tree.config.isolation_copy_limit)
             if isinstance(opened, str):
                 return f"The subagent did not start: {opened}", True
             workspace = opened

@@ -24,6 +24,7 @@ from ..tools.names import tool_allowed
 from ..usage import UsageLedger
 from ..workspaces import Journal, Workspace
 from .background import BackgroundEvents
+from .copy_kernels import start_in_copy
 from .members import AgentRecord, ChildSpec, SubagentInfo, TreeMember
 from .supplies import Supplies
 
@@ -229,8 +230,13 @@ class AgentTree:
         child (see `Supplies.acquire_kernel`)."""
         child = self.is_child(agent_id)
         began = time.monotonic()
-        kernel = await self.supplies.acquire_kernel(agent_id, sandbox, is_child=child,
-                                                    workspace=self.workspaces.get(agent_id))
+        workspace = self.workspaces.get(agent_id)
+        if workspace is not None and workspace.mechanism == "copy":
+            zygote = self.supplies.zygote
+            kernel = await start_in_copy(self.supplies.config, agent_id, sandbox, workspace,
+                                         launcher=zygote if zygote.running else None)
+        else:
+            kernel = await self.supplies.acquire_kernel(agent_id, sandbox, is_child=child, workspace=workspace)
         if self.telemetry is not None:
             self.telemetry.kernel_spawned(time.monotonic() - began, how="child" if child else "main",
                                           sandbox=sandbox.name)

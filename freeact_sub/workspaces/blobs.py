@@ -5,6 +5,10 @@ size]` a line): a first checkpoint of 10,000 files writes two files, not 10,000 
 millisecond on a busy disk; appending costs microseconds). The bytes go to the pack before their index line, both
 with `os.write` (no buffer in the process), so a host killed at any moment leaves an index that names only whole
 versions; a torn last line is cut off when the store is opened again. `sync` makes them survive the machine.
+
+A small version (at most `SMALL` bytes) is kept compressed (zlib) where that makes it smaller, its index line marked
+with a fifth element, `1`: a path's index and journal lines cost about 250 bytes, so small text files would
+otherwise cost the store more than their own bytes. A larger version is streamed into the pack as it is.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import json
 import os
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +27,8 @@ __all__ = ["BlobStore"]
 _CHUNK = 1 << 20
 _PACK_LIMIT = 1 << 30
 """A pack grows to about this many bytes, then the next one starts."""
+SMALL = 1 << 16
+"""Versions of at most this many bytes are kept compressed where that makes them smaller."""
 
 
 class BlobStore:
@@ -32,7 +39,8 @@ class BlobStore:
         self.folder = folder
         self.bytes_written = 0
         """Bytes of new versions this store appended (its growth: what checkpoints cost on disk)."""
-        self._where: dict[str, tuple[int, int, int]] = {}
+        self._where: dict[str, tuple[int, int, int, bool]] = {}
+        """By hash: pack, offset, stored size, and whether it is compressed."""
         self._lock = threading.Lock()
         self._readers: dict[int, int] = {}
         index = folder / "index.jsonl"
@@ -55,8 +63,8 @@ class BlobStore:
         sizes: dict[int, int] = {}
         for line in whole.splitlines():
             try:
-                digest, pack, offset, size = json.loads(line)
-            except ValueError:
+                digest, pack, offset, size, *rest = json.loads(line)
+            except (ValueError, TypeError):
                 continue
             if pack not in sizes:
                 try:
@@ -64,7 +72,7 @@ class BlobStore:
                 except OSError:
                     sizes[pack] = -1
             if offset + size <= sizes[pack]:
-                self._where[str(digest)] = (int(pack), int(offset), int(size))
+                self._where[str(digest)] = (int(pack), int(offset), int(size), rest == [1])
 
     def has(self, digest: str) -> bool:
         return digest in self._where
@@ -74,17 +82,25 @@ class BlobStore:
         digest = hashlib.sha256(data).hexdigest()
         with self._lock:
             if digest not in self._where:
+                packed = zlib.compress(data, 1) if len(data) <= SMALL else data
+                small = len(packed) < len(data)
                 offset = self._start()
-                _write_all(self._pack, data)
-                self._added(digest, offset, len(data))
+                _write_all(self._pack, packed if small else data)
+                self._added(digest, offset, len(packed) if small else len(data), compressed=small)
         return digest
 
     def put_fd(self, fd: int) -> str:
         """Keep what is left to read from `fd` (a file opened by the caller); its hash."""
-        digest = hashlib.sha256()
+        head = b""
+        while len(head) <= SMALL and (chunk := os.read(fd, SMALL + 1 - len(head))):
+            head += chunk
+        if len(head) <= SMALL:  # all of it: a small version
+            return self.put(head)
+        digest = hashlib.sha256(head)
         with self._lock:
             offset = self._start()
-            size = 0
+            _write_all(self._pack, head)
+            size = len(head)
             while chunk := os.read(fd, _CHUNK):
                 digest.update(chunk)
                 _write_all(self._pack, chunk)
@@ -103,8 +119,14 @@ class BlobStore:
 
     def chunks(self, digest: str) -> Iterator[bytes]:
         """The bytes kept under `digest`, a chunk at a time."""
-        pack, offset, size = self._where[digest]
+        pack, offset, size, compressed = self._where[digest]
         fd, done = self._reader(pack), 0
+        if compressed:  # small: read whole
+            data = os.pread(fd, size, offset)
+            if len(data) != size:
+                raise OSError(f"a checkpoint's pack is shorter than its index says ({pack}.pack at {offset})")
+            yield zlib.decompress(data)
+            return
         while done < size:
             chunk = os.pread(fd, min(_CHUNK, size - done), offset + done)
             if not chunk:
@@ -143,10 +165,11 @@ class BlobStore:
             self._pack_size = 0
         return self._pack_size
 
-    def _added(self, digest: str, offset: int, size: int) -> None:
-        line = json.dumps([digest, self._pack_number, offset, size], separators=(",", ":")).encode() + b"\n"
+    def _added(self, digest: str, offset: int, size: int, *, compressed: bool = False) -> None:
+        fields: list[object] = [digest, self._pack_number, offset, size, *([1] if compressed else [])]
+        line = json.dumps(fields, separators=(",", ":")).encode() + b"\n"
         _write_all(self._index, line)  # after the bytes: the index never names what is not there
-        self._where[digest] = (self._pack_number, offset, size)
+        self._where[digest] = (self._pack_number, offset, size, compressed)
         self._pack_size = offset + size
         self.bytes_written += size + len(line)
         self._dirty = True

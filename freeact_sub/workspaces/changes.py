@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["ChangeSet", "FileChange", "read_changes"]
+__all__ = ["ChangeSet", "FileChange", "file_change", "lstat_in", "read_changes"]
 
 ChangeKind = Literal["added", "changed", "removed"]
 
@@ -105,7 +105,7 @@ def read_changes(upper: Path, folder: Path, *, agent_id: str = "", started_ns: i
     """
     found = ChangeSet(agent_id=agent_id, folder=folder, upper=upper, started_ns=started_ns)
     for relative, entry_stat, opaque in _walk(upper, ""):
-        lower = _lstat(folder, relative)
+        lower = lstat_in(folder, relative)
         mode = entry_stat.st_mode
         if stat.S_ISCHR(mode) and entry_stat.st_rdev == 0:  # a whiteout: removed
             found.changes += [FileChange(path=p, kind="removed") for p in _lower_files(folder, relative, lower)]
@@ -124,7 +124,7 @@ def read_changes(upper: Path, folder: Path, *, agent_id: str = "", started_ns: i
                 continue
             found.changes.append(FileChange(path=relative, kind="changed" if lower else "added", link=target))
         elif stat.S_ISREG(mode):
-            change = _file_change(upper, folder, relative, entry_stat, lower)
+            change = file_change(upper, folder, relative, entry_stat, lower)
             if change is not None:
                 found.changes.append(change)
         else:
@@ -156,7 +156,8 @@ def _opaque(path: str) -> bool:
         return False
 
 
-def _lstat(folder: Path, relative: str) -> os.stat_result | None:
+def lstat_in(folder: Path, relative: str) -> os.stat_result | None:
+    """`relative`'s lstat in `folder`, or None where there is nothing."""
     try:
         return os.lstat(folder / relative)
     except (FileNotFoundError, NotADirectoryError):
@@ -176,9 +177,11 @@ def _lower_folders(folder: Path, relative: str) -> list[str]:
     return [p for p, s, _ in _walk(folder / relative, relative) if stat.S_ISDIR(s.st_mode)]
 
 
-def _file_change(
+def file_change(
     upper: Path, folder: Path, relative: str, info: os.stat_result, lower: os.stat_result | None
 ) -> FileChange | None:
+    """The change of the file the child left at `relative` in `upper` against the folder's (`lower`), or None where
+    the bytes are the same."""
     mine = _read_head(upper / relative, TEXT_LIMIT + 1)
     if lower is not None and stat.S_ISREG(lower.st_mode):
         theirs = _read_head(folder / relative, TEXT_LIMIT + 1)

@@ -53,10 +53,15 @@ class Terminal:
         self.raw = ""
         self._pos = 0
         self.ended = False
+        self._text = ""
+        self._text_of = 0
+        """How much of `raw` `_text` was made from: it is stripped again only when more has come."""
 
     @property
     def text(self) -> str:
-        return strip_control(self.raw)
+        if self._text_of != len(self.raw):
+            self._text, self._text_of = strip_control(self.raw), len(self.raw)
+        return self._text
 
     def _pump(self, timeout: float) -> None:
         try:

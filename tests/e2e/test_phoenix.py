@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.ci_builds import wait_for_build
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 PHOENIX_PYTHON_ENV = "FREEACT_SUB_TEST_PHOENIX_PYTHON"
@@ -33,17 +35,11 @@ PHOENIX_WAIT = float(os.environ.get("FREEACT_SUB_TEST_PHOENIX_WAIT", "0"))
 
 def _phoenix_ready() -> str | None:
     """None when Phoenix's interpreter is there; else why not. Waits up to `PHOENIX_WAIT` for an environment
-    being built (`ready` beside its `bin/`, or `.ci-phoenix.failed` when the build failed)."""
+    `.ci/run` is building (`tests/ci_builds.py`)."""
     if not PHOENIX_PYTHON:
         return f"needs ${PHOENIX_PYTHON_ENV}: an interpreter with arize-phoenix (it pins what this one cannot share)"
-    venv = Path(PHOENIX_PYTHON).parent.parent
-    deadline = time.monotonic() + PHOENIX_WAIT
-    while PHOENIX_WAIT and not (venv / "ready").exists():
-        if (venv.parent / f"{venv.name}.failed").exists():
-            return f"the environment of ${PHOENIX_PYTHON_ENV} could not be built (see {venv.name}.log)"
-        if time.monotonic() > deadline:
-            return f"the environment of ${PHOENIX_PYTHON_ENV} was not built within {PHOENIX_WAIT:.0f} s"
-        time.sleep(2)
+    if PHOENIX_WAIT and (why := wait_for_build(Path(PHOENIX_PYTHON).parent.parent, PHOENIX_WAIT, "Phoenix")):
+        return f"the environment of ${PHOENIX_PYTHON_ENV}: {why}"
     return None if Path(PHOENIX_PYTHON).exists() else f"${PHOENIX_PYTHON_ENV} names no interpreter: {PHOENIX_PYTHON}"
 
 

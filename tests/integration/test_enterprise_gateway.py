@@ -28,7 +28,13 @@ from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinishe
 from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
-from tests.gateway_server import EG_PYTHON_ENV, GatewayServer, enterprise_gateway, enterprise_gateway_python
+from tests.gateway_server import (
+    EG_PYTHON_ENV,
+    GatewayServer,
+    enterprise_gateway,
+    enterprise_gateway_python,
+    enterprise_gateway_unready,
+)
 from tests.scripting import Call, Router, Script, configs, drive, until
 
 pytestmark = pytest.mark.skipif(
@@ -43,6 +49,8 @@ REPORT = "import os\nprint('USER=' + os.environ.get('KERNEL_USERNAME', '-'), 'PI
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
     python = enterprise_gateway_python()
     assert python is not None
+    if (why := enterprise_gateway_unready(python)) is not None:
+        pytest.skip(why)
     with enterprise_gateway(
         tmp_path_factory.mktemp("enterprise-gateway"), python, "--EnterpriseGatewayApp.authorized_users=alice"
     ) as server:

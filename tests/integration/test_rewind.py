@@ -23,6 +23,8 @@ import pytest_asyncio
 
 from freeact_sub import Agent, Rewound
 from freeact_sub.agent.rewind import REWIND_NOTE
+from freeact_sub.sessions import open_session
+from freeact_sub.sessions.replay import UserPrompt
 from tests.conftest import ROOT
 from tests.scripting import Call, Script, drive, single_agent_config
 
@@ -192,3 +194,11 @@ async def test_a_session_resumed_after_sigkill_can_still_rewind(workdir: Path) -
         event = await agent.rewind(point.number)
         assert (workdir / "log.txt").read_bytes() == b"original\n" and not event.failed
         assert agent.history == []
+        script.add(["Back again."])
+        await drive(agent.stream("after the rewind"))
+    # the session's record of what the person saw keeps the rewind: a replay shows it, before what came after
+    replayed = open_session(session, workdir).events()
+    (shown,) = [e for e in replayed if isinstance(e, Rewound)]
+    assert (shown.checkpoint, shown.undo, shown.restored) == (point.number, event.undo, event.restored)
+    later = next(i for i, e in enumerate(replayed) if isinstance(e, UserPrompt) and "after the rewind" in e.content)
+    assert replayed.index(shown) < later

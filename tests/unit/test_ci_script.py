@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci_builds import wait_for_system_tools
+
 ROOT = Path(__file__).resolve().parents[2]
 CI_RUN = ROOT / ".ci" / "run"
 SYSTEM_TOOLS = ROOT / ".ci" / "system-tools.sh"
+BACKGROUND_TOOLS = ROOT / ".ci" / "background-tools.sh"
 README = ROOT / "README.md"
 
 FAKE_APT = r"""#!/bin/bash
@@ -72,7 +75,13 @@ def run_install_step(tmp_path: Path, present: list[str], conflicts: str = "") ->
 
 def test_every_apt_request_names_one_package_and_is_guarded_by_its_command() -> None:
     script = "\n".join(line for line in SYSTEM_TOOLS.read_text().splitlines() if not line.lstrip().startswith("#"))
-    run = "\n".join(line for line in CI_RUN.read_text().splitlines() if not line.lstrip().startswith("#"))
+    run = "\n".join(
+        line
+        for path in (CI_RUN, BACKGROUND_TOOLS)
+        for line in path.read_text().splitlines()
+        if not line.lstrip().startswith("#")
+    )
+    assert "bash .ci/background-tools.sh" in CI_RUN.read_text()
     assert "source .ci/system-tools.sh" in run
     # apt is asked in one place only, for the one package of one install_tool call, after a command check
     assert re.findall(r"apt-get install[^\n]*", script) == [
@@ -126,6 +135,7 @@ def test_a_bare_machine_gets_each_tool_by_its_own_request(tmp_path: Path) -> Non
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="no apt on this machine")
 def test_what_the_script_would_ask_of_this_machines_apt_is_installable() -> None:
     """The real apt, in simulation, for each package whose command is missing here (what CI would request)."""
+    wait_for_system_tools()  # in CI, apt is at work in the background (.ci/background-tools.sh): its lists change
     wanted = [package for command, package in installs() if shutil.which(command) is None]
     if not wanted:
         pytest.skip("every tool is installed here: .ci/run asks apt for nothing")
@@ -140,3 +150,26 @@ def test_what_the_script_would_ask_of_this_machines_apt_is_installable() -> None
 def test_the_readme_test_line_is_what_ci_runs() -> None:
     test_line = CI_RUN.read_text().strip().splitlines()[-1]
     assert test_line in README.read_text()
+
+
+def test_the_background_install_reports_what_it_could_not_get(tmp_path: Path) -> None:
+    """`.ci/background-tools.sh` runs the same install step, then acpx, and writes the tools it lacks to a file."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    for basic in ("tail", "cat", "chmod"):
+        os.symlink(shutil.which(basic) or f"/bin/{basic}", fake_bin / basic)
+    for command in ("chromium", "node", "git", "ssh-agent"):  # no npm, and apt's npm conflicts: npm and acpx missing
+        (fake_bin / command).write_text("#!/bin/sh\n")
+        (fake_bin / command).chmod(0o755)
+    (fake_bin / "apt-get").write_text(FAKE_APT)
+    (fake_bin / "apt-get").chmod(0o755)
+    (tmp_path / "apt.log").touch()
+    report = tmp_path / "tools"
+    report.mkdir()
+    env = {"PATH": str(fake_bin), "APT_LOG": str(tmp_path / "apt.log"), "FAKE_BIN": str(fake_bin),
+           "FAKE_APT_CONFLICTS": "npm"}
+    done = subprocess.run([shutil.which("bash") or "/bin/bash", str(BACKGROUND_TOOLS), str(report)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert (report / "missing").read_text().split() == ["npm", "acpx"]
+    assert "could not install acpx" in done.stderr

@@ -1,0 +1,118 @@
+"""Where an isolated child's extra start time goes: a pooled kernel, a forked one, a forked one with a view, a copy.
+
+    python bench/workspace_spawn_bench.py [--files 10000] [--runs 6]
+
+Kernel level, alternated in one run, on a folder of `--files` files, under the `workspace` sandbox profile, the
+zygote warm. Each row is the time until the kernel answered `1`, and the host's CPU for it:
+- pooled: taking a kernel booted ahead (`KernelPool.acquire`; what a plain child does);
+- forked: a kernel forked from the zygote with the main agent's plan (no view);
+- forked + view: the same with the copy-on-write view mounted (what an isolated child does today): the
+  difference to `forked` is the view itself (its folders and the mount), the difference of `forked` to `pooled`
+  is the fork and boot that a pooled kernel did ahead of time;
+- copy: a private copy of the folder (`isolation_copy`), made, then a kernel forked in it (the fallback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from freeact_sub import AgentConfig
+from freeact_sub.kernels.backends import KernelBackend, new_kernel
+from freeact_sub.kernels.cells import Cell
+from freeact_sub.sandbox import BUILT_IN_PROFILES, kernel_folders
+from freeact_sub.tree.copy_kernels import start_in_copy
+from freeact_sub.tree.supplies import Supplies
+from freeact_sub.workspaces import Workspace
+
+
+async def main(files: int, runs: int) -> None:
+    with tempfile.TemporaryDirectory() as place:
+        folder = Path(place)
+        for n in range(files):
+            sub = folder / f"d{n // 100}"
+            sub.mkdir(parents=True, exist_ok=True)
+            (sub / f"f{n}.txt").write_text(f"{n}\n")
+        config = AgentConfig(model="test", working_dir=folder, kernel_pool_size=1, save_sessions=False)
+        profile = BUILT_IN_PROFILES["workspace"]
+        supplies = Supplies(lambda: config, "bench")
+        supplies.sandbox = profile
+        supplies.start()
+        supplies.warm_up()
+        await supplies._warming  # the zygote and the pool, warm before the first row
+        plan = supplies.sandbox_plan(profile)
+        assert plan is not None
+
+        async def pooled() -> KernelBackend:
+            return await supplies.pool.acquire()
+
+        async def forked() -> KernelBackend:
+            kernel = new_kernel(config, label="forked", launcher=supplies.zygote, sandbox=plan)
+            await kernel.start()
+            return kernel
+
+        made: list[Workspace] = []
+
+        async def with_view() -> KernelBackend:
+            workspace = Workspace.create(kernel_folders.create("ws-"), folder)
+            made.append(workspace)
+            kernel = new_kernel(
+                config,
+                label="view",
+                launcher=supplies.zygote,
+                sandbox=lambda **options: {**plan(**options), "overlay": workspace.plan()},
+            )
+            await kernel.start()
+            return kernel
+
+        async def copy() -> KernelBackend:
+            workspace = await asyncio.to_thread(Workspace.create_copy, folder, 1 << 30)
+            made.append(workspace)
+            return await start_in_copy(config, "copy", profile, workspace, launcher=supplies.zygote)
+
+        kinds: dict[str, Callable[[], Awaitable[KernelBackend]]] = {
+            "pooled": pooled,
+            "forked": forked,
+            "forked + view": with_view,
+            "copy": copy,
+        }
+        wall: dict[str, list[float]] = {kind: [] for kind in kinds}
+        cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
+        try:
+            for _ in range(runs):
+                for kind, make in kinds.items():
+                    await asyncio.sleep(1.5)  # the pool tops up, the machine settles
+                    began, began_cpu = time.perf_counter(), time.process_time()
+                    kernel = await make()
+                    await kernel.run_cell(Cell(code="1"))
+                    wall[kind].append(time.perf_counter() - began)
+                    cpu[kind].append(time.process_time() - began_cpu)
+                    await kernel.shutdown(now=True)
+                    for workspace in made:
+                        workspace.remove()
+                    made.clear()
+                    if kind == "pooled":
+                        supplies.pool.fill()
+        finally:
+            await supplies.close()
+        med = statistics.median
+        base = med(wall["pooled"])
+        for kind in kinds:
+            took = med(wall[kind])
+            print(
+                f"{kind:14} until `1` answered {took * 1e3:7.1f} ms (+{(took - base) * 1e3:6.1f} ms against pooled)"
+                f"   host CPU {med(cpu[kind]) * 1e3:6.1f} ms   ({runs} runs, {files} files)"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=6)
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.files, arguments.runs))
