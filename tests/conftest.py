@@ -14,9 +14,19 @@ ROOT = Path(__file__).resolve().parent.parent
 CALC_SERVER = ROOT / "tests" / "servers" / "calc_server.py"
 
 
+def shared_zygotes() -> set[int]:
+    """PIDs of this process's shared kernel zygotes: they live as long as the process, not a test (their kernels
+    are children of theirs, and still counted)."""
+    zygote = sys.modules.get("freeact_sub.kernels.zygote")
+    return zygote.process_zygote_pids() if zygote is not None else set()
+
+
 def _children() -> dict[int, str]:
     found = {}
+    shared = shared_zygotes()
     for child in psutil.Process().children(recursive=True):
+        if child.pid in shared:
+            continue
         try:
             found[child.pid] = " ".join(child.cmdline())[:200]
         except psutil.Error:
@@ -28,8 +38,8 @@ def _children() -> dict[int, str]:
 def no_leaked_processes(request: pytest.FixtureRequest):
     """Fail a test that leaves a child process (kernel, MCP server, browser, …) behind.
 
-    Processes that existed before the test are ignored. Survivors get a few seconds to exit,
-    then they are killed by PID (only our own children) and the test fails naming them.
+    Processes that existed before the test are ignored, and so is the process's kernel zygote. Survivors get
+    a few seconds to exit, then they are killed by PID (only our own children) and the test fails naming them.
     """
     before = set(_children())
     yield

@@ -2,8 +2,9 @@
 
 `Agent.__del__` calls `release()` for an agent whose `stop()` never ran (a notebook cell that
 replaced it, a script that forgot `async with`). On the agent's event loop, if it still runs,
-the agent is stopped as usual (turn, subagents, kernel pool, zygote, kernel, MCP servers);
-with the loop gone, its kernel and kernel zygote are killed by PID, the last thing left to do.
+the agent is stopped as usual (turn, subagents, kernel pool, kernel, MCP servers);
+with the loop gone, its kernel is killed by PID, the last thing left to do (the process's kernel
+zygote is shared by every agent and closes at exit).
 """
 
 from __future__ import annotations

@@ -202,9 +202,9 @@ class Agent:
         return self._parts.kernel if self._parts is not None else None
 
     def own_processes(self) -> list[int]:
-        """PIDs of the processes this agent started and owns: its kernel, and a main agent's kernel zygote."""
-        zygote = None if self.is_subagent else self.tree.supplies.zygote.pid
-        return [pid for pid in (self.kernel.pid if self.kernel is not None else None, zygote) if pid is not None]
+        """PIDs of the processes this agent started and owns: its kernel (the process's kernel zygote, which every
+        agent of the process shares, is not one of them)."""
+        return [self.kernel.pid] if self.kernel is not None and self.kernel.pid is not None else []
 
     @property
     def tool_names(self) -> list[str]:

@@ -10,6 +10,10 @@ from .backends import KernelBackend
 
 __all__ = ["KernelPool"]
 
+_SHRINK_AFTER = 2.0
+"""Seconds the pool holds more ready kernels than wanted before it shuts the surplus down: the count of callers
+expected dips for a moment while a batch's calls become children, and a kernel shut down then is booted again."""
+
 # Kernels booting at once. A forked kernel costs ~0.15 s of CPU to boot (a launched one ~0.4 s);
 # more at once than this only slows them all down on a small machine.
 _CONCURRENT_STARTS = 4
@@ -22,8 +26,9 @@ class KernelPool:
     for it (`fill(demand)` with the number of callers waiting). `expect(n)` says how many callers
     are known to come soon (subagents queued for a slot): a pool that is on (`size` > 0) then keeps
     that many ready, so their kernels boot while the running ones work, not when they get their
-    slot. `close()` stops
-    the kernels still booting and shuts down every kernel not handed out.
+    slot; when fewer are expected again (the batch has its kernels), the ready kernels beyond
+    `size` are shut down. `close()` stops the kernels still booting and shuts down every kernel
+    not handed out.
     """
 
     def __init__(self, new_kernel: Callable[[], KernelBackend], size: int) -> None:
@@ -31,6 +36,8 @@ class KernelPool:
         self._size = size
         self._ready: asyncio.Queue[KernelBackend | BaseException] = asyncio.Queue()
         self._booting: set[asyncio.Task[None]] = set()
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._shrinking: asyncio.TimerHandle | None = None
         self._start_slots = asyncio.Semaphore(_CONCURRENT_STARTS)
         self._waiting = 0
         self._expected = 0
@@ -54,10 +61,27 @@ class KernelPool:
     def expect(self, callers: int) -> None:
         """`callers` will ask for a kernel soon: keep as many ready (at least `size`), starting them now.
 
+        Fewer than before: the ready kernels beyond `max(size, callers)` are shut down (in the background) if
+        they are still beyond it `_SHRINK_AFTER` seconds later.
         A pool of size 0 is off: it starts no kernel ahead of a caller, expected or not.
         """
         self._expected = max(0, callers) if self._size > 0 else 0
         self.fill()
+        if self._shrinking is None and self._ready.qsize() > self._target():
+            self._shrinking = asyncio.get_running_loop().call_later(_SHRINK_AFTER, self._shrink)
+
+    def _shrink(self) -> None:
+        self._shrinking = None
+        if self._closed:
+            return
+        surplus = self._ready.qsize() - self._target()
+        for _ in range(max(0, surplus)):
+            item = self._ready.get_nowait()
+            if isinstance(item, BaseException):
+                continue
+            task = asyncio.create_task(item.shutdown(now=True), name="kernel-pool-shrink")
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
 
     def fill(self, demand: int = 0) -> None:
         """Start kernels in the background until `max(size, expected, demand)` are ready or booting."""
@@ -116,6 +140,8 @@ class KernelPool:
     async def close(self) -> None:
         """Stop booting kernels and shut down every kernel not handed out."""
         self._closed = True
+        if self._shrinking is not None:
+            self._shrinking.cancel()
         booting = list(self._booting)
         for task in booting:
             if not task.cancelling():  # a second cancel would cut its kernel's shutdown short: the kernel would stay
@@ -127,4 +153,6 @@ class KernelPool:
             if not isinstance(item, BaseException):
                 kernels.append(item)
         with contextlib.suppress(Exception):
-            await asyncio.gather(*(k.shutdown(now=True) for k in kernels), return_exceptions=True)
+            await asyncio.gather(
+                *(k.shutdown(now=True) for k in kernels), *list(self._stopping), return_exceptions=True
+            )

@@ -1,5 +1,5 @@
 """What the agent tree supplies its agents: kernels (launched, or from a pool per sandbox profile, forked by
-the kernel zygote), pre-opened MCP connections, the generated `mcptools` packages, and shared models."""
+the process's kernel zygote), pre-opened MCP connections, the generated `mcptools` packages, and shared models."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ..code_tools import PackageShelf
 from ..errors import ConfigError
 from ..kernels.backends import KernelBackend, new_kernel, uses_local_kernels
-from ..kernels.launcher import KernelZygote
 from ..kernels.pool import KernelPool
+from ..kernels.zygote import KernelZygote, process_zygote
 from ..mcp.pool import McpPool, ToolListings
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
 from ..workspaces import Workspace
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
 
 __all__ = ["PLAN_FRESHNESS", "Supplies"]
+
+_main_kernels = 0
+"""How many main agents' kernels this process has started: from the second on, they are forked by its zygote."""
 
 PLAN_FRESHNESS = 1.0
 """Seconds a sandbox plan's paths (the secrets found, the folders kept read-only) are used before a look again."""
@@ -58,9 +61,8 @@ class Supplies:
         return self._config()
 
     def renew(self) -> None:
-        """New (unstarted) zygote, pools and packages from the main agent's current config."""
+        """New (unstarted) pools and packages from the main agent's current config."""
         self._models = {}  # a key read from the environment may have changed since
-        self.zygote = KernelZygote()
         self.pool = KernelPool(self._pooled_kernel, self.config.kernel_pool_size)
         """Pre-started, never-used kernels for children."""
         self.profile_pools: dict[SandboxProfile, KernelPool] = {}
@@ -70,6 +72,11 @@ class Supplies:
         """Pre-opened, never-used MCP connections for children, per server configuration."""
         self.code_packages = PackageShelf(self._root_id)
         """The generated `mcptools` packages of the tree's agents, one per tool set."""
+
+    @property
+    def zygote(self) -> KernelZygote:
+        """The kernel zygote of this process, which the tree shares with every other agent the process starts."""
+        return process_zygote()
 
     def new_kernel(
         self, label: str, sandbox: SandboxProfile, *, launcher: KernelZygote | None = None
@@ -123,12 +130,15 @@ class Supplies:
     ) -> KernelBackend:
         """A started kernel for `agent_id` confined to `sandbox`.
 
-        Launched for the main agent; for a child, from the pool of its profile (the main agent's,
-        or one made when the first child under another profile starts). A child with a `workspace` gets a kernel
-        forked for it (no pooled kernel has its view), whose working folder is its copy-on-write view.
+        For the main agent, forked by the process's zygote if it runs (or is starting), else launched; for a
+        child, from the pool of its profile (the main agent's, or one made when the first child under another
+        profile starts). A child with a `workspace` gets a kernel forked for it (no pooled kernel has its view),
+        whose working folder is its copy-on-write view.
         """
         if is_child:
             self.warm_up()
+        elif uses_local_kernels(self.config):
+            await self._zygote_for_main()
         if workspace is not None:
             plan = self.sandbox_plan(sandbox)
             if plan is None:
@@ -147,8 +157,7 @@ class Supplies:
                 )
             kernel = await pool.acquire()
         else:
-            launcher = self.zygote if is_child and self.zygote.running else None
-            kernel = self.new_kernel(agent_id, sandbox, launcher=launcher)
+            kernel = self.new_kernel(agent_id, sandbox, launcher=self.zygote)  # launched if it does not run
             await kernel.start()
         kernel.label = agent_id
         return kernel
@@ -196,6 +205,19 @@ class Supplies:
             if self.config.prestart_pools:
                 self.warm_up()
 
+    async def _zygote_for_main(self) -> None:
+        """Start the process's zygote for the second main agent's kernel this process starts (a notebook, a program
+        or a test run that starts agents one after another) and wait for it, as for one already starting: a fork
+        costs a fraction of a launch, and the zygote is ready about as soon as a launched kernel would be. The
+        first main agent (a one-shot) starts none. A zygote that fails to start leaves kernels to be launched."""
+        global _main_kernels
+        _main_kernels += 1
+        zygote = self.zygote
+        if zygote.running or (zygote.pid is None and _main_kernels < 2):
+            return
+        with contextlib.suppress(Exception):
+            await zygote.start()
+
     def warm_up(self) -> None:
         """In the background: open the MCP pool's connections; start the kernel zygote, then fill the kernel pool.
         Once per start; nothing before the main agent has started (nobody would stop them)."""
@@ -210,16 +232,17 @@ class Supplies:
         self.pool.fill()
 
     async def close(self) -> None:
-        """Stop the warm-up, shut the pools, packages and zygote down (children are stopped by their parents)."""
+        """Stop the warm-up, shut the pools and packages down (children are stopped by their parents).
+
+        The process's zygote stays for the next agent (`close_process_zygote()` stops it)."""
         if self._warming is not None and not self._warming.done():
             self._warming.cancel()
             with contextlib.suppress(BaseException):
                 await self._warming
         self._warming, self._running = None, False
-        pool, zygote, mcp_pool, others = self.pool, self.zygote, self.mcp_pool, list(self.profile_pools.values())
+        pool, mcp_pool, others = self.pool, self.mcp_pool, list(self.profile_pools.values())
         packages = self.code_packages
         self.renew()  # a main agent may be started again after it stopped
         await asyncio.gather(
             pool.close(), mcp_pool.close(), packages.close(), *(p.close() for p in others), return_exceptions=True
         )
-        await zygote.close()

@@ -18,6 +18,7 @@ import pytest
 from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, RunCancelled, SubagentFinished
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
+from freeact_sub.kernels.zygote import process_zygote_pids
 from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, token_gateway
 from tests.scripting import Block, Call, Router, Script, configs, drive, until
 
@@ -61,10 +62,12 @@ async def test_a_main_agent_and_three_children_run_every_kernel_on_the_gateway(
             # while the cell's agent runs, the gateway lists the kernel the cell ran in
             seen_on_gateway[event.agent_id] = gateway.kernel_ids()
 
+    zygotes = process_zygote_pids()
     async with Agent(config(model.model, workdir, gateway, kernel_pool_size=1, max_subagents=3)) as agent:
         assert isinstance(agent.kernel, GatewayKernel)
         events = await drive(agent.stream("PARENT"), on_event=on_event, limit=180)
-        assert agent.tree.supplies.zygote.pid is None  # no local kernel machinery was started
+        # no local kernel machinery was started: no zygote, no kernel forked
+        assert process_zygote_pids() == zygotes and not agent.tree.supplies.zygote.kernels
         outputs = [e for e in events if isinstance(e, CodeExecutionOutput)]
         ran_in = {e.agent_id: KERNEL_ID.findall(e.content)[0] for e in outputs}
         assert len(ran_in) == 4 and len(set(ran_in.values())) == 4  # the main agent and three children

@@ -210,6 +210,23 @@ async def test_the_pool_keeps_kernels_ready_for_the_callers_it_expects(workdir: 
     assert kernel_processes() == []
 
 
+async def test_the_pool_shrinks_back_to_its_size_when_the_expected_callers_do_not_come(workdir: Path) -> None:
+    """A batch's kernels booted for it and not taken (its children got theirs, or were stopped) are shut down."""
+    made: list[Kernel] = []
+    pool = KernelPool(kernel_factory(workdir, made), size=1)
+    try:
+        pool.expect(3)
+        await until(lambda: pool.ready == 3, "the pool should hold a kernel for each expected caller")
+        pids = {k.pid for k in made}
+        pool.expect(0)
+        await until(lambda: pool.ready == 1, "the pool should shrink to its size", limit=30)
+        await until(lambda: len(set(kernel_processes()) & pids) == 1, "the two surplus kernels should stop", limit=30)
+        assert len(made) == 3, "no kernel was booted to replace them"
+    finally:
+        await pool.close()
+    assert kernel_processes() == []
+
+
 async def test_a_pool_that_is_off_starts_nothing_for_expected_callers(workdir: Path) -> None:
     made: list[Kernel] = []
     pool = KernelPool(kernel_factory(workdir, made), size=0)
@@ -369,11 +386,14 @@ async def test_a_caller_that_comes_while_a_cancelled_callers_boot_stops_still_ge
 async def test_a_run_without_subagents_starts_no_spare_kernel_and_no_spare_server(
     workdir: Path, calc_server_config: dict[str, Any]
 ) -> None:
-    """The zygote, the kernel pool and the MCP pool stay cold until a subagent is near; its `task` call warms them."""
+    """The kernel pool and the MCP pool stay cold until a subagent is near; its `task` call warms them. (The
+    process's zygote may run already, started by an earlier agent of this process: `test_process_zygote.py`.)"""
+    from freeact_sub.kernels.zygote import process_zygote_pids
     from tests.processes import calc_servers, running
 
     def zygotes() -> set[int]:
-        return running("_kernel_zygote.py")  # the zygote and the kernels it forked (they keep its command line)
+        # the kernels the zygote forked (they keep its command line), not the process's zygote itself
+        return running("_kernel_zygote.py") - process_zygote_pids()
 
     parent = Script([Call("execute_ipython_cell", {"code": "print(6 * 7)"})], ["42"],
                     [Call("task", {"prompt": "CHILD go"}, id="task-1")], ["done"])
@@ -385,12 +405,12 @@ async def test_a_run_without_subagents_starts_no_spare_kernel_and_no_spare_serve
             pass
         await asyncio.sleep(0.3)  # anything started in the background would be on its way by now
         assert agent.kernel is not None and kernel_processes() == [agent.kernel.pid]
-        assert zygotes() == set() and not agent.tree.supplies.warmed
+        assert zygotes() <= {agent.kernel.pid} and not agent.tree.supplies.warmed
         assert len(calc_servers()) == 1, "only the main agent's own server"
 
         async for _ in agent.stream("PARENT: one child"):
             pass
         assert agent.tree.supplies.warmed
         await until(lambda: agent.tree.supplies.pool.ready == 1, "the child's task call should fill the pool")
-        assert zygotes()  # the zygote, and the pool's kernel it forked
+        await until(lambda: agent.tree.supplies.zygote.running, "the child's task call should start the zygote")
     assert zygotes() == set() and kernel_processes() == []
