@@ -41,11 +41,13 @@ DOTENV_REFUSED: frozenset[str] = frozenset({
     "SANDBOX", "AUTO_APPROVE", "APPROVALS", "HOOKS", "MCP_SERVERS", "KERNEL_ENV", "BASE_URL", "API_KEY_ENV",
     "KERNEL_GATEWAY", "GATEWAY_USERNAME", "AGENTS", "AGENT", "TOOLS", "DISALLOWED_TOOLS", "SUBAGENT_MODELS",
     "SYSTEM_PROMPT", "WORKING_DIR", "IMAGES_DIR", "SAVE_SESSIONS", "TELEMETRY", "TELEMETRY_CONTENT",
-    "CHECKPOINTS", "CHECKPOINT_LIMIT",
+    "CHECKPOINTS", "CHECKPOINT_LIMIT", "ISOLATION_COPY", "ISOLATION_COPY_LIMIT",
 })
 """`AgentConfig` fields a `.env` may never set (a test checks that every field is in one of the two sets).
 `CHECKPOINTS` and `CHECKPOINT_LIMIT` among them: a kernel can write the folder's `.env`, and must not be able to
-turn off the checkpoints a person rewinds its work with (or make the next session copy without a limit)."""
+turn off the checkpoints a person rewinds its work with (or make the next session copy without a limit); nor
+`ISOLATION_COPY_LIMIT` (a limit it sets would let the next isolated child's copy fill the disk), nor `ISOLATION_COPY`
+(how a child is isolated is the person's choice)."""
 
 
 def dotenv_may_set(name: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import tempfile
@@ -22,6 +23,11 @@ import psutil
 from ..config.mcp_servers import HttpServerConfig, McpServerConfig, StdioServerConfig
 from ..sandbox import confined_command
 from ..tools.names import qualified_tool_name
+
+# The SDK's client logs a response that arrives after its session closed (an agent stopped mid-call) with a
+# traceback. Without a handler in the `mcp` loggers' line, logging's last resort would print it on the person's
+# terminal; with this one it goes where the program's own logging sends it (nowhere, if it set up none).
+logging.getLogger("mcp.client").addHandler(logging.NullHandler())
 
 __all__ = ["Connection", "McpTool", "close_connections"]
 
