@@ -1,10 +1,11 @@
 """The client's first `session/new`, answered before the ACP SDK, the model's SDK and the agent are imported.
 
 An editor waits on `session/new` before it lets a person type. Its answer needs only a session id and the
-session's modes; the id is chosen here (`new_session_id()`: the saved session is made under it when the
-agent starts) and the modes come from the configuration of the folder the process serves (`prepare`: the
-demo server and `build_config`, without the model). The session itself is made once the SDK is in
-(`FreeactAcpAgent.open_early`), from the same request as the SDK parses it; its first prompt waits for it.
+session's modes; the id is chosen here (`new_session_id()`), the saved session is made on disk under it before
+the answer (a client may load it at once, in another process), and the modes come from the configuration of the
+folder the process serves (`prepare`: the demo server and `build_config`, without the model). The session's agent
+is made once the SDK is in (`FreeactAcpAgent.open_early`), from the same request as the SDK parses it; its first
+prompt waits for it.
 
 Only a `session/new` for the folder that was configured (the process's, or `--working-dir`'s) is answered
 here; any other first request, or a configuration that failed, goes to the SDK as before.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from freeact_sub import AgentConfig
     from freeact_sub.demo import DemoServer
+    from freeact_sub.sessions import SessionStore
 
 __all__ = ["EarlySession", "Prepared", "answer_session_new", "modes_result", "prepare"]
 
@@ -44,6 +46,9 @@ class EarlySession:
 
     session_id: str
     params: dict[str, Any]
+    store: SessionStore | None = None
+    """The session, made on disk (and locked) before the answer: a client may load the id it was handed at once.
+    None with `save_sessions` off. The agent takes it over (`Agent.name_new_session`)."""
 
 
 def prepare(args: argparse.Namespace) -> Prepared:
@@ -108,7 +113,17 @@ async def answer_session_new(
         return line, None
     if args.working_dir is None and await asyncio.to_thread(lambda: Path(cwd).expanduser().resolve()) != made.folder:
         return line, None  # another folder's configuration is made on the SDK's path
-    session = EarlySession(session_id=new_session_id(), params=params)
+    session_id = new_session_id()
+    store = None
+    if made.config.save_sessions:
+        from freeact_sub.sessions import SessionError, SessionStore
+
+        try:
+            store = await asyncio.to_thread(SessionStore.create, made.folder, session_id)
+        except SessionError:  # the SDK's path makes it, and says what is wrong
+            return line, None
+        store.mark_used()  # its id is handed out: kept even if nothing is ever said in it
+    session = EarlySession(session_id=session_id, params=params, store=store)
     result = {"sessionId": session.session_id, "modes": modes_result(made.config.auto_approve)}
     writer.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode() + b"\n")
     await writer.drain()

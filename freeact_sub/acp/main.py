@@ -116,7 +116,7 @@ async def _serve(args: argparse.Namespace, fd_in: int, fd_out: int) -> int:
         agent.ready = checked
         checked.add_done_callback(_collect_as_usual)
         if early is not None:
-            agent.open_early(early.session_id, early.params)
+            agent.open_early(early.session_id, early.params, early.store)
         rest, copying = relayed(reader, first, _STREAM_LIMIT)
         serving = asyncio.create_task(run_agent(agent, input_stream=writer, output_stream=rest))
         jobs += [copying, serving]  # not `checked`: a thread runs on anyway, and a session answered early needs it

@@ -34,6 +34,7 @@ from .handshake import initialize_result
 if TYPE_CHECKING:
     from freeact_sub import Agent
     from freeact_sub.demo import DemoServer
+    from freeact_sub.sessions import SessionStore
 
     from .session import AcpSession
 
@@ -190,17 +191,20 @@ class FreeactAcpAgent:
 
         return await self._new(cwd, mcp_servers, new_session_id())
 
-    def open_early(self, session_id: str, params: dict[str, Any]) -> None:
+    def open_early(self, session_id: str, params: dict[str, Any], store: SessionStore | None = None) -> None:
         """Make the session whose `session/new` (`params`, as the client sent them) was answered with `session_id`
-        before the SDK was imported (`early.py`); a request on it waits until it is made, and gets its error."""
+        before the SDK was imported (`early.py`), its saved session `store` made then already; a request on it waits
+        until it is made, and gets its error."""
         from acp.schema import NewSessionRequest
 
         async def make() -> NewSessionResponse:
             try:
                 request = NewSessionRequest.model_validate(params)
             except ValueError as exc:
+                if store is not None:
+                    store.close()
                 raise RequestError.invalid_params({"session/new": str(exc)}) from None
-            return await self._new(request.cwd, request.mcp_servers, session_id)
+            return await self._new(request.cwd, request.mcp_servers, session_id, store)
 
         made = asyncio.create_task(make(), name=f"session-{session_id}")
         made.add_done_callback(lambda task: None if task.cancelled() else task.exception())  # its requests raise it
@@ -212,9 +216,17 @@ class FreeactAcpAgent:
         if made is not None:
             await asyncio.shield(made)
 
-    async def _new(self, cwd: str, mcp_servers: list[Any] | None, session_id: str) -> NewSessionResponse:
-        agent = self._agent(await self._config(cwd, mcp_servers), None)
-        agent.name_new_session(session_id)  # saved under the id handed out (with `save_sessions` off, never saved)
+    async def _new(
+        self, cwd: str, mcp_servers: list[Any] | None, session_id: str, store: SessionStore | None = None
+    ) -> NewSessionResponse:
+        try:
+            agent = self._agent(await self._config(cwd, mcp_servers), None)
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
+        # saved under the id handed out (with `save_sessions` off, never saved), in `store` if it was made already
+        agent.name_new_session(session_id, store)
         agent.keep_session()  # its id is handed out now: a client may load it, still empty, in another process
         starting = asyncio.ensure_future(agent.start())
         await asyncio.sleep(0)  # a type file or a session that cannot start fails before `start()` first waits

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..config.project_trust import ProjectPowers
     from ..events import Emit, Rewound
     from ..kernels.backends import KernelBackend
+    from ..sessions import SessionStore
     from ..workspaces.checkpoints import Checkpoint
 
 __all__ = ["Agent"]
@@ -257,6 +258,9 @@ class Agent:
         try:
             if not self.is_subagent:
                 booting = self._boot_kernel()
+                # the session exists before the first wait: an ACP client handed its id may load it at once
+                self.conversation.reserve(self.settings.working_dir, session_id=self.session_id,
+                                          save=self.settings.save_sessions)
                 self._model = await self._resolve_model(booting)
                 settings = self.settings
                 check_cost_budget(self.config, settings, self._model)
@@ -352,11 +356,14 @@ class Agent:
         creation on; without a session (`save_sessions` off), it has no effect."""
         self.conversation.keep()
 
-    def name_new_session(self, session_id: str) -> None:
+    def name_new_session(self, session_id: str, store: SessionStore | None = None) -> None:
         """Before `start()`: make this main agent's new session under `session_id`, an id from
         `freeact_sub.sessions.store.new_session_id()` handed out before the agent started (ACP's `session/new` is
-        answered so); `start()` raises `SessionError` if a session of that id exists already."""
+        answered so); `start()` raises `SessionError` if a session of that id exists already. `store`: that session,
+        made already (`SessionStore.create(working_dir, session_id)`); the agent takes it over."""
         self.conversation.new_id = session_id
+        if store is not None:
+            self.conversation.adopt(store)
 
     # -- a turn ----------------------------------------------------------------------------
 

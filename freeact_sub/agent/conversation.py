@@ -44,6 +44,8 @@ class Conversation:
         self.new_id: str | None = None
         """The id a new session is created under (one handed out before the agent started); None: a new id."""
         self._store: SessionStore | None = None
+        self._reserved: SessionStore | None = None
+        """A new session made before `open` (`reserve`): on disk and locked, its agent not recorded yet."""
         self._keep = False
 
     @property
@@ -67,10 +69,8 @@ class Conversation:
             self.measured_from = len(history)
             self.resumed = bool(history)
         elif save:
-            store = SessionStore.create(working_dir, self.new_id)
+            store, self._reserved = self._reserved or self._create(working_dir), None
             log = store.agent(agent_id, model=model)
-            if self._keep:
-                store.mark_used()
             session_id = store.session_id
         else:
             return None
@@ -78,15 +78,36 @@ class Conversation:
         log.status("running")
         return session_id
 
+    def reserve(self, working_dir: Path, *, session_id: str | None, save: bool) -> None:
+        """Make a new session on disk now, before `open` records its agent (the model is still being built): an id
+        handed out already names a session that exists. Nothing for a resumed session or without `save`."""
+        if self._store is None and self._reserved is None and session_id is None and save:
+            self._reserved = self._create(working_dir)
+
+    def adopt(self, store: SessionStore) -> None:
+        """Take over a new session made before the agent (`Agent.name_new_session`) as the one `open` records in."""
+        if self._reserved is not None:
+            self._reserved.close()
+        self._reserved = store
+
+    def _create(self, working_dir: Path) -> SessionStore:
+        from ..sessions import SessionStore
+
+        store = SessionStore.create(working_dir, self.new_id)
+        if self._keep:
+            store.mark_used()
+        return store
+
     def close(self, status: str, turns: int) -> None:
         """Save the rest, record how the agent ended (`stopped`, `failed`, …) and release the session."""
         if self.log is not None:
             self.log.sync(self.messages)
             self.log.status(status, turns=turns, ended=True)
             self.log.close()
-        if self._store is not None:
-            self._store.close()
-        self._store, self.log = None, None
+        for store in (self._store, self._reserved):
+            if store is not None:
+                store.close()
+        self._store, self._reserved, self.log = None, None, None
 
     def keep(self) -> None:
         """Keep the session when it closes even if nothing was said in it (its id was handed out already); before
@@ -201,6 +222,12 @@ def saved_main_agent(session: str, working_dir: Path, agent_id: str | None) -> t
     from ..sessions import open_session
 
     saved = open_session(session, working_dir)
+    if saved.summary.main_id is None:
+        # made when its id was handed out, before its agent started (ACP's `session/new`), and never reached further
+        # (its process ended first): it resumes as the empty session it is
+        from ..tree.agent_ids import new_agent_id
+
+        return saved.session_id, agent_id or new_agent_id(), []
     main = saved.main_id
     if agent_id is not None and agent_id != main:
         raise ValueError(f"agent_id: session {saved.session_id} belongs to {main}, not {agent_id}")

@@ -47,7 +47,7 @@ class ForkedProvisioner(LocalProvisioner):
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
         self.sandbox_plan = self.plan_source() if self.plan_source is not None else None
         zygote = self.zygote
-        if zygote is None or not zygote.running:
+        if zygote is None or not zygote.running or not zygote.forks_for(dict(kwargs.get("env") or os.environ)):
             if self.sandbox_plan is not None and KERNEL_LAUNCHER in cmd:
                 # our launcher confines itself before ipykernel starts (no second interpreter start)
                 env = dict(kwargs.get("env") or os.environ)

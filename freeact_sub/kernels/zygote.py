@@ -130,6 +130,13 @@ class KernelZygote:
         self.kernels: set[int] = set()
         """PIDs of the kernels it forked that have not exited."""
 
+    def forks_for(self, env: dict[str, str]) -> bool:
+        """Whether a kernel with the environment `env` can be forked here: not if `env` sets a variable Python reads
+        as it starts (`PYTHONPATH`, `PYTHONHOME`, `PYTHONSAFEPATH`, …) to other than the zygote started with. Its
+        interpreter started long ago, in the zygote: such a kernel is launched, and so gets what it asks for."""
+        return all(env.get(name) == self._environment.get(name) for name in {*env, *self._environment}
+                   if name.startswith("PYTHON"))
+
     @property
     def running(self) -> bool:
         """Whether it has done its imports and forks kernels now."""

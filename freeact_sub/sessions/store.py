@@ -204,8 +204,10 @@ class SessionStore:
         """The log of an agent saved earlier, and its history ready for the model; it continues its own file.
 
         `model`: the model it runs on now, when that may differ from the one the index has for it."""
-        saved = read_messages(self.path / f"{agent_id}.jsonl")
         summary = self.summary()
+        if agent_id not in summary.agents and summary.main_id is None:  # a session made before its agent (ACP)
+            return self.agent(agent_id, model=model), []
+        saved = read_messages(self.path / f"{agent_id}.jsonl")
         if agent_id not in summary.agents:
             raise SessionError(f"session {self.session_id} has no agent {agent_id}")
         record = summary.agents[agent_id]

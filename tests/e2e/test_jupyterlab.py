@@ -198,8 +198,9 @@ def scroll_to_top_of(locator) -> None:
     locator.evaluate("element => element.scrollIntoView({block: 'start'})")
 
 
-def wait_for_a_settled_kernel(lab: JupyterLab, seconds: float = 3.0) -> None:
-    """Wait until the notebook's one kernel is idle and has stayed the same kernel for `seconds`.
+def wait_for_a_settled_kernel(lab: JupyterLab, seconds: float = 3.0, notebook: str | None = None) -> None:
+    """Wait until the notebook's one kernel is idle and has stayed the same kernel for `seconds` (`notebook`: the
+    kernel of that notebook, where the module's server restores others an earlier test opened).
 
     JupyterLab may replace the kernel it started first while it restores its workspace (seen
     under load: a kernel shut down half a second after its start); cells queued on the first
@@ -210,7 +211,7 @@ def wait_for_a_settled_kernel(lab: JupyterLab, seconds: float = 3.0) -> None:
     while time.monotonic() < deadline:
         with urllib.request.urlopen(f"{lab.url}/api/sessions?token={lab.token}", timeout=10) as response:
             sessions = json.load(response)
-        kernels = [s["kernel"] for s in sessions if s.get("kernel")]
+        kernels = [s["kernel"] for s in sessions if s.get("kernel") and notebook in (None, s.get("path"))]
         if len(kernels) == 1 and kernels[0].get("execution_state") == "idle":
             kernel_id = kernels[0]["id"]
             if settled is None or settled[0] != kernel_id:
@@ -817,7 +818,7 @@ def test_a_change_set_is_decided_file_by_file_in_jupyterlab(jupyterlab: JupyterL
     open_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
     if open_tab.count():
         open_tab.click()
-    wait_for_a_settled_kernel(jupyterlab)
+    wait_for_a_settled_kernel(jupyterlab, notebook="changes.ipynb")
     run_all_cells(page, notebook)
 
     live = notebook.locator(".freeact-live")

@@ -101,3 +101,22 @@ async def test_a_changed_kernel_environment_gets_a_new_zygote_and_the_old_one_en
         await kernel.shutdown(now=True)
     assert await is_gone(old.pid, wait=10)  # it ended with its last kernel
     assert old.pid not in process_zygote_pids()
+
+
+async def test_a_kernel_whose_environment_sets_pythonpath_is_launched_not_forked(tmp_path: Path) -> None:
+    """`kernel_env` may set what Python reads as it starts (`PYTHONPATH`, `PYTHONHOME`, …): a forked kernel's
+    interpreter started in the zygote, without it, so such a kernel is launched and gets it."""
+    from freeact_sub.kernels.local import Kernel
+    from freeact_sub.kernels.zygote import process_zygote
+
+    zygote = process_zygote()
+    await zygote.start()
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "my_helpers.py").write_text("ANSWER = 42\n")
+    code = "import os, my_helpers; print(my_helpers.ANSWER, os.getppid())"
+    async with Kernel(working_dir=tmp_path, env={"PYTHONPATH": str(libs)}, launcher=zygote) as kernel:
+        answer, parent = (await kernel.execute(code)).text.split()
+    assert answer == "42" and int(parent) != zygote.pid
+    async with Kernel(working_dir=tmp_path, launcher=zygote) as kernel:  # without such a variable: forked
+        assert int((await kernel.execute("import os; print(os.getppid())")).text) == zygote.pid

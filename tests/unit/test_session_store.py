@@ -29,6 +29,7 @@ from freeact_sub.sessions import (
     list_sessions,
     open_session,
 )
+from freeact_sub.sessions.store import new_session_id
 from freeact_sub.sessions.transcript import read_messages, valid_for_model
 
 
@@ -271,3 +272,25 @@ def test_a_writer_after_a_torn_last_line_drops_it_so_later_resumes_read_clean(tm
     assert [p.content for m in messages if m.kind == "response" for p in m.parts] == ["first", "second"]
     prompts = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
     assert prompts == ["one", "two"]  # the new prompt is there, once
+
+
+def test_a_session_made_before_its_agent_resumes_empty_under_a_new_main_agent(tmp_path: Path) -> None:
+    """ACP's `session/new` makes the session on disk before its agent starts; a process that ends in between
+    leaves a session with no agent, which a client may load all the same (it was handed its id)."""
+    from freeact_sub.agent.conversation import saved_main_agent
+
+    session_id = new_session_id()
+    made = SessionStore.create(tmp_path, session_id)
+    made.mark_used()
+    made.close()
+    resumed_id, main, history = saved_main_agent(session_id, tmp_path, None)
+    assert resumed_id == session_id and main.startswith("agent-") and history == []
+    store = SessionStore.open(tmp_path, session_id)
+    log, saved = store.resume_agent(main)
+    assert saved == [] and log is not None
+    store.close()
+    assert open_session(session_id, tmp_path).main_id == main  # from now on it is an ordinary session
+    store = SessionStore.open(tmp_path, session_id)
+    with pytest.raises(SessionError, match="has no agent agent-other"):  # a session with a main agent is checked
+        store.resume_agent("agent-other")
+    store.close()
