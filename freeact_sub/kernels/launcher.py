@@ -9,6 +9,7 @@ zygote is not running, the provisioner launches kernels the ordinary way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -47,6 +48,11 @@ class ForkedProvisioner(LocalProvisioner):
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
         self.sandbox_plan = self.plan_source() if self.plan_source is not None else None
         zygote = self.zygote
+        if zygote is not None and zygote.starting:
+            # its imports are under way (a tree's first children arrive as it starts): a launch would cost three
+            # forks' CPU and take about as long as what is left of them
+            with contextlib.suppress(Exception):
+                await zygote.start()
         if zygote is None or not zygote.running or not zygote.forks_for(dict(kwargs.get("env") or os.environ)):
             if self.sandbox_plan is not None and KERNEL_LAUNCHER in cmd:
                 # our launcher confines itself before ipykernel starts (no second interpreter start)

@@ -153,6 +153,11 @@ class KernelZygote:
         return self._process is not None and self._process.poll() is None
 
     @property
+    def starting(self) -> bool:
+        """Whether its process runs and is still doing its imports."""
+        return self.alive and not self._ready.done()
+
+    @property
     def usable(self) -> bool:
         """Whether it may still serve kernels: not launched yet, starting, or running."""
         return self._process is None or self.running or (self.alive and not self._ready.done())

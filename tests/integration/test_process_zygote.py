@@ -120,3 +120,19 @@ async def test_a_kernel_whose_environment_sets_pythonpath_is_launched_not_forked
     assert answer == "42" and int(parent) != zygote.pid
     async with Kernel(working_dir=tmp_path, launcher=zygote) as kernel:  # without such a variable: forked
         assert int((await kernel.execute("import os; print(os.getppid())")).text) == zygote.pid
+
+
+async def test_a_kernel_asked_for_while_the_zygote_starts_is_forked_once_it_is_ready(tmp_path: Path) -> None:
+    """A tree's first children ask for kernels while the zygote does its imports: they wait for it and are forked,
+    rather than each launching a Python of its own (three times a fork's CPU)."""
+    from freeact_sub.kernels.local import Kernel
+    from freeact_sub.kernels.zygote import KernelZygote
+
+    zygote = KernelZygote()
+    zygote.launch()
+    try:
+        assert zygote.starting
+        async with Kernel(working_dir=tmp_path, launcher=zygote) as kernel:
+            assert int((await kernel.execute("import os; print(os.getppid())")).text) == zygote.pid
+    finally:
+        await zygote.close()
