@@ -130,15 +130,15 @@ def sweep_owned(parent: Path) -> list[str]:
 def _kernel_remnant(folder: Path) -> bool:
     """Whether an owner-less kernel folder holds only what a kernel makes after its folder was removed.
 
-    A kernel forked while its start was being cancelled can bind its sockets and make its `ipython`
-    folder after the host removed the connection folder; the zygote then ends it. What is left is
-    only those, with nobody listening (a live kernel's folder always has its owner file).
+    A kernel forked while its start was being cancelled can bind its sockets, make its `ipython` folder and open its
+    `kernel.log` after the host removed the connection folder; the zygote then ends it. What is left is only those,
+    with nobody listening (a live kernel's folder always has its owner file).
     """
     entries = list(folder.iterdir())
     run = folder / "run"
     sockets = [entry for entry in (run.iterdir() if run.is_dir() else ()) if entry.is_socket()]
     sockets += [entry for entry in entries if entry.name.startswith("socket-")]  # the layout before `run/`
-    return all(entry.name in ("ipython", "run", "tmp") or entry in sockets for entry in entries) and all(
+    return all(entry.name in ("ipython", "run", "tmp", "kernel.log") or entry in sockets for entry in entries) and all(
         _nobody_listens(entry) for entry in sockets
     )
 

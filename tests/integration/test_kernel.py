@@ -275,6 +275,10 @@ async def test_what_a_kernel_made_after_its_folder_was_removed_is_swept_when_nob
     dead, live = root / "freeact-sub-kernel-dead", root / "freeact-sub-kernel-live"
     for folder in (dead, live):
         (folder / "ipython" / "profile_default").mkdir(parents=True)
+    logged = root / "freeact-sub-kernel-logged"  # all that is left: the log it opened (seen after a suite run)
+    logged.mkdir()
+    (logged / "kernel.log").write_text("")
+    os.utime(logged, (time.time() - 120, time.time() - 120))
     with socket.socket(socket.AF_UNIX) as gone:
         gone.bind(str(dead / "socket-1"))  # bound, then closed: nobody listens on it any more
     with socket.socket(socket.AF_UNIX) as listening:
@@ -282,7 +286,7 @@ async def test_what_a_kernel_made_after_its_folder_was_removed_is_swept_when_nob
         listening.listen()
         for folder in (dead, live):
             os.utime(folder, (time.time() - 120, time.time() - 120))
-        assert kernel_folders.sweep(str(root)) == [str(dead)]
+        assert kernel_folders.sweep(str(root)) == [str(dead), str(logged)]
         assert live.exists()
 
 
