@@ -60,7 +60,7 @@ async def test_300_rounds_never_overflow_and_resume_from_the_compacted_history(t
     with DemoServer(responder=respond, chunk_delay=0, faults=limit).start() as server:
         began = time.monotonic()
         async with Agent(_config(server, tmp_path, "openai", compact_at=None)) as agent:
-            events = await drive(agent.stream("Count to 300 with cells."), limit=120)
+            events = await drive(agent.stream("Count to 300 with cells."), limit=300)
             compactions = of(ContextCompacted, events)
             assert events[-1].content == "Counted to 300."  # type: ignore[attr-defined]
             assert compactions and all(e.trigger == "overflow" for e in compactions)
