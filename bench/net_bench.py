@@ -71,7 +71,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 payload = b"x" * int(sys.argv[1])
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
-        body = payload if self.path == "/big" else b"small page"
+        body = payload if self.path.endswith("/big") else b"small page"  # absolute form too (a relay passes it on)
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
