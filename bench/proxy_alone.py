@@ -17,7 +17,7 @@ Every round runs each in turns (the order rotates). Printed per variant, medians
 the download against direct, the relay's CPU per request and per 50 MB, and the CPU of all three processes (client,
 server, relay): on 2 busy cores the download cannot be faster than that total allows. `--busy`: a thread of the
 proxy's process runs Python all the time, as the host's own work does (the proxy's thread shares its interpreter
-lock).
+lock); `--switch-intervals 0,0.5`: the proxy's process with Python's default switch interval (5 ms) and with 0.5 ms.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ with socket.create_server(("127.0.0.1", 0)) as listener, socket.socket(socket.AF
     socket.send_fds(handing, [b"L"], [listener.fileno()])
     handing.recv(1)
     port = listener.getsockname()[1]
+if float(sys.argv[3]):
+    sys.setswitchinterval(float(sys.argv[3]))
 if sys.argv[2] == "busy":
     def spin():
         while True:
@@ -149,13 +151,19 @@ def _floor(folder: str, upstream: int) -> _Relay | None:
     return _start("floor", [binary, str(upstream)])
 
 
-def _proxy(name: str, checkout: Path, mode: str, busy: bool) -> _Relay:
+def _proxy(name: str, checkout: Path, mode: str, busy: bool, switch: float) -> _Relay:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    return _start(name, [sys.executable, "-c", SERVE, mode, "busy" if busy else "calm"], env, own_cpu=True)
+    command = [sys.executable, "-c", SERVE, mode, "busy" if busy else "calm", str(switch)]
+    return _start(name, command, env, own_cpu=True)
 
 
 def measure(
-    rounds: int, requests: int, modes: tuple[str, ...], baseline: Path | None = None, busy: bool = False
+    rounds: int,
+    requests: int,
+    modes: tuple[str, ...],
+    baseline: Path | None = None,
+    busy: bool = False,
+    switch: tuple[float, ...] = (0.0,),
 ) -> dict[str, dict[str, float]]:
     """Medians per variant (`direct`, `floor`, each mode, `base-<mode>`): `small` and `big` (seconds), `relay_small`
     and `relay_big` (the relay's CPU seconds per request, per download), `all_big` (the CPU seconds of client,
@@ -171,9 +179,11 @@ def measure(
             if floor is not None:
                 relays.append(floor)
             for mode in modes:
-                relays.append(_proxy(mode, ROOT, mode, busy))
-                if baseline is not None:
-                    relays.append(_proxy(f"base-{mode}", baseline, mode, busy))
+                for interval in switch:
+                    named = mode + (f"@{interval * 1000:g}ms" if interval else "")
+                    relays.append(_proxy(named, ROOT, mode, busy, interval))
+                    if baseline is not None:
+                        relays.append(_proxy(f"base-{named}", baseline, mode, busy, interval))
 
             def client(relay: _Relay, count: int) -> tuple[float, float, float]:
                 """What the client measured, the relay's CPU and the CPU of all three for it."""
@@ -235,9 +245,17 @@ def main() -> None:
     parser.add_argument("--modes", default="splice")
     parser.add_argument("--baseline", type=Path, help="a checkout of other code, its proxy measured in turns")
     parser.add_argument("--busy", action="store_true", help="a thread of the proxy's process runs Python meanwhile")
+    parser.add_argument(
+        "--switch-intervals",
+        default="0",
+        help="the proxy's process's `sys.setswitchinterval`, in ms, each measured (0: Python's 5 ms)",
+    )
     options = parser.parse_args()
     began = time.perf_counter()
-    found = measure(options.rounds, options.requests, tuple(options.modes.split(",")), options.baseline, options.busy)
+    intervals = tuple(float(ms) / 1000 for ms in options.switch_intervals.split(","))
+    found = measure(
+        options.rounds, options.requests, tuple(options.modes.split(",")), options.baseline, options.busy, intervals
+    )
     report(found, options.rounds, options.requests, options.busy)
     print(f"({time.perf_counter() - began:.0f} s)")
 
