@@ -15,9 +15,11 @@ downloads 50 MB from an HTTP server of its own process, on 127.0.0.1. It goes:
 
 Every round runs each in turns (the order rotates). Printed per variant, medians: a small request's round trip and
 the download against direct, the relay's CPU per request and per 50 MB, and the CPU of all three processes (client,
-server, relay): on 2 busy cores the download cannot be faster than that total allows. `--busy`: a thread of the
-proxy's process runs Python all the time, as the host's own work does (the proxy's thread shares its interpreter
-lock); `--switch-intervals 0,0.5`: the proxy's process with Python's default switch interval (5 ms) and with 0.5 ms.
+server, relay): on 2 busy cores the download cannot be faster than that total allows. `--busy`: Python runs all the
+time beside the proxy, in a thread of its process (`+lock`: as the host's own work does, sharing the interpreter
+lock with the proxy's thread) and, in turns, in a process of its own (`+apart`: the same competition for the
+cores, no lock shared: what a proxy in a process of its own would meet); `--switch-intervals 0,0.5`: the proxy's
+process with Python's default switch interval (5 ms) and with 0.5 ms.
 """
 
 from __future__ import annotations
@@ -55,16 +57,23 @@ with socket.create_server(("127.0.0.1", 0)) as listener, socket.socket(socket.AF
     port = listener.getsockname()[1]
 if float(sys.argv[3]):
     sys.setswitchinterval(float(sys.argv[3]))
-if sys.argv[2] == "busy":
-    def spin():
-        while True:
-            sum(range(1000))
-    threading.Thread(target=spin, daemon=True).start()
+SPIN = "while True: sum(range(1000))"
+spinner = None
+if sys.argv[2] == "lock":
+    threading.Thread(target=lambda: exec(SPIN), daemon=True).start()
+elif sys.argv[2] == "apart":
+    import subprocess
+    spinner = subprocess.Popen([sys.executable, "-c", SPIN])
 print(port, flush=True)
-for line in sys.stdin:
-    print(proxy.cpu_seconds(), flush=True)
-registration.close()
-os.rmdir(folder)
+try:
+    for line in sys.stdin:
+        print(proxy.cpu_seconds(), flush=True)
+finally:
+    if spinner is not None:
+        spinner.kill()
+        spinner.wait()
+    registration.close()
+    os.rmdir(folder)
 """
 """A proxy in a process of its own (run with the checkout's `PYTHONPATH`): prints the port it serves, then its
 threads' CPU seconds for each line read; ends at the end of its input."""
@@ -151,10 +160,9 @@ def _floor(folder: str, upstream: int) -> _Relay | None:
     return _start("floor", [binary, str(upstream)])
 
 
-def _proxy(name: str, checkout: Path, mode: str, busy: bool, switch: float) -> _Relay:
+def _proxy(name: str, checkout: Path, mode: str, busy: str, switch: float) -> _Relay:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    command = [sys.executable, "-c", SERVE, mode, "busy" if busy else "calm", str(switch)]
-    return _start(name, command, env, own_cpu=True)
+    return _start(name, [sys.executable, "-c", SERVE, mode, busy, str(switch)], env, own_cpu=True)
 
 
 def measure(
@@ -180,10 +188,13 @@ def measure(
                 relays.append(floor)
             for mode in modes:
                 for interval in switch:
-                    named = mode + (f"@{interval * 1000:g}ms" if interval else "")
-                    relays.append(_proxy(named, ROOT, mode, busy, interval))
-                    if baseline is not None:
-                        relays.append(_proxy(f"base-{named}", baseline, mode, busy, interval))
+                    for spinning in ("lock", "apart") if busy else ("calm",):
+                        named = (
+                            mode + (f"@{interval * 1000:g}ms" if interval else "") + (f"+{spinning}" if busy else "")
+                        )
+                        relays.append(_proxy(named, ROOT, mode, spinning, interval))
+                        if baseline is not None:
+                            relays.append(_proxy(f"base-{named}", baseline, mode, spinning, interval))
 
             def client(relay: _Relay, count: int) -> tuple[float, float, float]:
                 """What the client measured, the relay's CPU and the CPU of all three for it."""
@@ -226,7 +237,7 @@ def report(found: dict[str, dict[str, float]], rounds: int, requests: int, busy:
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; medians of "
         f"{rounds} rounds, each variant in turns; {requests} small requests (a connection each), then 50 MB"
-        + ("; a thread of the proxy's process runs Python all the while" if busy else "")
+        + ("; Python runs beside the proxy all the while (+lock: in its process, +apart: in another)" if busy else "")
     )
     direct = found["direct"]
     for name, row in found.items():
@@ -244,7 +255,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--modes", default="splice")
     parser.add_argument("--baseline", type=Path, help="a checkout of other code, its proxy measured in turns")
-    parser.add_argument("--busy", action="store_true", help="a thread of the proxy's process runs Python meanwhile")
+    parser.add_argument("--busy", action="store_true", help="Python runs beside the proxy meanwhile")
     parser.add_argument(
         "--switch-intervals",
         default="0",
