@@ -121,11 +121,19 @@ def hosts_meet(parent: bool | tuple[str, ...], child: bool | tuple[str, ...]) ->
 _IPV4_CHARACTERS = frozenset("0123456789.")
 
 
-@functools.lru_cache(maxsize=1024)  # the addresses names resolve to come again and again
+_LONGEST_ADDRESS = 64
+"""No IP address is written longer (an IPv6 one with a zone included): what is longer is not parsed, nor kept."""
+
+
 def _ip(text: str) -> Address | None:
     # a name is neither: `ipaddress` would raise twice (IPv4, then IPv6) to say so, ~25 us a connection
-    if ":" not in text and not _IPV4_CHARACTERS.issuperset(text):
+    if len(text) > _LONGEST_ADDRESS or (":" not in text and not _IPV4_CHARACTERS.issuperset(text)):
         return None
+    return _parsed_ip(text)
+
+
+@functools.lru_cache(maxsize=1024)  # the addresses names resolve to come again and again; short texts only
+def _parsed_ip(text: str) -> Address | None:
     try:
         return ipaddress.ip_address(text)
     except ValueError:

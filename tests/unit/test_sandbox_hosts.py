@@ -155,3 +155,23 @@ def test_a_host_list_is_parsed_once_not_for_every_connection(monkeypatch: pytest
         ]
         assert isinstance(rules.destination("evil.test", 443, listed, lambda host, port: []), tuple)
     assert len(parsed) <= 2 * len(listed), len(parsed)  # the list's entries, once (not 100 connections' worth)
+
+
+def test_made_up_names_leave_nothing_behind_in_the_checks_caches() -> None:
+    """A cell's code writes the names it asks for: a flood of long ones is refused and kept nowhere."""
+    import tracemalloc
+
+    from freeact_sub.sandbox.hosts import destination
+
+    listed = expand_hosts(["ok.test", "10.0.0.0/8"])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for index in range(300):
+            made_up = f"{index}:" + "1" * 50_000  # looks like an address to a quick glance (a colon, digits)
+            assert isinstance(destination(made_up, 443, listed, lambda host, port: []), tuple)
+            assert isinstance(destination(f"[{made_up}]", 443, listed, lambda host, port: []), tuple)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1 << 20, f"{grown >> 20} MiB kept of what the names were"
