@@ -14,6 +14,8 @@ threads in the host) is reported per mode. Targets: 50 MB <= 1.10x direct, 200 s
 Then spawn (forked by the zygote, as pooled and child kernels are) under `workspace` with its default limits
 (memory, processes: a pids cgroup where the host can make one) against the same profile without limits.
 Target: <= +5 ms.
+
+The proxy alone, against the floor of any relay and against other code: `python -m bench.proxy_alone`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -71,7 +72,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 payload = b"x" * int(sys.argv[1])
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
-        body = payload if self.path == "/big" else b"small page"
+        body = payload if self.path.endswith("/big") else b"small page"  # absolute form too (a relay passes it on)
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -194,71 +195,6 @@ async def measure(rounds: int, count: int, modes: tuple[str, ...] = (DEFAULT_MOD
     return {**measured, "rounds": rounds, "spawns": count, "modes": list(modes)}
 
 
-CLIENT = r"""
-import json, sys, time, urllib.request
-proxy_port, host, port, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-opener = urllib.request.build_opener(urllib.request.ProxyHandler(
-    {"http": f"http://127.0.0.1:{proxy_port}"} if proxy_port else {}))
-times = []
-for _ in range(count):
-    began = time.perf_counter()
-    opener.open(f"http://{host}:{port}/small", timeout=10).read()
-    times.append(time.perf_counter() - began)
-began = time.perf_counter()
-response = opener.open(f"http://{host}:{port}/big", timeout=60)
-while response.read(1 << 20):
-    pass
-print(json.dumps({"small": sorted(times)[count // 2], "big": time.perf_counter() - began}))
-"""
-"""A client of the host-only measurement: `count` small requests (their median), then the 50 MB download."""
-
-
-def host_only(rounds: int, modes: tuple[str, ...], count: int = 500) -> dict[str, float]:
-    """The proxy without kernels: a client and the server in processes of their own, the proxy serving a listening
-    socket handed to it as a kernel's would be. Per mode, medians of `rounds`: a small request's round trip and the
-    50 MB download, direct and through the proxy, and the host's CPU for the proxied run (the proxy's threads are
-    all the host runs meanwhile)."""
-    from freeact_sub.sandbox.proxy import Proxy
-
-    server, port = _server()
-    set_resolver(_resolve)
-    own = Proxy()
-    samples: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as folder:
-        registration = own.register(os.path.join(folder, "proxy.sock"), ("bench.test", "127.0.0.1"), "bench")
-        try:
-            registration.arm()
-            with socket.create_server(("127.0.0.1", 0)) as listener, socket.socket(socket.AF_UNIX) as handing:
-                handing.connect(registration.path)
-                socket.send_fds(handing, [b"L"], [listener.fileno()])
-                handing.recv(1)
-                proxy_port = listener.getsockname()[1]
-
-            def client(through: int, host: str) -> tuple[dict[str, float], float]:
-                began = time.process_time()
-                done = subprocess.run([sys.executable, "-c", CLIENT, str(through), host, str(port), str(count)],
-                                      capture_output=True, text=True, check=True)
-                return json.loads(done.stdout), time.process_time() - began
-
-            client(0, "127.0.0.1")
-            for index in range(rounds):
-                for mode in modes[index % len(modes):] + modes[:index % len(modes)]:
-                    set_mode(mode)
-                    direct, _ = client(0, "127.0.0.1")
-                    through, cpu = client(proxy_port, "bench.test")
-                    for key, value in (("direct_small", direct["small"]), ("direct_big", direct["big"]),
-                                       (f"{mode}_small", through["small"]), (f"{mode}_big", through["big"]),
-                                       (f"{mode}_cpu", cpu)):
-                        samples.setdefault(key, []).append(value)
-        finally:
-            set_mode(None)
-            set_resolver(None)
-            registration.close()
-            server.kill()
-            server.wait()
-    return {key: statistics.median(values) for key, values in samples.items()}
-
-
 async def main(rounds: int, count: int, modes: tuple[str, ...]) -> None:
     if (problem := platform_problem()) is not None:
         sys.exit(f"no sandbox on this machine: {problem}")
@@ -290,18 +226,5 @@ if __name__ == "__main__":
     parser.add_argument("--spawns", type=int, default=20, help="forked spawns per kind (0: none)")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="how the proxy moves bytes, each measured: copy, splice, with :<KiB> held at most")
-    parser.add_argument("--host-only", action="store_true",
-                        help="the proxy alone: client and server in processes of their own, no kernel; prints the "
-                             "host's CPU per connection")
     options = parser.parse_args()
-    if options.host_only:
-        found = host_only(options.rounds, tuple(options.modes.split(",")))
-        print(f"load average {os.getloadavg()[0]:.1f}; medians of {options.rounds}; a small request's round trip "
-              f"direct: {found['direct_small'] * 1e6:.0f} us; 50 MB direct: {found['direct_big'] * 1000:.0f} ms")
-        for mode in options.modes.split(","):
-            small, big = found[f"{mode}_small"], found[f"{mode}_big"]
-            print(f"{mode}: a small request {small * 1e6:.0f} us ({small / found['direct_small']:.2f}x), 50 MB "
-                  f"{big * 1000:.0f} ms ({big / found['direct_big']:.2f}x); the host's CPU for 500 requests and the "
-                  f"download: {found[f'{mode}_cpu'] * 1000:.0f} ms")
-    else:
-        asyncio.run(main(options.rounds, options.spawns, tuple(options.modes.split(","))))
+    asyncio.run(main(options.rounds, options.spawns, tuple(options.modes.split(","))))

@@ -9,12 +9,13 @@ without a trailing dot.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["ANY_PUBLIC", "NAMED_HOST_LISTS", "address_allowed", "destination", "expand_hosts", "host_allowed",
-           "hosts_meet", "normalise_host"]
+__all__ = ["ANY_PUBLIC", "NAMED_HOST_LISTS", "HostRules", "address_allowed", "destination", "expand_hosts",
+           "host_allowed", "host_rules", "hosts_meet", "normalise_host"]
 
 NAMED_HOST_LISTS: dict[str, tuple[str, ...]] = {
     "packages": ("pypi.org", "files.pythonhosted.org"),
@@ -38,8 +39,8 @@ def normalise_host(name: str) -> str | None:
         name = name[:-1]
     if name.startswith("[") and name.endswith("]"):
         name = name[1:-1]
-    if _ip(name) is not None:
-        return str(_ip(name))
+    if (literal := _ip(name)) is not None:
+        return str(literal)
     return name if len(name) <= 253 and _NAME.match(name) else None
 
 
@@ -117,7 +118,22 @@ def hosts_meet(parent: bool | tuple[str, ...], child: bool | tuple[str, ...]) ->
     return tuple(kept) or False
 
 
+_IPV4_CHARACTERS = frozenset("0123456789.")
+
+
+_LONGEST_ADDRESS = 64
+"""No IP address is written longer (an IPv6 one with a zone included): what is longer is not parsed, nor kept."""
+
+
 def _ip(text: str) -> Address | None:
+    # a name is neither: `ipaddress` would raise twice (IPv4, then IPv6) to say so, ~25 us a connection
+    if len(text) > _LONGEST_ADDRESS or (":" not in text and not _IPV4_CHARACTERS.issuperset(text)):
+        return None
+    return _parsed_ip(text)
+
+
+@functools.lru_cache(maxsize=1024)  # the addresses names resolve to come again and again; short texts only
+def _parsed_ip(text: str) -> Address | None:
     try:
         return ipaddress.ip_address(text)
     except ValueError:
@@ -140,28 +156,75 @@ def destination(raw_host: str, port: int, hosts: tuple[str, ...],
     The name is checked before it is resolved (a refused name is never looked up); an IP literal needs a listed
     network; of the addresses a name resolves to, only public ones and those in a listed network are kept.
     """
-    host = normalise_host(raw_host)
-    if host is None or not 0 < port < 65536:
-        return raw_host[:100], port, "not a host name and port"
-    literal = _ip(host)
-    if literal is not None:
-        public = ANY_PUBLIC in hosts and address_allowed(literal, ())
-        if not public and not any(network.version == literal.version and literal in network
-                                  for entry in hosts if "/" in entry and (network := _network(entry)) is not None):
-            return host, port, f"an IP address the profile does not list (it allows {_listed(hosts)})"
-        return [str(literal)]
-    if not host_allowed(host, hosts):
-        return host, port, f"not a host the profile allows (it allows {_listed(hosts)})"
-    try:
-        addresses = resolve(host, port)
-    except OSError as exc:
-        return host, port, f"it does not resolve ({exc})"
-    allowed = [address for address in addresses
-               if (ip := _ip(address)) is not None and address_allowed(ip, hosts)]
-    if not allowed:
-        return host, port, (f"it resolves to {', '.join(addresses) or 'nothing'}: private addresses are refused "
-                            "unless the profile lists their network")
-    return allowed
+    return host_rules(hosts).destination(raw_host, port, resolve)
+
+
+class HostRules:
+    """A host list made ready for checking connections: its names, wildcard suffixes and networks parsed once
+    (`host_rules`), not for every connection."""
+
+    def __init__(self, hosts: tuple[str, ...]) -> None:
+        self.hosts = hosts
+        self._any_public = ANY_PUBLIC in hosts
+        self._names = frozenset(hosts)
+        self._suffixes = tuple(entry[1:] for entry in hosts if entry.startswith("*."))
+        self._networks = tuple(network for entry in hosts if (network := _network(entry)) is not None)
+        """What a resolved address may be in (an entry such as `127.0.0.1` counts)."""
+        self._literal_networks = tuple(network for entry in hosts if "/" in entry
+                                       and (network := _network(entry)) is not None)
+        """What an IP literal in a request may be in: only entries written as networks (`expand_hosts` writes every
+        address so)."""
+        self._listed = _listed(hosts)
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether the (normalised) name `host` matches an entry: the same name, or a subdomain of a `*.` entry."""
+        if self._any_public or host in self._names:
+            return True
+        return any(host.endswith(suffix) and len(host) > len(suffix) for suffix in self._suffixes)
+
+    def address_allowed(self, address: Address) -> bool:
+        """Whether `address` may be connected to: a public address, or one inside a network the list names."""
+        if any(network.version == address.version and address in network for network in self._networks):
+            return True
+        return _public(address)
+
+    def destination(self, raw_host: str, port: int,
+                    resolve: Callable[[str, int], list[str]]) -> list[str] | tuple[str, int, str]:
+        """See `destination`."""
+        host = normalise_host(raw_host)
+        if host is None or not 0 < port < 65536:
+            return raw_host[:100], port, "not a host name and port"
+        literal = _ip(host)
+        if literal is not None:
+            public = self._any_public and _public(literal)
+            if not public and not any(network.version == literal.version and literal in network
+                                      for network in self._literal_networks):
+                return host, port, f"an IP address the profile does not list (it allows {self._listed})"
+            return [str(literal)]
+        if not self.host_allowed(host):
+            return host, port, f"not a host the profile allows (it allows {self._listed})"
+        try:
+            addresses = resolve(host, port)
+        except OSError as exc:
+            return host, port, f"it does not resolve ({exc})"
+        allowed = [address for address in addresses
+                   if (ip := _ip(address)) is not None and self.address_allowed(ip)]
+        if not allowed:
+            return host, port, (f"it resolves to {', '.join(addresses) or 'nothing'}: private addresses are refused "
+                                "unless the profile lists their network")
+        return allowed
+
+
+@functools.lru_cache(maxsize=64)
+def host_rules(hosts: tuple[str, ...]) -> HostRules:
+    """The rules of `hosts`, made once per list (every kernel of a profile shares them)."""
+    return HostRules(hosts)
+
+
+@functools.lru_cache(maxsize=1024)
+def _public(address: Address) -> bool:
+    # `is_global` walks a table of reserved networks: a few microseconds an address, and a host has few
+    return address.is_global and not address.is_multicast
 
 
 def _listed(hosts: tuple[str, ...]) -> str:

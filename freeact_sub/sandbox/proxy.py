@@ -183,6 +183,7 @@ class Registration:
             return False
         self._armed = False
         previous, self._listener = self._listener, listener
+        _tune(listener)
         if previous is not None:
             with contextlib.suppress(OSError):
                 previous.shutdown(socket.SHUT_RDWR)
@@ -233,6 +234,13 @@ class Registration:
     def open_connections(self) -> int:
         """How many of the kernel's connections are being served now."""
         return len(self._open)
+
+
+def _tune(listener: socket.socket) -> None:
+    """What every connection accepted from `listener` inherits, set once instead of per connection: no Nagle delay
+    (the kernel's client batched its bytes already)."""
+    with contextlib.suppress(OSError):
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _Handover:

@@ -265,8 +265,11 @@ class Incoming:
         self._stop_timer()
         while self._addresses:
             address = self._addresses.pop(0)
-            upstream = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
-            upstream.setblocking(False)
+            upstream = socket.socket(
+                socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK
+            )
+            with contextlib.suppress(OSError):  # the client batched already: pass its bytes on at once
+                upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             code = upstream.connect_ex((address, self._request.port))
             if code == 0:
                 self._upstream = upstream
@@ -302,9 +305,15 @@ class Incoming:
             to_client, to_upstream = b"HTTP/1.1 200 Connection Established\r\n\r\n", request.rest
             both_ways = True
         else:
-            kept = [
-                line for line in request.lines[1:] if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS
-            ]
+            kept, both_ways = [], False
+            for line in request.lines[1:]:
+                name, _, value = line.partition(":")
+                name = name.strip().lower()
+                if name in _HOP_HEADERS or not line:
+                    continue
+                kept.append(line)
+                if name in ("transfer-encoding", "content-length") and value.strip() != "0":
+                    both_ways = True  # a body follows the head
             authority = request.host if request.port == 80 else f"{request.host}:{request.port}"
             head_out = "\r\n".join(
                 [
@@ -317,10 +326,6 @@ class Incoming:
                 ]
             )
             to_client, to_upstream = b"", head_out.encode("latin-1") + request.rest
-            both_ways = any(
-                name in ("transfer-encoding", "content-length") and value.strip() != "0"
-                for name, _, value in (line.lower().partition(":") for line in request.lines[1:])
-            )
         # the relay is the connection from now on: this one ends without closing its sockets
         self.closed = True
         self._upstream = None

@@ -241,8 +241,8 @@ def _send(target: socket.socket, data: memoryview) -> int:
 
 
 class Relay:
-    """A connection the proxy let through: `client` (the kernel's) and `upstream` (both non-blocking), relayed both
-    ways in `loop`
+    """A connection the proxy let through: `client` (the kernel's) and `upstream` (both non-blocking, with
+    `TCP_NODELAY` where the caller wants it: the sender's batching already happened), relayed both ways in `loop`
     (only upstream to client after `to_upstream` if not `both_ways`). `on_end` runs once both sockets are
     closed."""
 
@@ -259,9 +259,6 @@ class Relay:
     ) -> None:
         self.loop, self.client, self.upstream = loop, client, upstream
         self._client_fd, self._on_end = client.fileno(), on_end
-        for sock in (client, upstream):
-            with contextlib.suppress(OSError):  # the sender's own batching already happened: pass bytes on now
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.up = _Pump(client, upstream, to_upstream, follow=both_ways)
         self.down = _Pump(upstream, client, to_client, follow=True)
         self.closed = False

@@ -22,7 +22,7 @@ import pytest_asyncio
 from freeact_sub.kernels.local import Kernel
 from freeact_sub.sandbox import SandboxProfile, platform_problem
 from freeact_sub.sandbox.proxy import Proxy, set_resolver
-from freeact_sub.sandbox.relay import set_mode
+from freeact_sub.sandbox.relay import Relay, set_mode
 
 pytestmark = [
     pytest.mark.skipif(platform_problem() is not None, reason=f"no sandbox here: {platform_problem()}"),
@@ -254,3 +254,26 @@ async def test_the_proxys_thread_ends_with_its_last_kernel(tmp_path: Path) -> No
     assert loops() == before + 1 and not (tmp_path / "a.sock").exists()
     second.close()
     assert await _until(lambda: loops() == before, 5) and not (tmp_path / "b.sock").exists()
+
+
+async def test_both_sockets_of_a_relayed_connection_pass_bytes_on_at_once(tmp_path: Path) -> None:
+    """No Nagle delay on either side of a relayed connection: the kernel's side inherits it from the listening
+    socket the kernel handed over (set once there), the server's side is made so."""
+    own = Proxy()
+    registration = own.register(str(tmp_path / "p.sock"), ("127.0.0.1/32",), "nodelay")
+    try:
+        registration.arm()
+        with socket.create_server(("127.0.0.1", 0)) as upstream, socket.create_server(("127.0.0.1", 0)) as listener:
+            with socket.socket(socket.AF_UNIX) as handing:
+                handing.connect(registration.path)
+                socket.send_fds(handing, [b"L"], [listener.fileno()])
+                assert handing.recv(1) == b"K"
+            with socket.create_connection(listener.getsockname(), timeout=10) as client:
+                client.sendall(f"CONNECT 127.0.0.1:{upstream.getsockname()[1]} HTTP/1.1\r\n\r\n".encode())
+                assert client.recv(100).startswith(b"HTTP/1.1 200")
+                relays = [connection for connection in registration._open if isinstance(connection, Relay)]
+                assert len(relays) == 1
+                for side in (relays[0].client, relays[0].upstream):
+                    assert side.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), side
+    finally:
+        registration.close()

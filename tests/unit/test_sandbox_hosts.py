@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -133,3 +134,44 @@ def test_network_on_is_the_public_internet_and_private_ranges_only_where_listed(
     assert destination("me.test", 8000, listed, resolve) == ["127.0.0.1"]
     assert destination("127.0.0.1", 8000, listed, resolve) == ["127.0.0.1"]
     assert isinstance(destination("intranet.test", 80, listed, resolve), tuple)
+
+
+def test_a_host_list_is_parsed_once_not_for_every_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    from freeact_sub.sandbox import hosts as rules
+
+    listed = expand_hosts(["ok.test", "*.ok.test", "10.0.0.0/8", "127.0.0.1", "once.test"])  # a list of its own
+    parsed: list[str] = []
+    network = rules._network
+
+    def counted(text: str) -> Any:
+        parsed.append(text)
+        return network(text)
+
+    monkeypatch.setattr(rules, "_network", counted)
+    for _ in range(100):
+        assert rules.destination("a.ok.test", 443, listed, lambda host, port: ["10.1.2.3", "127.0.0.1"]) == [
+            "10.1.2.3",
+            "127.0.0.1",
+        ]
+        assert isinstance(rules.destination("evil.test", 443, listed, lambda host, port: []), tuple)
+    assert len(parsed) <= 2 * len(listed), len(parsed)  # the list's entries, once (not 100 connections' worth)
+
+
+def test_made_up_names_leave_nothing_behind_in_the_checks_caches() -> None:
+    """A cell's code writes the names it asks for: a flood of long ones is refused and kept nowhere."""
+    import tracemalloc
+
+    from freeact_sub.sandbox.hosts import destination
+
+    listed = expand_hosts(["ok.test", "10.0.0.0/8"])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for index in range(300):
+            made_up = f"{index}:" + "1" * 50_000  # looks like an address to a quick glance (a colon, digits)
+            assert isinstance(destination(made_up, 443, listed, lambda host, port: []), tuple)
+            assert isinstance(destination(f"[{made_up}]", 443, listed, lambda host, port: []), tuple)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1 << 20, f"{grown >> 20} MiB kept of what the names were"
