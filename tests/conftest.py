@@ -78,10 +78,12 @@ def workdir(tmp_path: Path) -> Path:
 
 
 SLOWEST_FIRST = (
-    "tests/e2e/test_jupyterlab.py",
-    "tests/integration/test_docs_examples.py",
     "tests/e2e/test_sessions_cli.py",
+    "tests/integration/test_docs_examples.py",
     "tests/e2e/test_terminal_oneshot.py",
+    # Not first: on a fresh machine CI installs Chromium in the background (.ci/run), and the project's own install
+    # (uv, ~30 s) no longer outlasts apt's; a worker that started here would wait for it, idle.
+    "tests/e2e/test_jupyterlab.py",
     "tests/e2e/test_terminal_session.py",
     "tests/e2e/test_acp.py",
     "tests/e2e/test_terminal_exit.py",
@@ -91,7 +93,7 @@ SLOWEST_FIRST = (
     "tests/e2e/test_cross_provider_types.py",
     "tests/e2e/test_compaction_e2e.py",
 )
-"""The files that take longest (seconds of worker time, measured), longest first. With `-n 2` each file runs
+"""The files that take longest (seconds of worker time, measured), longest first (but for the browser's file). With `-n 2` each file runs
 whole on one worker (`--dist loadfile`), in the order the files are collected (`--no-loadscope-reorder`);
 the longest ones start first, so the short ones fill up the end and both workers finish together."""
 
