@@ -344,20 +344,39 @@ class _ProjectWalk:
     def __init__(self, root: Path, wanted: set[str]) -> None:
         self.kept: list[str] = []
         self._names: dict[str, list[str]] = {name: [] for name in wanted}
+        # One scandir a folder, top-down, depth first: the entries' types come with the listing, where os.walk
+        # would also lstat every subfolder to leave links alone (a third of its time on 20,000 folders).
+        stack = [os.fspath(root)]
         walked = 0
-        for folder, subfolders, files in os.walk(root):
+        while stack and walked < _MAX_FOLDERS_WALKED:
+            folder = stack.pop()
             walked += 1
-            for name in (*files, *subfolders):
+            try:
+                with os.scandir(folder) as listing:
+                    entries = list(listing)
+            except OSError:
+                continue
+            subfolders: list[str] = []
+            environment = False
+            for entry in entries:
+                name = entry.name
                 if name in self._names:
-                    self._names[name].append(os.path.join(folder, name))
+                    self._names[name].append(entry.path)
                 if name in KEPT_READ_ONLY or name.startswith(".env"):
-                    self.kept.append(os.path.join(folder, name))
-            if "pyvenv.cfg" in files:
+                    self.kept.append(entry.path)
+                try:
+                    is_folder = entry.is_dir(follow_symlinks=False)  # a link is never entered
+                except OSError:
+                    is_folder = False
+                if is_folder:
+                    if name not in _SKIPPED_FOLDERS:
+                        subfolders.append(entry.path)
+                elif name == "pyvenv.cfg":
+                    environment = True
+            if environment:
                 self.kept.append(folder)
-                subfolders[:] = []
-            subfolders[:] = [sub for sub in subfolders if sub not in _SKIPPED_FOLDERS]
-            if walked >= _MAX_FOLDERS_WALKED:
-                break
+            else:
+                stack.extend(reversed(subfolders))
 
     def named(self, name: str) -> list[str]:
         """Every `name` found in the working folder and below."""

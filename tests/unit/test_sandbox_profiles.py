@@ -77,3 +77,21 @@ def test_describe_says_what_a_person_needs_to_know() -> None:
         "packages (writes: working folder; hosts: pypi.org, files.pythonhosted.org; memory ")
     assert OFF.describe().startswith("off")
     assert profile_from(WORKSPACE) is WORKSPACE
+
+
+def test_the_walk_enters_hidden_folders_but_not_links_or_environments(tmp_path: Path) -> None:
+    home, work, outside = tmp_path / "home", tmp_path / "work", tmp_path / "outside"
+    home.mkdir()
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / ".env").write_text("X=1")
+    (work / ".devcontainer").mkdir(parents=True)
+    (work / ".devcontainer" / ".env").write_text("A=1")  # a hidden folder is searched
+    (work / "linked").symlink_to(outside)  # a link is never entered
+    (work / "venv" / "lib").mkdir(parents=True)
+    (work / "venv" / "pyvenv.cfg").write_text("home = /usr/bin")
+    (work / "venv" / "lib" / ".env").write_text("B=2")  # an environment is kept whole, not searched
+    plan = WORKSPACE.plan(work, homes=[str(home)])
+    assert str(work / ".devcontainer" / ".env") in plan["deny"]
+    assert str(outside / "deep" / ".env") not in plan["deny"]
+    assert str(work / "venv" / "lib" / ".env") not in plan["deny"]
+    assert str(work / "venv") in plan["read_only"]
