@@ -113,6 +113,27 @@ class Workspace:
             os.mkdir(path / name, 0o700)
         return cls(folder=path, lower=Path(os.path.realpath(lower)), agent_id=agent_id)
 
+    def adopt(self, view: Workspace) -> None:
+        """Take over the folders of `view`, a view of the same folder that a pooled kernel was booted in, in place of
+        this workspace's own (still empty, removed), and start now.
+
+        The view was mounted before this child started, but nothing was written into it (its upper layer is empty)
+        and its kernel looked up nothing in it but the folder itself: it shows each file as the folder holds it now,
+        not as it was when the view was mounted. So the child's base is the folder at this moment, and what changes
+        in it from now on may conflict (`started_ns`), as for a view mounted now.
+        """
+        if self.mechanism != "overlay" or view.mechanism != "overlay" or view.lower != self.lower:
+            raise ValueError(f"a pooled view of {view.lower} cannot serve a workspace over {self.lower}")
+        own, self.folder = self.folder, view.folder
+        self.started_ns = now_ns()
+        if own != view.folder:
+            shutil.rmtree(own, ignore_errors=True)
+
+    def written(self) -> bool:
+        """Whether anything was written into the view (its upper layer holds an entry)."""
+        with os.scandir(self.upper) as entries:
+            return next(entries, None) is not None
+
     @property
     def upper(self) -> Path:
         """Where the child's writes land (whiteouts for removals), or its copy (where it works)."""
