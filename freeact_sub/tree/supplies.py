@@ -19,6 +19,7 @@ from ..kernels.pool import KernelPool
 from ..kernels.zygote import KernelZygote, process_zygote
 from ..mcp.pool import McpPool, ToolListings
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..sandbox.views import copy_on_write_platform_problem
 from ..workspaces import Workspace
 from .view_kernels import ViewKernels
 
@@ -182,7 +183,11 @@ class Supplies:
         """`callers` isolated children under `sandbox` will start soon (their `task` calls were announced): their
         kernels boot in views of their own meanwhile, as the pool's do for plain children. Nothing where no view
         can be had (no enforced profile, a gateway): those children get a private copy, made when they start."""
-        if not self._running or self.sandbox_plan(sandbox) is None:
+        if not self._running or self.config.isolation_copy or self.sandbox_plan(sandbox) is None:
+            return
+        if callers <= 0 and sandbox not in self.view_pools:
+            return  # none made, none wanted
+        if copy_on_write_platform_problem() is not None:
             return
         self.warm_up()
         self._views_for(sandbox).expect(min(callers, self.config.max_subagents))
@@ -201,16 +206,28 @@ class Supplies:
             views.fill()
         self.mcp_pool.fill(config.mcp_servers, config.working_dir)
 
-    def expect(self, waiting: dict[SandboxProfile, int], announced: int) -> None:
+    def expect(
+        self,
+        waiting: dict[SandboxProfile, int],
+        announced: int,
+        *,
+        views: dict[SandboxProfile, int] | None = None,
+        announced_views: int = 0,
+    ) -> None:
         """Tell each kernel pool how many children will take one of its kernels soon (`waiting` per profile, and
-        `announced` ones under the main agent's), up to `max_subagents`: their kernels boot meanwhile."""
-        if not any(waiting.values()) and not announced and self._warming is None:
+        `announced` ones under the main agent's), up to `max_subagents`: their kernels boot meanwhile. `views` and
+        `announced_views` count the isolated ones the same way: their kernels boot in views of their own."""
+        views = views or {}
+        if not any(waiting.values()) and not announced and not any(views.values()) and not announced_views \
+                and self._warming is None:
             return  # nothing is coming: the supplies stay cold
         self.warm_up()
         limit = self.config.max_subagents
         self.pool.expect(min(waiting.get(self.sandbox, 0) + announced, limit))
         for profile, pool in self.profile_pools.items():
             pool.expect(min(waiting.get(profile, 0), limit))
+        for profile in {*views, *self.view_pools, *([self.sandbox] if announced_views else [])}:
+            self.expect_views(profile, views.get(profile, 0) + (announced_views if profile == self.sandbox else 0))
 
     @property
     def running(self) -> bool:

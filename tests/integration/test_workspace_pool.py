@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from freeact_sub import AgentConfig
+from freeact_sub import Agent, AgentConfig, ApprovalRequest, SubagentStarted
 from freeact_sub.kernels.backends import KernelBackend
 from freeact_sub.kernels.cells import Cell
 from freeact_sub.sandbox import BUILT_IN_PROFILES, kernel_folders
 from freeact_sub.sandbox.views import copy_on_write_platform_problem
 from freeact_sub.tree.supplies import Supplies
 from freeact_sub.workspaces import Workspace, mark_conflicts
-from tests.scripting import until
+from tests.scripting import Call, Router, Script, configs, drive, until
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -36,6 +36,7 @@ pytestmark = [
 ]
 
 PROFILE = BUILT_IN_PROFILES["workspace"]
+config = configs(kernel_pool_size=1, mcp_pool_size=0, prestart_pools=False)
 
 
 class Tree:
@@ -217,3 +218,38 @@ async def test_a_view_written_before_its_child_started_is_not_handed_out_and_unu
     await tree.supplies.close()
     assert not any(folder.exists() for folder in left)  # the views nobody took went with their kernels
     assert not any(_alive(pid) for pid in left_pids)
+
+
+async def test_an_announced_isolated_task_call_boots_its_child_s_view_while_it_waits_for_approval(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "agent-work"
+    work.mkdir()
+    (work / "notes.txt").write_text("before\n")
+    main = Script([Call("task", {"prompt": "KID write", "isolation": "copy-on-write"}, id="t1")], ["done"])
+    kid = Script([Call("execute_ipython_cell", {"code": "open('notes.txt', 'a').write('kid\\n')"})], ["ok"])
+    router = Router({"MAIN": main, "KID": kid})
+    booted: set[int | None] = set()
+    pids: dict[str, int] = {}
+    async with Agent(config(router.model, work)) as agent:
+
+        async def while_asked(event: Any) -> None:
+            if isinstance(event, ApprovalRequest) and event.tool_name == "task":
+                views = agent.tree.supplies.view_pools.get(agent.tree.supplies.sandbox)
+                await until(
+                    lambda: views is not None and views.pool.ready >= 1, "a view booted for the announced child"
+                )
+                plain = agent.tree.supplies.pool
+                assert views is not None and plain.ready + plain.booting <= 1  # its size: none for this child
+                booted.update(k.pid for k in _waiting(views.pool))
+
+        def note_pid(event: Any) -> None:  # while the child runs (its kernel's pid goes when it stops)
+            record = agent.tree.agents.get(event.agent_id)
+            kernel = getattr(record.agent, "kernel", None) if record is not None else None
+            if kernel is not None and kernel.pid is not None:
+                pids.setdefault(event.agent_id, kernel.pid)
+
+        events = await drive(agent.stream("MAIN go"), True, on_event=[while_asked, note_pid], limit=120)
+    (child,) = [e.subagent_id for e in events if isinstance(e, SubagentStarted)]
+    assert pids[child] in booted
+    assert (work / "notes.txt").read_text() == "before\nkid\n"  # its change set, approved and applied
