@@ -85,6 +85,8 @@ class Workspace:
     mechanism: Mechanism = "overlay"
     manifest: Manifest | None = None
     """For a copy: each path as it was copied (what the child did not touch is found by it, not read)."""
+    _unused: list[Path] = field(default_factory=list, repr=False)
+    """Its own folders it did not need, having adopted a pooled view's (`adopt`): removed with it."""
 
     @classmethod
     def create_copy(cls, lower: Path, limit: int, agent_id: str = "") -> Workspace:
@@ -124,10 +126,10 @@ class Workspace:
         """
         if self.mechanism != "overlay" or view.mechanism != "overlay" or view.lower != self.lower:
             raise ValueError(f"a pooled view of {view.lower} cannot serve a workspace over {self.lower}")
-        own, self.folder = self.folder, view.folder
+        if view.folder != self.folder:
+            self._unused.append(self.folder)  # removed with the workspace: not on the child's way to its first cell
+        self.folder = view.folder
         self.started_ns = now_ns()
-        if own != view.folder:
-            shutil.rmtree(own, ignore_errors=True)
 
     def written(self) -> bool:
         """Whether anything was written into the view (its upper layer holds an entry)."""
@@ -167,4 +169,5 @@ class Workspace:
                             os.fchmod(fd, 0o700)
                         finally:
                             os.close(fd)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        for folder in (*self._unused, self.folder):
+            shutil.rmtree(folder, ignore_errors=True)
