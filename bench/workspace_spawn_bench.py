@@ -4,7 +4,9 @@
 
 Kernel level, alternated in one run, on a folder of `--files` files, under the `workspace` sandbox profile, the
 zygote warm. Each row is the time until the kernel answered `1`, and the host's CPU for it (medians; "paired" is
-the median of each run's difference to the pooled kernel taken just before it):
+the median of each run's difference to the pooled kernel taken in the same run; the rows run in one order, then in
+the reverse; "kernel CPU" is what the kernel process ran on a CPU for the row, its boot included where it was booted
+for the row, not ahead):
 - pooled: taking a kernel booted ahead (`KernelPool.acquire`; what a plain child does);
 - forked: a kernel forked from the zygote with the main agent's plan (no view);
 - forked + view: the same with the copy-on-write view mounted (what an isolated child did before its kernels
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import statistics
 import tempfile
 import time
@@ -33,6 +37,15 @@ from freeact_sub.sandbox import BUILT_IN_PROFILES, kernel_folders
 from freeact_sub.tree.copy_kernels import start_in_copy
 from freeact_sub.tree.supplies import Supplies
 from freeact_sub.workspaces import Workspace
+
+
+def _on_cpu(pid: int) -> float:
+    """Seconds process `pid` (all its threads) has run on a CPU (`/proc/<pid>/task/*/schedstat`)."""
+    total = 0
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{thread}/schedstat") as stat:
+            total += int(stat.read().split()[0])
+    return total / 1e9
 
 
 async def main(files: int, runs: int, with_copy: bool) -> None:
@@ -97,15 +110,20 @@ async def main(files: int, runs: int, with_copy: bool) -> None:
         }
         wall: dict[str, list[float]] = {kind: [] for kind in kinds}
         cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
+        kernel_cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
         try:
-            for _ in range(runs):
-                for kind, make in kinds.items():
+            for run in range(runs):
+                order = list(kinds.items())
+                for kind, make in order if run % 2 == 0 else order[::-1]:  # no row always after the same one
                     await asyncio.sleep(1.5)  # the pool tops up, the machine settles
                     began, began_cpu = time.perf_counter(), time.process_time()
                     kernel = await make()
+                    assert kernel.pid is not None
+                    ahead = _on_cpu(kernel.pid) if kind.startswith("pooled") else 0.0  # its boot was not this row's
                     await kernel.run_cell(Cell(code="1"))
                     wall[kind].append(time.perf_counter() - began)
                     cpu[kind].append(time.process_time() - began_cpu)
+                    kernel_cpu[kind].append(_on_cpu(kernel.pid) - ahead)
                     await kernel.shutdown(now=True)
                     for workspace in made:
                         workspace.remove()
@@ -124,7 +142,7 @@ async def main(files: int, runs: int, with_copy: bool) -> None:
             print(
                 f"{kind:14} until `1` answered {took * 1e3:7.1f} ms ({(took - base) * 1e3:+7.1f} ms against pooled;"
                 f" paired {paired * 1e3:+7.1f} ms)   host CPU {med(cpu[kind]) * 1e3:6.1f} ms"
-                f"   ({runs} runs, {files} files)"
+                f"   kernel CPU {med(kernel_cpu[kind]) * 1e3:6.1f} ms   ({runs} runs, {files} files)"
             )
 
 
