@@ -28,11 +28,19 @@ class KernelPool:
     that many ready, so their kernels boot while the running ones work, not when they get their
     slot; when fewer are expected again (the batch has its kernels), the ready kernels beyond
     `size` are shut down. `close()` stops the kernels still booting and shuts down every kernel
-    not handed out.
+    not handed out. `discarded`, if given, is called with each kernel the pool shut down itself (never one it
+    handed out), after its shutdown: what was made for the kernel alone goes with it.
     """
 
-    def __init__(self, new_kernel: Callable[[], KernelBackend], size: int) -> None:
+    def __init__(
+        self,
+        new_kernel: Callable[[], KernelBackend],
+        size: int,
+        *,
+        discarded: Callable[[KernelBackend], None] | None = None,
+    ) -> None:
         self._new_kernel = new_kernel
+        self._discarded = discarded
         self._size = size
         self._ready: asyncio.Queue[KernelBackend | BaseException] = asyncio.Queue()
         self._booting: set[asyncio.Task[None]] = set()
@@ -79,7 +87,7 @@ class KernelPool:
             item = self._ready.get_nowait()
             if isinstance(item, BaseException):
                 continue
-            task = asyncio.create_task(item.shutdown(now=True), name="kernel-pool-shrink")
+            task = asyncio.create_task(self._drop(item), name="kernel-pool-shrink")
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
 
@@ -93,22 +101,30 @@ class KernelPool:
             self._booting.add(task)
             task.add_done_callback(self._booting.discard)
 
+    async def _drop(self, kernel: KernelBackend) -> None:
+        """Shut down a kernel nobody took, then let go of what was made for it alone (also if the shutdown failed)."""
+        try:
+            await kernel.shutdown(now=True)
+        finally:
+            if self._discarded is not None:
+                self._discarded(kernel)
+
     async def _boot(self) -> None:
         kernel = self._new_kernel()
         try:
             async with self._start_slots:
                 await kernel.start()
         except asyncio.CancelledError:
-            await kernel.shutdown(now=True)
+            await self._drop(kernel)
             self.fill(demand=self._waiting)  # a caller that came while this boot was being stopped still gets one
             raise
         except Exception as exc:
-            await kernel.shutdown(now=True)
+            await self._drop(kernel)
             if self._waiting > self._ready.qsize():  # tell a waiting caller why it gets no kernel
                 self._ready.put_nowait(exc)
             return  # else a later caller starts a kernel of its own rather than fail with a stale error
         if self._closed or self._ready.qsize() >= self._target():
-            await kernel.shutdown(now=True)  # the caller it was booted for is gone and the pool is full
+            await self._drop(kernel)  # the caller it was booted for is gone and the pool is full
         else:
             self._ready.put_nowait(kernel)
 
@@ -153,6 +169,4 @@ class KernelPool:
             if not isinstance(item, BaseException):
                 kernels.append(item)
         with contextlib.suppress(Exception):
-            await asyncio.gather(
-                *(k.shutdown(now=True) for k in kernels), *list(self._stopping), return_exceptions=True
-            )
+            await asyncio.gather(*(self._drop(k) for k in kernels), *list(self._stopping), return_exceptions=True)

@@ -61,12 +61,12 @@ class SubagentRunner:
     def announce(self, calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
         """Tell the tree of a response's `task` calls `(call id, arguments)` that will start a child running code
         under this agent's profile, the tree's main pool's (new or resumed, not kernel-less or under a profile of
-        its type's own): their kernels boot while the calls wait for approval. Returns the ids announced, for
-        `withdraw` once the calls have run."""
+        its type's own): their kernels boot while the calls wait for approval (an isolated child's in a
+        copy-on-write view of its own). Returns the ids announced, for `withdraw` once the calls have run."""
         tree, parent = self._tree, self._parent
         if parent.sandbox != tree.sandbox:
             return []
-        announced = []
+        announced, isolated = [], []
         for call_id, arguments in calls:
             name = arguments.get("subagent_type") or GENERAL
             definition = tree.agent_types.get(name) if isinstance(name, str) else None
@@ -74,8 +74,10 @@ class SubagentRunner:
                 continue
             if tool_allowed("execute_ipython_cell", definition.tools, definition.disallowed_tools):
                 announced.append(call_id)
+                if (arguments.get("isolation") or definition.isolation) == "copy-on-write":
+                    isolated.append(call_id)  # its kernel boots in a view of its own
         if announced:
-            tree.announce(parent.agent_id, announced)
+            tree.announce(parent.agent_id, announced, isolated=isolated)
         return announced
 
     def withdraw(self, call_ids: list[str]) -> None:

@@ -77,6 +77,8 @@ class AgentTree:
         self._announced: set[tuple[str, str]] = set()
         """`task` calls of a model response (by parent and call id) whose children will take a kernel from the main
         pool and are not registered yet (`announce`)."""
+        self._announced_views: set[tuple[str, str]] = set()
+        """Those of them whose children are isolated: they take a kernel booted in a view of its own instead."""
         self._renew()
 
     def _renew(self) -> None:
@@ -204,23 +206,30 @@ class AgentTree:
             child, parent_id=spec.parent_id, agent_type=spec.agent_type, description=spec.description
         )
         record.prompt, record.tool_call_id = spec.prompt, spec.tool_call_id
+        if spec.workspace is not None:  # known before it is counted: it takes a kernel in a view, not the pool's
+            self.workspaces[child.agent_id] = spec.workspace
         self._announced.discard((spec.parent_id, spec.tool_call_id))  # counted from now on as a child
+        self._announced_views.discard((spec.parent_id, spec.tool_call_id))
         self._expect_children()
         return child
 
-    def announce(self, parent_id: str, tool_call_ids: list[str]) -> None:
+    def announce(self, parent_id: str, tool_call_ids: list[str], *, isolated: list[str] | None = None) -> None:
         """A model response holds these `task` calls, each to start a child that runs code under the main agent's
         profile: a pool that is on boots their kernels now (up to `max_subagents` of them), while the calls are
-        approved, instead of when the children get their slots. Their children count once registered."""
-        self._announced.update((parent_id, call) for call in tool_call_ids)
+        approved, instead of when the children get their slots. Their children count once registered.
+        `isolated` ones (among them) start children with a copy-on-write view: theirs boot in views of their own."""
+        views = set(isolated or ())
+        self._announced.update((parent_id, call) for call in tool_call_ids if call not in views)
+        self._announced_views.update((parent_id, call) for call in tool_call_ids if call in views)
         self._expect_children()
 
     def withdraw(self, parent_id: str, tool_call_ids: list[str]) -> None:
         """The calls `announce`d have run (or were rejected, or cancelled): those that started no child count no
         more."""
         calls = {(parent_id, call) for call in tool_call_ids}
-        if self._announced & calls:
+        if (self._announced | self._announced_views) & calls:
             self._announced -= calls
+            self._announced_views -= calls
             self._expect_children()
 
     # -- supplies ----------------------------------------------------------------------------
@@ -255,6 +264,7 @@ class AgentTree:
         if not self.running:
             return  # a closed tree's fresh pools stay empty until the main agent starts again: nobody would stop them
         waiting: dict[SandboxProfile, int] = {}
+        views: dict[SandboxProfile, int] = {}
         for record in self.agents.values():  # called at every child's start and end: kept cheap per record
             if record.parent_id is None or record.state != "waiting":
                 continue
@@ -262,8 +272,12 @@ class AgentTree:
                 settings = record.agent.settings
                 record.runs_code = tool_allowed("execute_ipython_cell", settings.tools, settings.disallowed_tools)
             if record.runs_code:
-                waiting[record.agent.sandbox] = waiting.get(record.agent.sandbox, 0) + 1
-        self.supplies.expect(waiting, len(self._announced))
+                workspace = self.workspaces.get(record.agent.agent_id)
+                if workspace is None:
+                    waiting[record.agent.sandbox] = waiting.get(record.agent.sandbox, 0) + 1
+                elif workspace.mechanism == "overlay":  # a private copy's kernel is forked in the copy
+                    views[record.agent.sandbox] = views.get(record.agent.sandbox, 0) + 1
+        self.supplies.expect(waiting, len(self._announced), views=views, announced_views=len(self._announced_views))
 
     @property
     def running(self) -> bool:

@@ -19,7 +19,9 @@ from ..kernels.pool import KernelPool
 from ..kernels.zygote import KernelZygote, process_zygote
 from ..mcp.pool import McpPool, ToolListings
 from ..sandbox import BUILT_IN_PROFILES, SandboxProfile
+from ..sandbox.views import copy_on_write_platform_problem
 from ..workspaces import Workspace
+from .view_kernels import ViewKernels
 
 if TYPE_CHECKING:
     from ..config.agent_config import AgentConfig
@@ -68,6 +70,9 @@ class Supplies:
         self.profile_pools: dict[SandboxProfile, KernelPool] = {}
         """Pools for children under another profile than the main agent's (a read-only `explore`), made the
         first time such a child starts, so the next one finds its kernel ready."""
+        self.view_pools: dict[SandboxProfile, ViewKernels] = {}
+        """Kernels each booted in a copy-on-write view of its own, for isolated children, per profile: made when
+        the first isolated child is expected or starts (`expect_views`)."""
         self.mcp_pool = McpPool(self.config.mcp_pool_size)
         """Pre-opened, never-used MCP connections for children, per server configuration."""
         self.code_packages = PackageShelf(self._root_id)
@@ -132,20 +137,16 @@ class Supplies:
 
         For the main agent, forked by the process's zygote if it runs (or is starting), else launched; for a
         child, from the pool of its profile (the main agent's, or one made when the first child under another
-        profile starts). A child with a `workspace` gets a kernel forked for it (no pooled kernel has its view),
-        whose working folder is its copy-on-write view.
+        profile starts). A child with a `workspace` gets a kernel booted ahead in a copy-on-write view of its own
+        (`ViewKernels`; one is booted for it if none is ready), whose view's folders become the workspace's.
         """
         if is_child:
             self.warm_up()
         elif uses_local_kernels(self.config):
             await self._zygote_for_main()
         if workspace is not None:
-            plan = self.sandbox_plan(sandbox)
-            if plan is None:
-                raise ConfigError("isolation: copy-on-write needs a local kernel under an enforced sandbox profile")
-            kernel = new_kernel(self.config, label=agent_id, launcher=self.zygote if self.zygote.running else None,
-                                sandbox=functools.partial(_with_view, plan, workspace))
-            await kernel.start()
+            kernel = await self._views_for(sandbox).acquire(workspace)
+            kernel.label = agent_id
             return kernel
         if is_child and sandbox == self.sandbox:
             kernel = await self.pool.acquire()
@@ -162,6 +163,35 @@ class Supplies:
         kernel.label = agent_id
         return kernel
 
+    def _views_for(self, sandbox: SandboxProfile) -> ViewKernels:
+        """The pool of kernels booted in views of their own under `sandbox` (made now if there is none)."""
+        views = self.view_pools.get(sandbox)
+        if views is None:
+            plan = self.sandbox_plan(sandbox)
+            if plan is None:
+                raise ConfigError("isolation: copy-on-write needs a local kernel under an enforced sandbox profile")
+
+            def make(view: Workspace) -> KernelBackend:
+                return new_kernel(self.config, label="pooled", launcher=self.zygote,
+                                  sandbox=functools.partial(_with_view, plan, view))
+
+            lower = Path(os.path.realpath(self.config.working_dir))
+            views = self.view_pools[sandbox] = ViewKernels(make, lower, self.config.kernel_pool_size)
+        return views
+
+    def expect_views(self, sandbox: SandboxProfile, callers: int) -> None:
+        """`callers` isolated children under `sandbox` will start soon (their `task` calls were announced): their
+        kernels boot in views of their own meanwhile, as the pool's do for plain children. Nothing where no view
+        can be had (no enforced profile, a gateway): those children get a private copy, made when they start."""
+        if not self._running or self.config.isolation_copy or self.sandbox_plan(sandbox) is None:
+            return
+        if callers <= 0 and sandbox not in self.view_pools:
+            return  # none made, none wanted
+        if copy_on_write_platform_problem() is not None:
+            return
+        self.warm_up()
+        self._views_for(sandbox).expect(min(callers, self.config.max_subagents))
+
     def mcp_pool_for(self, is_child: bool) -> McpPool | None:
         """Where an agent takes its MCP connections from: the pool for a child, none for the main agent."""
         return self.mcp_pool if is_child else None
@@ -172,18 +202,32 @@ class Supplies:
             return
         for pool in self.profile_pools.values():
             pool.fill()
+        for views in self.view_pools.values():
+            views.fill()
         self.mcp_pool.fill(config.mcp_servers, config.working_dir)
 
-    def expect(self, waiting: dict[SandboxProfile, int], announced: int) -> None:
+    def expect(
+        self,
+        waiting: dict[SandboxProfile, int],
+        announced: int,
+        *,
+        views: dict[SandboxProfile, int] | None = None,
+        announced_views: int = 0,
+    ) -> None:
         """Tell each kernel pool how many children will take one of its kernels soon (`waiting` per profile, and
-        `announced` ones under the main agent's), up to `max_subagents`: their kernels boot meanwhile."""
-        if not any(waiting.values()) and not announced and self._warming is None:
+        `announced` ones under the main agent's), up to `max_subagents`: their kernels boot meanwhile. `views` and
+        `announced_views` count the isolated ones the same way: their kernels boot in views of their own."""
+        views = views or {}
+        if not any(waiting.values()) and not announced and not any(views.values()) and not announced_views \
+                and self._warming is None:
             return  # nothing is coming: the supplies stay cold
         self.warm_up()
         limit = self.config.max_subagents
         self.pool.expect(min(waiting.get(self.sandbox, 0) + announced, limit))
         for profile, pool in self.profile_pools.items():
             pool.expect(min(waiting.get(profile, 0), limit))
+        for profile in {*views, *self.view_pools, *([self.sandbox] if announced_views else [])}:
+            self.expect_views(profile, views.get(profile, 0) + (announced_views if profile == self.sandbox else 0))
 
     @property
     def running(self) -> bool:
@@ -241,8 +285,10 @@ class Supplies:
                 await self._warming
         self._warming, self._running = None, False
         pool, mcp_pool, others = self.pool, self.mcp_pool, list(self.profile_pools.values())
+        views = list(self.view_pools.values())
         packages = self.code_packages
         self.renew()  # a main agent may be started again after it stopped
         await asyncio.gather(
-            pool.close(), mcp_pool.close(), packages.close(), *(p.close() for p in others), return_exceptions=True
+            pool.close(), mcp_pool.close(), packages.close(), *(p.close() for p in others),
+            *(v.close() for v in views), return_exceptions=True,
         )

@@ -85,6 +85,8 @@ class Workspace:
     mechanism: Mechanism = "overlay"
     manifest: Manifest | None = None
     """For a copy: each path as it was copied (what the child did not touch is found by it, not read)."""
+    _unused: list[Path] = field(default_factory=list, repr=False)
+    """Its own folders it did not need, having adopted a pooled view's (`adopt`): removed with it."""
 
     @classmethod
     def create_copy(cls, lower: Path, limit: int, agent_id: str = "") -> Workspace:
@@ -112,6 +114,27 @@ class Workspace:
         for name in ("upper", "work"):
             os.mkdir(path / name, 0o700)
         return cls(folder=path, lower=Path(os.path.realpath(lower)), agent_id=agent_id)
+
+    def adopt(self, view: Workspace) -> None:
+        """Take over the folders of `view`, a view of the same folder that a pooled kernel was booted in, in place of
+        this workspace's own (still empty, removed), and start now.
+
+        The view was mounted before this child started, but nothing was written into it (its upper layer is empty)
+        and its kernel looked up nothing in it but the folder itself: it shows each file as the folder holds it now,
+        not as it was when the view was mounted. So the child's base is the folder at this moment, and what changes
+        in it from now on may conflict (`started_ns`), as for a view mounted now.
+        """
+        if self.mechanism != "overlay" or view.mechanism != "overlay" or view.lower != self.lower:
+            raise ValueError(f"a pooled view of {view.lower} cannot serve a workspace over {self.lower}")
+        if view.folder != self.folder:
+            self._unused.append(self.folder)  # removed with the workspace: not on the child's way to its first cell
+        self.folder = view.folder
+        self.started_ns = now_ns()
+
+    def written(self) -> bool:
+        """Whether anything was written into the view (its upper layer holds an entry)."""
+        with os.scandir(self.upper) as entries:
+            return next(entries, None) is not None
 
     @property
     def upper(self) -> Path:
@@ -146,4 +169,5 @@ class Workspace:
                             os.fchmod(fd, 0o700)
                         finally:
                             os.close(fd)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        for folder in (*self._unused, self.folder):
+            shutil.rmtree(folder, ignore_errors=True)
