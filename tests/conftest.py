@@ -93,9 +93,10 @@ SLOWEST_FIRST = (
     "tests/e2e/test_cross_provider_types.py",
     "tests/e2e/test_compaction_e2e.py",
 )
-"""The files that take longest (seconds of worker time, measured), longest first (but for the browser's file). With `-n 2` each file runs
-whole on one worker (`--dist loadfile`), in the order the files are collected (`--no-loadscope-reorder`);
-the longest ones start first, so the short ones fill up the end and both workers finish together."""
+"""The files that take longest (seconds of worker time, measured), longest first (but for the browser's file).
+With `-n 2` each file runs whole on one worker (`--dist loadfile`), in the order the files are collected
+(`--no-loadscope-reorder`); the longest ones start first, so the short ones fill up the end and both workers
+finish together."""
 
 
 LAST = ("tests/e2e/test_phoenix.py",)
