@@ -1,14 +1,14 @@
 """The fan-out rows of issue 38, this code against a baseline, alternated run by run: each run in a process of its
 own, so both are measured by this file on the same machine at about the same load.
 
-    python bench/fan_out_pairs.py --baseline DIR [--runs 3] [--rows 10,50,200,http50,mcp30]
+    python bench/fan_out_pairs.py --baseline DIR [--runs 3] [--rows spawn,10,50,200,http50,mcp30]
 
 DIR holds the baseline's `freeact_sub` (`git archive main freeact_sub tools | tar -x -C DIR`). Without `--baseline`,
 only this code. Each row prints, per code, the median wall time against the row's floor (the cell length times
 the waves), and the CPU a child (this process, kernels, zygote, servers; all of it on 2 cores is a floor too).
-Rows: `10` (10 x 1 s, bound 5), `50` (50 x 0.5 s, bound 10), `200` (200 x 0.5 s, bound 20), `http50` (50 x 0.5 s,
-bound 10, a scripted OpenAI-protocol provider over real HTTP), `mcp30` (30 x 0.5 s, bound 10, over HTTP, one
-stdio MCP server configured that no child calls).
+Rows: `spawn` (the spawn p50, pool warm), `10` (10 x 1 s, bound 5), `50` (50 x 0.5 s, bound 10), `200`
+(200 x 0.5 s, bound 20), `http50` (50 x 0.5 s, bound 10, a scripted OpenAI-protocol provider over real HTTP),
+`mcp30` (30 x 0.5 s, bound 10, over HTTP, one stdio MCP server configured that no child calls).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ if "--root" in sys.argv:  # the `freeact_sub` measured: a baseline's, else this 
 
 __all__ = ["ROWS", "one_row"]
 
+SPAWNS = 30
+"""Spawns a run of the `spawn` row (one child a parent turn, the pool warm before each)."""
 ROWS: dict[str, tuple[int, int, float, str]] = {  # children, bound, cell seconds, how
     "10": (10, 5, 1.0, "function"),
     "50": (50, 10, 0.5, "function"),
@@ -75,8 +77,13 @@ async def one_row(name: str) -> dict[str, float]:
     """One run of the row `name` in this process, after a small fan-out that pays the process's one-time costs."""
     from bench.fan_out_runs import fan_out_run
 
-    children, bound, cell, how = ROWS[name]
     await fan_out_run(3, 3, 0.0)
+    if name == "spawn":
+        from bench.subagent_bench import spawn_latencies
+
+        samples = await spawn_latencies(SPAWNS, pool_size=2, mcp=False)
+        return {"p50": statistics.median(samples), "p95": sorted(samples)[int(0.95 * (len(samples) - 1))]}
+    children, bound, cell, how = ROWS[name]
     if how == "function":
         result = await fan_out_run(children, bound, cell)
         return {"wall": result.wall, "cpu": result.cpu, "done": result.done}
@@ -92,6 +99,21 @@ def _run(name: str, root: str | None) -> dict[str, float]:
 def main(rows: list[str], runs: int, baseline: str | None) -> None:
     labels = ["baseline", "this code"] if baseline else ["this code"]
     for name in rows:
+        if name == "spawn":
+            spawns: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+            for run in range(runs):
+                for label in labels if run % 2 == 0 else labels[::-1]:
+                    spawns[label].append(_run(name, baseline if label == "baseline" else None))
+            print(f"spawn, pool warm ({SPAWNS} spawns a run; approved task call -> the child's first model request):")
+            for label, found in spawns.items():
+                print(
+                    f"  {label:<10} p50 {1000 * statistics.median(r['p50'] for r in found):.1f} ms (runs: "
+                    + ", ".join(f"{1000 * r['p50']:.1f}" for r in found)
+                    + "); p95 "
+                    + ", ".join(f"{1000 * r['p95']:.1f}" for r in found),
+                    flush=True,
+                )
+            continue
         children, bound, cell, how = ROWS[name]
         floor = -(-children // bound) * cell
         results: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
@@ -112,7 +134,9 @@ def main(rows: list[str], runs: int, baseline: str | None) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated, of: " + ", ".join(ROWS))
+    parser.add_argument(
+        "--rows", default=",".join(["spawn", *ROWS]), help="comma-separated, of: spawn, " + ", ".join(ROWS)
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", metavar="DIR", help="also measure the freeact_sub in DIR, alternated")
     parser.add_argument("--root", metavar="DIR", help=argparse.SUPPRESS)  # read above, before the imports
