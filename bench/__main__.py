@@ -157,6 +157,14 @@ async def fan_out(sizes: Sizes, timelines: Path | None) -> list[dict[str, Any]]:
     return rows
 
 
+async def per_child(sizes: Sizes, timelines: Path | None) -> dict[str, float]:
+    """CPU ms per child, per phase, host and kernel side, against a bare forked kernel (`bench/child_budget.py`)."""
+    from bench.child_budget import measure
+
+    children, bound, _cell = sizes.fan_outs[-1]
+    return await measure(min(children, 30), min(bound, 10), 1)
+
+
 async def retries(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
     from bench.retry_bench import compare
 
@@ -276,6 +284,7 @@ async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
         ("approval", approval_round_trip),
         ("spawn", spawn),
         ("fan_out", fan_out),
+        ("per_child", per_child),
         ("retries", retries),
         ("tasks_from_code", tasks_from_code),
         ("telemetry", telemetry),

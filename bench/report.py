@@ -49,6 +49,18 @@ def table(results: dict[str, Any]) -> Any:
             f"{short} {per_child[state]:.2f}" for state, short in _SHORT.items() if per_child.get(state) is not None
         )
         rows.add_row("  per child, mean seconds", where, f"{row['lost']} children lost")
+    if (budget := results.get("per_child")) is not None:
+        from bench.child_budget import PHASES
+
+        host, kernel = budget["host in all (main thread)"], budget["kernel side in all (kernels, zygote)"]
+        floor = budget["floor host"] + budget["floor kernel side"]
+        rows.add_row("per child, CPU ms (trivial cells): a child in all", f"{host + kernel:.1f} ms",
+                     f"{(host + kernel) / floor:.2f} x a bare forked kernel's {floor:.1f} ms (goal <= 1.10 x)")
+        rows.add_row("  host / kernel side", f"{host:.1f} / {kernel:.1f} ms",
+                     f"floor {budget['floor host']:.1f} / {budget['floor kernel side']:.1f} ms")
+        for name in PHASES:
+            rows.add_row(f"  {name.strip()}" if not name.startswith(" ") else f"    {name.strip()}",
+                         f"{budget[name]:.1f} ms", "")
     faulty = results["retries"]
     rows.add_row(
         f"fan-out over HTTP: {faulty['children']} children x {faulty['cell']:g} s cell, bound {faulty['bound']}, "

@@ -9,6 +9,7 @@ that showed it). Only the response that completed is returned, saved and counted
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,7 @@ async def model_round(owner: TurnOwner, emit: Emit, model: Model, *, ran_nothing
     retried: list[dict[str, Any]] = []
     attempt = 1
     while True:
-        this = Attempt()
+        this = Attempt(on_open=functools.partial(owner.tree.request_sent, owner.agent_id))
         try:
             response = await send(
                 model, owner.conversation.messages, owner.parts.toolbox.definitions(), settings.model_settings,

@@ -216,7 +216,8 @@ async def _acquire_kernel(agent: Starter, runs_code: bool) -> KernelBackend | No
 
 async def _child_kernel(agent: Starter) -> KernelBackend:
     kernel = await agent.tree.acquire_kernel(agent.agent_id, agent.sandbox)
-    agent.tree.refill(agent.settings)  # the pools top up once this child has its kernel, not ahead of it
+    # the pools top up once this child has its kernel and its first model request is out, not ahead of them
+    agent.tree.refill_after_first_request(agent.agent_id, agent.settings)
     return kernel
 
 

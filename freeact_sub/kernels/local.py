@@ -108,14 +108,19 @@ class Kernel(RunsCells):
         """Start the kernel and wait until it answers."""
         if self._manager is not None:
             return
-        self._connection_dir = folder = kernel_folders.create()
-        for own in KERNEL_WRITES:  # the kernel writes only in these; its folder (log, key, owner) is the host's
-            os.mkdir(os.path.join(folder, own), 0o700)
-        self._env[TOOLS_SOCKET_VARIABLE] = os.path.join(folder, "run", "tools.sock")
-        if self._sandbox is not None:
-            sandbox_environment(self._env, folder)
-            self._guard = KernelGuard(dict(self._sandbox() if callable(self._sandbox) else self._sandbox), folder)
-            self._env.update(self._guard.environment())
+        # in a thread: the folder, the sandbox's plan, the proxy's registration and the cgroups are file system
+        # work (~1-3 ms, more on a busy disk) that the event loop (a child's model request, say) should not wait
+        # for. Nothing of the kernel runs before they exist; a start cancelled meanwhile releases them.
+        preparing = asyncio.ensure_future(asyncio.to_thread(self._prepare))
+        try:
+            await asyncio.shield(preparing)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                await preparing
+            await self.shutdown(now=True)
+            raise
+        folder = self._connection_dir
+        assert folder is not None
         manager = new_manager(
             folder,
             zygote=self._launcher,
@@ -133,6 +138,17 @@ class Kernel(RunsCells):
             if isinstance(exc, Exception):
                 raise KernelError(f"the IPython kernel did not start: {exc}{details}") from exc
             raise
+
+    def _prepare(self) -> None:
+        """The kernel's private folder, and under a sandbox its guard (plan, proxy registration, cgroups)."""
+        self._connection_dir = folder = kernel_folders.create()
+        for own in KERNEL_WRITES:  # the kernel writes only in these; its folder (log, key, owner) is the host's
+            os.mkdir(os.path.join(folder, own), 0o700)
+        self._env[TOOLS_SOCKET_VARIABLE] = os.path.join(folder, "run", "tools.sock")
+        if self._sandbox is not None:
+            sandbox_environment(self._env, folder)
+            self._guard = KernelGuard(dict(self._sandbox() if callable(self._sandbox) else self._sandbox), folder)
+            self._env.update(self._guard.environment())
 
     @property
     def tools_socket(self) -> str | None:
@@ -307,14 +323,23 @@ class Kernel(RunsCells):
                 with contextlib.suppress(Exception):
                     await asyncio.shield(stop_process(manager, now))
         finally:
-            if self._guard is not None:
-                self._guard.close()
-                self._guard = None
+            guard, self._guard = self._guard, None
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
-            if self._connection_dir is not None:
-                folder, self._connection_dir = self._connection_dir, None
-                # in a thread: on a busy disk removing a folder takes milliseconds the event loop (every other
-                # agent's events, a fan-out's next child) should not wait for
-                await asyncio.shield(asyncio.to_thread(kernel_folders.remove, folder))
+            folder, self._connection_dir = self._connection_dir, None
+            if guard is not None or folder is not None:
+                # in a thread: the proxy's registration waits for the proxy's own thread to close it, the cgroups
+                # and the folder are removed from a busy disk: milliseconds the event loop (every other agent's
+                # events, a fan-out's next child) should not wait for. The kernel process is gone by now.
+                await asyncio.shield(asyncio.to_thread(_release, guard, folder))
+
+
+def _release(guard: KernelGuard | None, folder: str | None) -> None:
+    """What a kernel held once its process is gone: its way to the proxy and its cgroups, then its folder."""
+    try:
+        if guard is not None:
+            guard.close()
+    finally:
+        if folder is not None:
+            kernel_folders.remove(folder)

@@ -32,6 +32,8 @@ class Attempt:
 
     sent: float | None = None
     shown: bool = False
+    on_open: Callable[[], None] | None = None
+    """Called once the response stream is open (the provider has the request)."""
 
 
 async def send(
@@ -72,6 +74,8 @@ on), pydantic-ai's own `chat <model>` span covers the request, under the span cu
                     model, list(history), model_settings=settings, model_request_parameters=parameters,
                     instrument=instrument,
                 ))
+            if attempt.on_open is not None:
+                attempt.on_open()
             events = aiter(stream)
             while True:
                 async with _idle_limit(idle):

@@ -320,11 +320,13 @@ class Proxy:
 
 
 _shared: Proxy | None = None
+_shared_lock = threading.Lock()
 
 
 def proxy() -> Proxy:
-    """The process's proxy."""
+    """The process's proxy (kernels register from worker threads: `Kernel._prepare`)."""
     global _shared
-    if _shared is None:
-        _shared = Proxy()
-    return _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Proxy()
+        return _shared

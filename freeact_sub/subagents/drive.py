@@ -83,7 +83,7 @@ async def drive(
             fields = _subagent_fields(spec, child.agent_id)
             await child.hooks.ask("SubagentStart", child.hook_context(), fields, emit)
         await child.start()
-        tree.refill(spec.config)
+        tree.refill_after_first_request(child.agent_id, spec.config)
         record.state = "running"
         answer = ""
         requests: list[ApprovalRequest] = []

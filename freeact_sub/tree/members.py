@@ -185,6 +185,10 @@ class AgentRecord:
     tool_call_id: str = ""
     """The call that started it (its parent's `task` call, or a cell's `<cell id>/code-task-<n>`); empty for the
     main agent."""
+    requested: bool = False
+    """Whether its first model request has gone out (`AgentTree.request_sent`)."""
+    refill_for: Any = None
+    """The config (`AgentConfig`) of a top-up of the pools held back until its first model request is out."""
 
 
 @dataclass(frozen=True, kw_only=True)

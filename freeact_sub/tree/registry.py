@@ -115,7 +115,10 @@ class AgentTree:
 
     def unregister(self, agent_id: str) -> None:
         """Remove an agent that ended."""
-        if self.agents.pop(agent_id, None) is not None:
+        record = self.agents.pop(agent_id, None)
+        if record is not None:
+            if record.refill_for is not None:  # it ended before its first model request went out
+                self.supplies.top_up(record.refill_for)
             self._expect_children()
 
     def children(self, parent_id: str) -> list[AgentRecord]:
@@ -257,6 +260,26 @@ class AgentTree:
             return
         self._expect_children()
         self.supplies.top_up(config)
+
+    def refill_after_first_request(self, agent_id: str, config: AgentConfig) -> None:
+        """Top the pools up once the child `agent_id` has sent its first model request (at once if it has): a
+        kernel's boot costs the host ~5-10 ms of CPU on the event loop, which would otherwise come between the
+        child taking its pooled kernel and its request going out. A child that ends first tops them up as it ends."""
+        record = self.agents.get(agent_id)
+        if record is None or record.requested:
+            self.refill(config)
+        else:
+            record.refill_for = config
+
+    def request_sent(self, agent_id: str) -> None:
+        """`agent_id`'s model request has gone out (its response stream is open): a top-up held back for it runs."""
+        record = self.agents.get(agent_id)
+        if record is None or record.requested:
+            return
+        record.requested = True
+        config, record.refill_for = record.refill_for, None
+        if config is not None:
+            self.refill(config)
 
     def _expect_children(self) -> None:
         """Tell each kernel pool how many children wait for a slot and will take one of its kernels when they get

@@ -436,3 +436,22 @@ async def test_set_up_sent_with_the_next_cell_runs_before_it_and_after_every_res
         await kernel.reset()
         assert ran.read_text() == "xx"  # a restarted kernel gets it at once, before any cell
         assert (await kernel.execute("print(prepared)")).text == "41\n"
+
+
+async def test_a_start_cancelled_while_its_folder_and_guard_are_made_leaves_neither(tmp_path: Path) -> None:
+    """`Kernel.start` makes the folder (and a sandbox's guard) in a worker thread: a start cancelled meanwhile waits
+    for the thread and removes what it made, so no folder (with its key) stays behind."""
+    from freeact_sub.sandbox import kernel_folders
+
+    before = set(kernel_folders._live)
+    kernel = Kernel(working_dir=tmp_path)
+    starting = asyncio.create_task(kernel.start())
+    await asyncio.sleep(0)  # the thread is under way
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    await asyncio.sleep(0.5)  # a thread left running would have made its folder by now
+    assert not kernel.started and kernel.tools_socket is None
+    made = set(kernel_folders._live) - before
+    assert made == set(), f"folders left behind: {made}"
+    assert kernel.pid is None

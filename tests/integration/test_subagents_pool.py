@@ -341,6 +341,33 @@ async def test_a_childs_first_model_request_does_not_wait_for_its_kernel(workdir
     assert kernel_processes() == []
 
 
+async def test_the_pool_tops_up_only_after_a_childs_first_model_request(workdir: Path) -> None:
+    """Between a child taking its pooled kernel and its first model request going out, no kernel boots: a boot's
+    set-up runs on the host's event loop (~5-10 ms of CPU) and would hold the request back. Once the request is
+    out the pool tops up again."""
+    seen: list[tuple[int, int]] = []
+    agent: Agent
+
+    def first_request(messages: list[Any]) -> list[Any]:
+        pool = agent.tree.supplies.pool
+        seen.append((pool.ready, pool.booting))
+        return ["child done"]
+
+    parent = Script([Call("task", {"prompt": "CHILD go"}, id="task-1")], ["done"])
+    model = Router({"PARENT": parent, "CHILD": Script(first_request)})
+    cfg = AgentConfig(model=model.model, working_dir=workdir, auto_approve=True, kernel_pool_size=2,
+                      prestart_pools=True)
+    async with Agent(cfg) as agent:
+        pool = agent.tree.supplies.pool
+        await until(lambda: pool.ready == 2, "the agent's pool should fill when the agent starts")
+        async with asyncio.timeout(120):
+            async for _ in agent.stream("PARENT"):
+                pass
+        await until(lambda: pool.ready == 2, "the pool should top up after the child's first request")
+    assert seen == [(1, 0)], "the child took one kernel and no boot began before its first model request"
+    assert kernel_processes() == []
+
+
 async def test_a_closed_tree_boots_no_kernel_for_a_late_refill(workdir: Path) -> None:
     """Anything that tops the pools up after the main agent stopped (a child's kernel that arrived late, an
     unregistered record) must not boot kernels into the tree's fresh pools: nobody would stop them."""
