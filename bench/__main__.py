@@ -17,6 +17,9 @@ server from `tests/servers/`; no API key, no network). It measures, on this mach
   response, same run (`bench/code_tasks_bench.py`): wall time and the tokens of the results the parent reads;
 - telemetry: the same fan-out with OpenTelemetry traces and metrics exported over OTLP/HTTP to a local receiver,
   against telemetry off, runs alternated (`bench/telemetry_bench.py`): wall and host-CPU ratios (target <= 1.05);
+- where a person waits: `--help`, the interactive prompt (and the banner), a one-shot, an ACP client's
+  `initialize` and `session/new`, each the installed command run anew in a fresh folder, against the goals and
+  this interpreter's own start (`bench/waits_bench.py`);
 - approval round trip: the `ApprovalRequest` leaves the agent -> the consumer decides ->
   the cell starts in the kernel (read from the kernel's own clock);
 - per-cell overhead: a trivial cell's round trip through our kernel client against raw
@@ -165,6 +168,19 @@ async def per_child(sizes: Sizes, timelines: Path | None) -> dict[str, float]:
     return await measure(min(children, 30), min(bound, 10), 1)
 
 
+async def waits(sizes: Sizes, timelines: Path | None) -> dict[str, Any] | None:
+    """Where a person waits (`bench/waits_bench.py`): --help, the prompt, a one-shot, ACP's first answers."""
+    from bench import waits_bench
+
+    def measure() -> dict[str, Any] | None:
+        if not os.path.exists(waits_bench.COMMAND):
+            print(f"… waits skipped: no freeact-sub command next to {sys.executable}", file=sys.stderr)
+            return None
+        return waits_bench.measure(1 if sizes is QUICK else 3)
+
+    return await asyncio.to_thread(measure)
+
+
 async def retries(sizes: Sizes, timelines: Path | None) -> dict[str, Any]:
     from bench.retry_bench import compare
 
@@ -280,6 +296,7 @@ async def run(sizes: Sizes, timelines: Path | None = None) -> dict[str, Any]:
         "quick": sizes is QUICK,
     }
     steps = (
+        ("waits", waits),
         ("cell", cell_overhead),
         ("approval", approval_round_trip),
         ("spawn", spawn),

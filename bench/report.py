@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,24 @@ def table(results: dict[str, Any]) -> Any:
         "mcp": "kernel + 1 stdio MCP server, pools warm",
         "kernel_less": "kernel-less type, no pool",
     }
+    if (waited := results.get("waits")) is not None:
+        from bench.waits_bench import GOALS
+
+        floor = statistics.median(waited["floor"]["wall"])
+        for name, sample in waited.items():
+            if name == "floor":
+                continue
+            wall = statistics.median(sample["wall"])
+            cpu = f", {statistics.median(sample['cpu']):.2f} s CPU" if sample["cpu"] else ""
+            wall_goal, cpu_goal = GOALS.get(name, (None, None))
+            goals = [f"<= {wall_goal} s" if wall_goal is not None else "",
+                     f"<= {cpu_goal} s CPU" if cpu_goal is not None else ""]
+            met = (wall_goal is None or wall <= wall_goal) and (
+                cpu_goal is None or (bool(sample["cpu"]) and statistics.median(sample["cpu"]) <= cpu_goal))
+            goal = " and ".join(g for g in goals if g)
+            rows.add_row(f"where a person waits: {name}", f"{wall:.2f} s{cpu}",
+                         f"{wall / floor:.1f} x python's start; goal {goal}: {'met' if met else 'not met'}"
+                         if goal else f"{wall / floor:.1f} x python's start")
     for kind, found in results["spawn"].items():
         rows.add_row(f"spawn: {names[kind]}", f"p50 {ms(found['p50'])} / p95 {ms(found['p95'])}", "")
     for row in results["fan_out"]:
