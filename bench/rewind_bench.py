@@ -8,8 +8,10 @@ Rows:
   (what any checkpoint costs at the least), alternated;
 - changed turn: `take` after a subprocess changed 10 files and added 2 (the folders they are in are looked at);
 - first checkpoint: the copy of every file (once per session);
-- store: bytes the store (packs, index and journal) grew by for a changed turn, against the bytes the turn changed
-  (the changed files' new sizes): for 12 small files, and for one file of 1 MiB;
+- store: bytes the store (packs, index and journal: the sum of their files' sizes, not disk blocks) grew by for a
+  changed turn, against the bytes the turn changed (the changed files' new sizes): for 12 small files (10 of text
+  that compresses, 2 random), for 12 random files of 1,300 bytes (they do not compress: what each path costs the
+  index and journal shows), and for one file of 1 MiB;
 - rewind: `restore` of those 12 paths.
 """
 
@@ -58,7 +60,7 @@ def main() -> None:
         scanned = Checkpoints(root / "store-scanned", folder, watch=False)
         first = [_timed(lambda store=store: store.take(label="first")) for store in (watched, scanned)]
         unchanged: dict[str, list[tuple[float, float]]] = {"stat": [], "inotify": [], "scan": []}
-        changed, growth, rewinds, large = [], [], [], []
+        changed, growth, rewinds, large, noise = [], [], [], [], []
         for run in range(args.runs):
             unchanged["stat"].append(_timed(lambda: os.stat(folder / "d0" / "f0.txt")))
             unchanged["inotify"].append(_timed(lambda: watched.take(label="unchanged")))
@@ -82,6 +84,11 @@ def main() -> None:
             (folder / "d5" / f"big{run}.bin").write_bytes(os.urandom(1 << 20))
             watched.take(label="one large file")
             large.append((_bytes_in(watched.store) - before) / (1 << 20))
+            before = _bytes_in(watched.store)
+            for n in range(12):
+                (folder / "d6" / f"noise{n}.bin").write_bytes(os.urandom(1300))
+            watched.take(label="twelve small random files")
+            noise.append((_bytes_in(watched.store) - before) / (12 * 1300))
         watched.close()
         scanned.close()
 
@@ -104,6 +111,9 @@ def main() -> None:
         f"{_median([w for _, w in changed]):.2f} ms wall"
     )
     print(f"  store growth / bytes changed, 12 small files (~1.3 KB): {_median(growth):.3f}x (max {max(growth):.3f}x)")
+    print(
+        f"  store growth / bytes changed, 12 random files of 1,300 bytes: {_median(noise):.3f}x (max {max(noise):.3f}x)"
+    )
     print(f"  store growth / bytes changed, one 1 MiB file: {_median(large):.4f}x (max {max(large):.4f}x)")
     print(
         f"  rewind of those 12 paths: {_median([c for c, _ in rewinds]):.2f} ms CPU, "

@@ -10,6 +10,11 @@ Rewinding (`restore`) writes the folder back to a checkpoint's state: only the p
 from the folder without following a link (`below.parent_of`), a file written beside its place and renamed over
 it. A "restored" line then records the folder as it is, so the journal's state is the folder's again. The
 journal is appended and fsync'ed: a host killed at any moment leaves the checkpoints before it readable.
+
+A line (`"v": 2`) names a file's version by its number in the store's index, its change time by how far it is
+from its modification time, and its modification time by how far it is from the line's `t0` (`_encode`): a changed
+path costs its line about 55 bytes, not 150. Lines written before (no `v`: a record as it is, the version's
+sha256 in full) are read as they are.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ class Checkpoints:
         self.working_dir = Path(os.path.realpath(working_dir))
         self.blobs = BlobStore(store / "blobs")
         self.folder = FolderState(self.working_dir, watch=watch, max_bytes=limit)
-        self._lines: list[_Line] = _read_journal(store / "journal.jsonl")  # a torn last line is cut off
+        self._lines: list[_Line] = _read_journal(store / "journal.jsonl", self.blobs)  # a torn last line is cut off
         self.state: dict[str, Record] = {}
         """Every path as the last line has it."""
         for line in self._lines:
@@ -162,13 +167,16 @@ class Checkpoints:
 
     def _append(self, line: _Line) -> None:
         self.blobs.sync()  # the versions a line names survive the machine before the line does
+        t0 = min((r[3] for r in line.changed.values() if r is not None), default=0)
         record = {
+            "v": 2,
             "n": line.number,
             "kind": line.kind,
             "label": line.label,
             "turn": line.turn,
             "at": line.at,
-            "changed": line.changed,
+            "t0": t0,
+            "changed": {path: _encode(r, t0, self.blobs) for path, r in line.changed.items()},
             "history": line.history,
         }
         self._journal.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
@@ -266,7 +274,25 @@ def _fold(state: dict[str, Record], changed: dict[str, Record | None]) -> None:
             state[path] = record
 
 
-def _read_journal(path: Path) -> list[_Line]:
+def _encode(record: Record | None, t0: int, blobs: BlobStore) -> list[Any] | None:
+    """A record as a line of version 2 has it: times as differences, a file's version by its number in `blobs`."""
+    if record is None:
+        return None
+    kind, mode, size, mtime, ino, ctime, content = record
+    number = blobs.number(content) if kind == "f" else None
+    return [kind, mode, size, mtime - t0, ino, ctime - mtime, content if number is None else number]
+
+
+def _decode(raw: list[Any] | None, t0: int, blobs: BlobStore) -> Record | None:
+    if raw is None:
+        return None
+    kind, mode, size, mtime, ino, ctime, content = raw
+    if isinstance(content, int) and not isinstance(content, bool):
+        content = blobs.digest_at(content)
+    return (str(kind), int(mode), int(size), t0 + int(mtime), int(ino), t0 + int(mtime) + int(ctime), str(content))
+
+
+def _read_journal(path: Path, blobs: BlobStore) -> list[_Line]:
     """The journal's lines; a torn last line (a host killed mid-write) is left out."""
     lines: list[_Line] = []
     try:
@@ -281,7 +307,11 @@ def _read_journal(path: Path) -> list[_Line]:
             continue
         try:
             data: dict[str, Any] = json.loads(text)
-            changed = {p: (tuple(r) if r is not None else None) for p, r in data["changed"].items()}
+            if data.get("v") == 2:
+                t0 = int(data["t0"])
+                changed = {p: _decode(r, t0, blobs) for p, r in data["changed"].items()}
+            else:  # written before version 2: each record as it is
+                changed = {p: (tuple(r) if r is not None else None) for p, r in data["changed"].items()}
             lines.append(
                 _Line(
                     int(data["n"]),

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from freeact_sub.workspaces.blobs import SMALL, BlobStore
+from freeact_sub.workspaces.blobs import _RECORD, SMALL, BlobStore
 
 
 def _put_file(store: BlobStore, path: Path) -> str:
@@ -33,7 +32,7 @@ def test_small_text_costs_the_store_less_than_its_bytes_and_every_version_reads_
     again = BlobStore(tmp_path / "blobs")  # the index as a resumed session reads it
     assert [again.get(digest) for digest in paths] == texts
     assert again.get(raw) == noise and again.get(big) == large
-    lines = [json.loads(line) for line in (tmp_path / "blobs" / "index.jsonl").read_text().splitlines()]
-    assert sum(1 for line in lines if line[4:] == [1]) == 12  # the compressed ones are marked
-    assert all(len(line) == 4 for line in lines if line[0] in (raw, big))  # the others as before
+    records = list(_RECORD.iter_unpack((tmp_path / "blobs" / "index.bin").read_bytes()))
+    assert sum(1 for record in records if record[4] == 1) == 12  # the compressed ones are marked
+    assert all(record[4] == 0 for record in records if record[0].hex() in (raw, big))  # the others as they are
     again.close()
