@@ -8,7 +8,10 @@ directly in `$TMPDIR`; those are still swept.) Each holds a file `owner` with th
 `Kernel.shutdown()` (or the channel's `close()`) removes the folder; folders still
 there when the host exits normally are removed at exit; and a host that died (a killed notebook
 kernel) leaves folders that the next host to make one sweeps: only those whose owner process is
-gone, so folders of other live hosts are never touched.
+gone, so folders of other live hosts are never touched. A child's copy-on-write workspace (`ws-*`: the
+upper and work folders of its overlay, `create(WORKSPACE_PREFIX)`) is made here the same way and swept the
+same way; what its kernel wrote there may include folders it made unwritable, which are made writable
+again (no link followed) before the whole is removed.
 """
 
 from __future__ import annotations
@@ -23,13 +26,25 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["PREFIX", "TOOLS_PREFIX", "claim", "create", "private_root", "remove", "sweep", "sweep_owned"]
+__all__ = [
+    "PREFIX",
+    "TOOLS_PREFIX",
+    "WORKSPACE_PREFIX",
+    "claim",
+    "create",
+    "private_root",
+    "remove",
+    "sweep",
+    "sweep_owned",
+]
 
 PREFIX = "kernel-"
 """A kernel's folder in the private root (short: a kernel's socket paths must fit in 103 bytes, macOS's
 `$TMPDIR` alone takes about 50)."""
 TOOLS_PREFIX = "freeact-sub-tools-"
 """An agent's code-tools folder of an older version (directly in `$TMPDIR`): only swept now."""
+WORKSPACE_PREFIX = "ws-"
+"""A child's copy-on-write workspace in the private root (swept there only: `$TMPDIR` is not ours alone)."""
 _PREFIXES = (PREFIX, "freeact-sub-kernel-", TOOLS_PREFIX)
 """Kernel folders in the private root, and both kinds of an older version, directly in `$TMPDIR`."""
 OWNER_FILE = "owner"
@@ -79,8 +94,10 @@ def remove(path: str) -> None:
 def sweep(root: str | None = None) -> list[str]:
     """Remove the folders (of both kinds) whose owner process is gone; returns their paths."""
     removed = []
-    bases = [Path(root)] if root else [Path(private_root()), Path(tempfile.gettempdir())]  # (and where they were)
+    private = Path(root) if root else Path(private_root())
+    bases = [private] if root else [private, Path(tempfile.gettempdir())]  # (and where they were)
     folders = [folder for base in bases for prefix in _PREFIXES for folder in sorted(base.glob(prefix + "*"))]
+    folders += sorted(private.glob(WORKSPACE_PREFIX + "*"))
     for folder in folders:
         try:
             owner = int((folder / OWNER_FILE).read_text())
@@ -102,6 +119,10 @@ def sweep(root: str | None = None) -> list[str]:
                     removed.append(str(folder))
             continue
         if not _alive(owner):
+            if folder.name.startswith(WORKSPACE_PREFIX):
+                from ..workspaces.folder import unlock_folders  # here: the package is not needed at every start
+
+                unlock_folders(folder)
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))
     return removed

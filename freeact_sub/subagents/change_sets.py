@@ -49,7 +49,7 @@ def open_workspace(
                 "where neither a view nor a copy of this folder can be given to it. "
                 "Start it without isolation, or run it yourself.")
     if not copy and enforced and copy_on_write_problem() is None:
-        return Workspace.create(kernel_folders.create("ws-"), working_dir)
+        return Workspace.create(kernel_folders.create(kernel_folders.WORKSPACE_PREFIX), working_dir)
     try:
         return Workspace.create_copy(working_dir, copy_limit)
     except FolderTooLargeToCopy as exc:

@@ -45,7 +45,7 @@ class ViewKernels:
         self.pool = KernelPool(self._new_kernel, size, discarded=self._discarded)
 
     def _new_kernel(self) -> KernelBackend:
-        view = Workspace.create(kernel_folders.create("ws-"), self._lower)
+        view = Workspace.create(kernel_folders.create(kernel_folders.WORKSPACE_PREFIX), self._lower)
         try:
             kernel = self._make(view)
         except BaseException:

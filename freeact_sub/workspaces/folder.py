@@ -16,7 +16,7 @@ from typing import Literal
 from .changes import ChangeSet, read_changes
 from .copies import Manifest, copy_folder, read_copy_changes
 
-__all__ = ["ISOLATIONS", "Isolation", "Mechanism", "Workspace", "copies_root", "now_ns"]
+__all__ = ["ISOLATIONS", "Isolation", "Mechanism", "Workspace", "copies_root", "now_ns", "unlock_folders"]
 
 Isolation = Literal["shared", "copy-on-write"]
 """How a child's kernel sees the working folder: `shared` (writes land in it at once, the default) or
@@ -161,13 +161,19 @@ class Workspace:
     def remove(self) -> None:
         """Remove its folders (its change set was applied or saved)."""
         if self.mechanism == "copy":  # a folder the child made unwritable would stay otherwise
-            for here, folders, _ in os.walk(self.folder):
-                for name in folders:
-                    with contextlib.suppress(OSError):
-                        fd = os.open(os.path.join(here, name), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-                        try:
-                            os.fchmod(fd, 0o700)
-                        finally:
-                            os.close(fd)
+            unlock_folders(self.folder)
         for folder in (*self._unused, self.folder):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def unlock_folders(top: Path) -> None:
+    """Make each folder under `top` its owner's to write again (a kernel may have made one unwritable, which would
+    keep what is in it from being removed); a link is never followed, to a folder or on the way."""
+    for _, folders, _, parent in os.fwalk(top, follow_symlinks=False):  # each folder unlocked before it is entered
+        for name in folders:
+            with contextlib.suppress(OSError):
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                try:
+                    os.fchmod(fd, 0o700)
+                finally:
+                    os.close(fd)
