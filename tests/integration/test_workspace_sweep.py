@@ -4,9 +4,11 @@ and work folders); the next host's start sweeps it, and leaves a live host's wor
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,8 +56,7 @@ def _workspaces_of(root: Path, pid: int) -> list[Path]:
 
 
 def test_a_killed_hosts_workspace_is_swept_by_the_next_start_and_a_live_ones_stays(tmp_path: Path) -> None:
-    temp, work = tmp_path / "tmp", tmp_path / "work"
-    temp.mkdir()
+    temp, work = Path(tempfile.mkdtemp(prefix="sw-")), tmp_path / "work"  # short: the kernels' socket paths
     work.mkdir()
     root = temp / f"freeact-sub-{os.getuid()}"  # the private root of hosts started with this TMPDIR
     host = subprocess.Popen(
@@ -63,7 +64,7 @@ def test_a_killed_hosts_workspace_is_swept_by_the_next_start_and_a_live_ones_sta
         cwd=ROOT,
         env={**os.environ, "TMPDIR": str(temp)},
         stdout=subprocess.DEVNULL,
-        stderr=open(tmp_path / "host.err", "w"),
+        stderr=subprocess.DEVNULL,
     )
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     descendants: list[psutil.Process] = []
@@ -114,3 +115,4 @@ def test_a_killed_hosts_workspace_is_swept_by_the_next_start_and_a_live_ones_sta
                 pass
         if (tmp_path / "outside").exists():
             os.chmod(tmp_path / "outside", 0o700)
+        shutil.rmtree(temp, ignore_errors=True)  # the killed host's kernel folders, and whatever the test left
