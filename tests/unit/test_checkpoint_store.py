@@ -103,3 +103,24 @@ def test_a_torn_index_record_is_cut_off_and_the_versions_before_it_read_back(tmp
         assert (folder / "x.bin").read_bytes() == b"one"
     finally:
         again.close()
+
+
+def test_a_line_naming_a_lost_version_keeps_its_place_and_the_others_still_restore(tmp_path: Path) -> None:
+    folder, store = tmp_path / "work", tmp_path / "store"
+    folder.mkdir()
+    (folder / "x.bin").write_bytes(b"one")
+    points = Checkpoints(store, folder)
+    points.take(label="first")
+    (folder / "x.bin").write_bytes(b"two")
+    points.take(label="second")
+    points.take(label="third")
+    points.close()
+    index = store / "blobs" / "index.bin"
+    os.truncate(index, index.stat().st_size - _RECORD.size)  # the record of "two" lost with the machine
+    again = Checkpoints(store, folder)
+    try:
+        assert [p.label for p in again.checkpoints()] == ["first", "second", "third"]
+        again.restore(1)
+        assert (folder / "x.bin").read_bytes() == b"one"
+    finally:
+        again.close()
