@@ -99,13 +99,8 @@ With `-n 2` each file runs whole on one worker (`--dist loadfile`), in the order
 finish together."""
 
 
-LAST = ("tests/e2e/test_phoenix.py",)
-"""Files that run after all others: CI builds what they need while the rest run."""
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
-    rank.update({path: len(SLOWEST_FIRST) + 1 + index for index, path in enumerate(LAST)})
     items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(SLOWEST_FIRST)))  # stable otherwise
 
 
