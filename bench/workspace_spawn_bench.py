@@ -1,6 +1,6 @@
 """Where an isolated child's extra start time goes: a pooled kernel, a forked one, a forked one with a view, a copy.
 
-    python bench/workspace_spawn_bench.py [--files 10000] [--runs 6] [--no-copy]
+    python bench/workspace_spawn_bench.py [--files 10000] [--runs 6] [--no-copy] [--cells 50]
 
 Kernel level, alternated in one run, on a folder of `--files` files, under the `workspace` sandbox profile, the
 zygote warm. Each row is the time until the kernel answered `1`, and the host's CPU for it (medians; "paired" is
@@ -16,6 +16,9 @@ for the row, not ahead):
   booted ahead in a view of its own taken from `Supplies.view_pools` and the view handed to the workspace;
 - copy: a private copy of the folder (`isolation_copy`), made, then a kernel forked in it (the fallback;
   `--no-copy` leaves it out: it takes tens of seconds a run on a busy machine).
+
+`--cells N` also times N trivial cells (`x = 1`) in each kernel once it has answered, and prints each row's cell
+round trip against the pooled plain kernel's (what a cell costs in an isolated child's view, ratio in the same run).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def _on_cpu(pid: int) -> float:
     return total / 1e9
 
 
-async def main(files: int, runs: int, with_copy: bool) -> None:
+async def main(files: int, runs: int, with_copy: bool, cells: int = 0) -> None:
     with tempfile.TemporaryDirectory() as place:
         folder = Path(place)
         for n in range(files):
@@ -108,9 +111,11 @@ async def main(files: int, runs: int, with_copy: bool) -> None:
             "pooled + view": pooled_view,
             **({"copy": copy} if with_copy else {}),
         }
+        med = statistics.median
         wall: dict[str, list[float]] = {kind: [] for kind in kinds}
         cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
         kernel_cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
+        per_cell: dict[str, list[float]] = {kind: [] for kind in kinds}
         try:
             for run in range(runs):
                 order = list(kinds.items())
@@ -124,6 +129,13 @@ async def main(files: int, runs: int, with_copy: bool) -> None:
                     wall[kind].append(time.perf_counter() - began)
                     cpu[kind].append(time.process_time() - began_cpu)
                     kernel_cpu[kind].append(_on_cpu(kernel.pid) - ahead)
+                    if cells:  # the same kernel's round trips of a trivial cell, once it has started
+                        trips = []
+                        for _ in range(cells):
+                            sent = time.perf_counter()
+                            await kernel.run_cell(Cell(code="x = 1"))
+                            trips.append(time.perf_counter() - sent)
+                        per_cell[kind].append(med(trips))
                     await kernel.shutdown(now=True)
                     for workspace in made:
                         workspace.remove()
@@ -134,7 +146,6 @@ async def main(files: int, runs: int, with_copy: bool) -> None:
                         views.fill()
         finally:
             await supplies.close()
-        med = statistics.median
         base = med(wall["pooled"])
         for kind in kinds:
             took = med(wall[kind])
@@ -144,6 +155,12 @@ async def main(files: int, runs: int, with_copy: bool) -> None:
                 f" paired {paired * 1e3:+7.1f} ms)   host CPU {med(cpu[kind]) * 1e3:6.1f} ms"
                 f"   kernel CPU {med(kernel_cpu[kind]) * 1e3:6.1f} ms   ({runs} runs, {files} files)"
             )
+        if cells:
+            plain = med(per_cell["pooled"])
+            for kind in kinds:
+                trip = med(per_cell[kind])
+                print(f"{kind:14} a cell's round trip (x = 1, median of {cells} a run) {trip * 1e3:6.2f} ms"
+                      f" = {trip / plain:.2f} x the pooled plain kernel's")
 
 
 if __name__ == "__main__":
@@ -151,5 +168,6 @@ if __name__ == "__main__":
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--no-copy", action="store_true", help="leave the private copy's row out")
+    parser.add_argument("--cells", type=int, default=0, help="also time this many trivial cells in each kernel")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.files, arguments.runs, not arguments.no_copy))
+    asyncio.run(main(arguments.files, arguments.runs, not arguments.no_copy, arguments.cells))
