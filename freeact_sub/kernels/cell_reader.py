@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,6 +25,11 @@ from .cells import Cell, ExecutionResult, ExecutionStatus
 from .messages import MAX_MESSAGE_BYTES, Message, checked, is_output, malformed_notice
 
 __all__ = ["BATCH", "POLL", "CellHooks", "KernelLost", "Message", "read_cell"]
+
+log = logging.getLogger(__name__)
+"""Why a kernel was restarted (its state is lost then): a warning for a program's (or a test run's) logging. Not
+printed where nobody configured logging: the terminal and the notebook say so in the cell's own notice."""
+log.addHandler(logging.NullHandler())
 
 POLL = 0.5
 """Seconds the reader waits for a message before it looks at the clock (and perhaps at the kernel) again."""
@@ -155,6 +161,8 @@ async def _read(hooks: CellHooks, request: str, clock: CellClock, output: CellOu
         while True:
             now = clock.now()
             if clock.stuck(now):
+                log.warning("restarting a kernel: its cell still ran %.0f s after its timeout's interrupt",
+                            INTERRUPT_GRACE)
                 await hooks.restart()
                 await output.emit(STUCK_NOTICE)
                 break
@@ -246,6 +254,8 @@ async def _stop(hooks: CellHooks, request: str) -> None:
     await hooks.interrupt()
     began = time.monotonic()
     deadline = began + INTERRUPT_GRACE
+    heard = 0  # messages of any kind since the interrupt, for the warning below
+    state: str | None = "alive"
     try:
         while (now := time.monotonic()) < deadline:
             try:
@@ -253,12 +263,16 @@ async def _stop(hooks: CellHooks, request: str) -> None:
             except TimeoutError:
                 # `check_every` counts from the interrupt: a backend that looks at every silence (local) finds a
                 # dead kernel here; one that looks less often than the grace lasts (the gateway) waits it out
-                if now - began >= hooks.check_every and await hooks.state() in (None, "dead"):
+                if now - began >= hooks.check_every and (state := await hooks.state()) in (None, "dead"):
                     break
                 continue
+            heard += len(batch)
             if any(_ends(message, request) for message in batch):
                 return
     except KernelLost as lost:
+        log.warning("restarting a kernel: it was lost (%s) while its cancelled cell was interrupted", lost.state)
         await hooks.recover(lost, True)
         return
+    log.warning("restarting a kernel: its cancelled cell had not ended %.1f s after the interrupt "
+                "(kernel %s, %d messages since)", time.monotonic() - began, state or "gone", heard)
     await hooks.restart()

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,7 +32,7 @@ from jupyter_client import AsyncKernelManager
 from ..errors import KernelError
 from ..sandbox import kernel_folders
 from ..sandbox.guard import KernelGuard
-from .cell_reader import CellHooks, KernelLost, Message, read_cell
+from .cell_reader import CellHooks, KernelLost, Message, log, read_cell
 from .cell_run import DEATH_NOTICE, DIED_BEFORE_NOTICE, save_image
 from .cells import Cell, ExecutionResult, ExecutionStatus, RunsCells
 from .launcher import KernelZygote, kernel_environment
@@ -212,6 +213,7 @@ class Kernel(RunsCells):
                 raise KernelError("the kernel is not running")
             notice = ""
             if not await self.is_alive():
+                log.warning("restarting kernel %s: it had died since its last cell (%s)", self.label, self._exit())
                 await self._restart()
                 notice = DIED_BEFORE_NOTICE
             return await self._run(cell, notice)
@@ -256,8 +258,19 @@ class Kernel(RunsCells):
 
     async def _recover(self, lost: KernelLost, running: bool) -> str:
         """After a death: a restarted kernel (its state lost)."""
+        log.warning("restarting kernel %s: it died while a cell ran (%s)", self.label, self._exit())
         await self._restart()
         return DEATH_NOTICE
+
+    def _exit(self) -> str:
+        """How the kernel's process ended, for a log line (its exit code, or a signal's name)."""
+        provisioner = self._manager.provisioner if self._manager is not None else None
+        process = getattr(provisioner, "process", None)
+        code = process.poll() if process is not None else None
+        if code is None:
+            return "its process runs, but does not answer"
+        return f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
+            else f"exit code {code}"
 
     def _sandbox_notices(self, timed_by_profile: bool, text: str, status: ExecutionStatus) -> str:
         """The `[sandbox]` lines after a cell's output: refused connections, limits it met."""

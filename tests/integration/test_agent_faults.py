@@ -130,7 +130,9 @@ async def test_a_cell_that_never_ends_times_out_and_the_kernel_stays_usable(shar
     assert agent.kernel.pid == pid
 
 
-async def test_a_kernel_that_dies_is_restarted_and_the_model_is_told(tmp_path: Path) -> None:
+async def test_a_kernel_that_dies_is_restarted_and_the_model_is_told(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     script = Script(
         [Call("execute_ipython_cell", {"code": "state = 1\nimport os\nos._exit(1)"}, id="die")],
         [Call("execute_ipython_cell", {"code": "print('state' in globals())"}, id="after")],
@@ -141,6 +143,8 @@ async def test_a_kernel_that_dies_is_restarted_and_the_model_is_told(tmp_path: P
     told = script.tool_results(1)["die"]
     assert "died" in told and "lost" in told
     assert script.tool_results(2)["after"] == "False\n"
+    # a program's log says why the kernel was restarted, with how its process ended
+    assert "it died while a cell ran (exit code 1)" in caplog.text
 
 
 # -- a failing model ---------------------------------------------------------------------------
