@@ -264,30 +264,35 @@ async def test_an_empty_unowned_folder_is_swept_only_after_a_minute(tmp_path: Pa
     assert [p.exists() for p in (old, new, kept)] == [False, True, True]
 
 
-async def test_what_a_kernel_made_after_its_folder_was_removed_is_swept_when_nobody_listens(tmp_path: Path) -> None:
+async def test_what_a_kernel_made_after_its_folder_was_removed_is_swept_when_nobody_listens() -> None:
     """A kernel forked while its start was cancelled can bind its sockets and make `ipython/` in a removed folder."""
+    import shutil
     import socket
+    import tempfile
 
     from freeact_sub.sandbox import kernel_folders
 
-    root = tmp_path / "t"
-    root.mkdir()
-    dead, live = root / "freeact-sub-kernel-dead", root / "freeact-sub-kernel-live"
-    for folder in (dead, live):
-        (folder / "ipython" / "profile_default").mkdir(parents=True)
-    logged = root / "freeact-sub-kernel-logged"  # all that is left: the log it opened (seen after a suite run)
-    logged.mkdir()
-    (logged / "kernel.log").write_text("")
-    os.utime(logged, (time.time() - 120, time.time() - 120))
-    with socket.socket(socket.AF_UNIX) as gone:
-        gone.bind(str(dead / "socket-1"))  # bound, then closed: nobody listens on it any more
-    with socket.socket(socket.AF_UNIX) as listening:
-        listening.bind(str(live / "socket-1"))
-        listening.listen()
+    # not under `tmp_path`: with this test's long name in it, a socket's path could pass the 108 bytes AF_UNIX allows
+    root = Path(tempfile.mkdtemp(prefix="ks-"))
+    try:
+        dead, live = root / "freeact-sub-kernel-dead", root / "freeact-sub-kernel-live"
         for folder in (dead, live):
-            os.utime(folder, (time.time() - 120, time.time() - 120))
-        assert kernel_folders.sweep(str(root)) == [str(dead), str(logged)]
-        assert live.exists()
+            (folder / "ipython" / "profile_default").mkdir(parents=True)
+        logged = root / "freeact-sub-kernel-logged"  # all that is left: the log it opened (seen after a suite run)
+        logged.mkdir()
+        (logged / "kernel.log").write_text("")
+        os.utime(logged, (time.time() - 120, time.time() - 120))
+        with socket.socket(socket.AF_UNIX) as gone:
+            gone.bind(str(dead / "socket-1"))  # bound, then closed: nobody listens on it any more
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(live / "socket-1"))
+            listening.listen()
+            for folder in (dead, live):
+                os.utime(folder, (time.time() - 120, time.time() - 120))
+            assert kernel_folders.sweep(str(root)) == [str(dead), str(logged)]
+            assert live.exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- timeouts, interrupts, cancellation --------------------------------------------------------
