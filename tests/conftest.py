@@ -60,8 +60,10 @@ def no_leaked_processes(request: pytest.FixtureRequest):
 
 @pytest.fixture
 def calc_server_config() -> dict:
-    """The `mcpServers` entry of our own test MCP server."""
-    return {"command": sys.executable, "args": [str(CALC_SERVER)]}
+    """The `mcpServers` entry of our own test MCP server (stdio; see `tests.servers.calc_server`)."""
+    from tests.servers import calc_server
+
+    return calc_server()
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def running(script: str) -> set[int]:
 
 def calc_servers() -> set[int]:
     """The calc MCP servers running under this test process."""
-    return running("calc_server.py")
+    return running("calc_server.")  # the Python or the Node.js one
 
 
 def kernel_processes() -> list[int]:

@@ -24,10 +24,10 @@ from freeact_sub import (
 )
 from tests.processes import is_gone, kernel_processes
 from tests.scripting import Call, Script, configs, drive, of
+from tests.servers import calc_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-CALC = {"command": sys.executable, "args": [str(Path(__file__).parents[1] / "servers" / "calc_server.py")]}
 
 
 config = configs(enable_subagents=False)
@@ -37,7 +37,8 @@ config = configs(enable_subagents=False)
 async def shared(tmp_path_factory: pytest.TempPathFactory):
     """An agent with the calc server, for tests that do not crash the server or restart the kernel."""
     script = Script()
-    async with Agent(config(script.model, tmp_path_factory.mktemp("mcp-agent"), mcp_servers={"calc": CALC})) as agent:
+    workdir = tmp_path_factory.mktemp("mcp-agent")
+    async with Agent(config(script.model, workdir, mcp_servers={"calc": calc_server()})) as agent:
         yield agent, script
 
 
@@ -156,7 +157,7 @@ async def test_a_server_that_crashes_mid_session_becomes_an_error_result(tmp_pat
         ],
         ["The calc server is gone, but I can still run code."],
     )
-    async with Agent(config(script.model, tmp_path, mcp_servers={"calc": CALC})) as agent:
+    async with Agent(config(script.model, tmp_path, mcp_servers={"calc": calc_server()})) as agent:
         events = await drive(agent.stream("crash it"))
     pid = int(script.tool_results(1)["pid"])
     assert await is_gone(pid)
@@ -173,7 +174,7 @@ async def test_a_server_that_does_not_start_names_the_server_and_leaves_nothing_
     script = Script()
     # its command exists (a missing one is a ConfigError before anything starts), but it is no MCP server
     ghost = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no-such-binary: cannot serve')"]}
-    agent = Agent(config(script.model, tmp_path, mcp_servers={"calc": CALC, "ghost": ghost}))
+    agent = Agent(config(script.model, tmp_path, mcp_servers={"calc": calc_server(), "ghost": ghost}))
     with pytest.raises(McpServerError) as info:
         await agent.start()
     assert info.value.server == "ghost"
@@ -186,7 +187,7 @@ async def test_a_server_that_does_not_start_names_the_server_and_leaves_nothing_
 async def test_a_kernel_that_cannot_start_closes_the_mcp_sessions(tmp_path: Path) -> None:
     # a Python that cannot find its standard library: the kernel's interpreter dies at once
     broken = {"PYTHONHOME": str(tmp_path / "no-python-here")}
-    agent = Agent(config(Script().model, tmp_path / "work", mcp_servers={"calc": CALC}, kernel_env=broken))
+    agent = Agent(config(Script().model, tmp_path / "work", mcp_servers={"calc": calc_server()}, kernel_env=broken))
     with pytest.raises(KernelError, match="did not start"):
         await agent.start()
     assert not agent.started
@@ -196,7 +197,7 @@ async def test_a_kernel_that_cannot_start_closes_the_mcp_sessions(tmp_path: Path
 async def test_a_working_dir_that_cannot_be_a_folder_names_the_field_before_anything_starts(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    agent = Agent(config(Script().model, blocker / "work", mcp_servers={"calc": CALC}))
+    agent = Agent(config(Script().model, blocker / "work", mcp_servers={"calc": calc_server()}))
     kernels = kernel_processes()
     with pytest.raises(ConfigError, match=r"^working_dir: .*a-file/work cannot be the working folder: Not a directory"):
         await agent.start()
@@ -205,7 +206,8 @@ async def test_a_working_dir_that_cannot_be_a_folder_names_the_field_before_anyt
 
 async def test_each_agent_has_its_own_sessions_closed_on_stop(tmp_path: Path) -> None:
     scripts = [Script([Call("calc_server_pid", {}, id="pid")], ["ok"]) for _ in range(2)]
-    agents = [Agent(config(s.model, tmp_path / str(i), mcp_servers={"calc": CALC})) for i, s in enumerate(scripts)]
+    agents = [Agent(config(s.model, tmp_path / str(i), mcp_servers={"calc": calc_server()}))
+              for i, s in enumerate(scripts)]
     await asyncio.gather(*(agent.start() for agent in agents))
     try:
         for agent in agents:

@@ -28,11 +28,10 @@ from freeact_sub import (
 )
 from tests.npm_servers import filesystem_server
 from tests.scripting import Call, Router, Script, configs, drive, of
+from tests.servers import calc_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-CALC_SERVER = Path(__file__).parents[1] / "servers" / "calc_server.py"
-CALC = {"command": sys.executable, "args": [str(CALC_SERVER)]}
 TIME = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
 
 
@@ -40,7 +39,9 @@ def cell(code: str, call_id: str = "cell") -> Call:
     return Call("execute_ipython_cell", {"code": code}, id=call_id)
 
 
-config = configs(enable_subagents=False, mcp_servers={"calc": CALC})
+def config(model: object, workdir: Path, **settings: object) -> AgentConfig:
+    """The module's agent: no `task` tool, the calc server's tools (as code)."""
+    return configs(enable_subagents=False, mcp_servers={"calc": calc_server()})(model, workdir, **settings)
 
 
 def code_requests(events: list) -> list[ApprovalRequest]:
@@ -68,7 +69,7 @@ async def shared(tmp_path_factory: pytest.TempPathFactory):
     """An agent with the calc server and the time server, for tests that do not crash or restart anything."""
     script = Script()
     workdir = tmp_path_factory.mktemp("code-tools")
-    async with Agent(config(script.model, workdir, mcp_servers={"calc": CALC, "time": TIME})) as agent:
+    async with Agent(config(script.model, workdir, mcp_servers={"calc": calc_server(), "time": TIME})) as agent:
         yield agent, script
 
 
@@ -317,14 +318,14 @@ async def test_three_children_call_the_same_server_from_code_each_through_its_ow
     children = {f"CHILD-{n}:": Script([cell(code)], [f"child {n} done"]) for n in range(3)}
     router = Router({"PARENT": parent, **children})
     settings = AgentConfig(
-        model=router.model, working_dir=tmp_path, mcp_servers={"calc": CALC}, kernel_pool_size=0
+        model=router.model, working_dir=tmp_path, mcp_servers={"calc": calc_server()}, kernel_pool_size=0
     )
     servers_seen: set[int] = set()
 
     def count_servers() -> None:
         for process in psutil.Process().children(recursive=True):
             try:
-                if str(CALC_SERVER) in " ".join(process.cmdline()):
+                if "calc_server." in " ".join(process.cmdline()):
                     servers_seen.add(process.pid)
             except psutil.Error:
                 continue
@@ -427,7 +428,7 @@ async def test_an_agent_type_picks_which_tools_its_code_gets_and_how(tmp_path: P
         "adder": {"description": "adds", "tools": ["execute_ipython_cell", "calc_add"]},
         "caller": {"description": "calls", "mcp_tools": "calls"},
     }
-    settings = AgentConfig(model=router.model, working_dir=tmp_path, mcp_servers={"calc": CALC}, agents=agents,
+    settings = AgentConfig(model=router.model, working_dir=tmp_path, mcp_servers={"calc": calc_server()}, agents=agents,
                            kernel_pool_size=0, auto_approve=True)
     async with Agent(settings) as agent:
         events = await drive(agent.stream("PARENT: two typed children"))
@@ -478,7 +479,7 @@ async def test_agents_with_the_same_tools_share_one_read_only_package_until_the_
     children = {f"CHILD-{kind}:": Script([cell(probe)], ["ok"]) for kind in ("one", "two", "adder")}
     router = Router({"PARENT": parent, **children})
     agents = {"adder": {"description": "adds", "tools": ["execute_ipython_cell", "calc_add"]}}
-    settings = AgentConfig(model=router.model, working_dir=tmp_path, mcp_servers={"calc": CALC}, agents=agents,
+    settings = AgentConfig(model=router.model, working_dir=tmp_path, mcp_servers={"calc": calc_server()}, agents=agents,
                            auto_approve=True)
     async with Agent(settings) as agent:
         events = await drive(agent.stream("PARENT: three children"))

@@ -23,8 +23,8 @@ from freeact_sub import (
     HookFailed,
     HookSpec,
 )
-from tests.conftest import CALC_SERVER
 from tests.scripting import Call, Router, Script, configs, drive, of
+from tests.servers import calc_server
 
 
 def cell(code: str, call_id: str = "cell") -> Call:
@@ -171,7 +171,7 @@ async def test_a_command_hook_reads_the_moment_on_stdin_and_answers_on_stdout(wo
     settings = tmp_path / "freeact.json"
     settings.write_text(json.dumps({
         "enable_subagents": False,
-        "mcp_servers": {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}},
+        "mcp_servers": {"calc": calc_server()},
         "hooks": {"PreToolUse": [{"matcher": "calc_*", "hooks": [{"type": "command", "command": command(program)}]}]},
     }))
     script = Script([Call("calc_add", {"a": 1, "b": 2}, id="add"), cell("print(1)")], ["done"])
@@ -191,7 +191,7 @@ async def test_hooks_apply_to_mcp_calls_made_from_a_cells_code(workdir: Path) ->
     code = "from mcptools.calc import echo\ntry:\n    echo(text='hi')\nexcept Exception as e:\n    print('refused:', e)"
     script = Script([cell(code)], ["done"])
     cfg = config(script.model, workdir, hooks={"PreToolUse": [deny_echo]}, auto_approve=True, mcp_tools="code",
-                 mcp_servers={"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}})
+                 mcp_servers={"calc": calc_server()})
     async with Agent(cfg) as agent:
         events = await drive(agent.stream("go"))
     (output,) = of(CodeExecutionOutput, events)

@@ -14,6 +14,7 @@ import pytest_asyncio
 from freeact_sub import AgentConfig, McpServerError
 from freeact_sub.mcp.servers import McpConnections
 from tests.processes import is_gone
+from tests.servers import calc_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -29,7 +30,7 @@ async def calc(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _calc_config() -> dict:
-    return {"command": sys.executable, "args": [str(Path(__file__).parents[1] / "servers" / "calc_server.py")]}
+    return calc_server()
 
 
 def _connections(servers: dict, cwd: Path) -> McpConnections:

@@ -7,7 +7,6 @@ Real calc servers throughout; each connection is told apart by its server's proc
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from freeact_sub import Agent, SubagentFinished, SubagentStarted, ToolOutput
@@ -75,10 +74,8 @@ async def test_a_child_opens_its_own_connection_at_its_first_call_and_closes_it_
 async def test_a_child_cancelled_while_its_connection_opens_leaves_no_server(
     calc_server_config: dict, workdir: Path
 ) -> None:
-    slow = dict(calc_server_config)
-    slow["command"] = sys.executable
-    slow["args"] = ["-c", "import time, runpy, sys; time.sleep(1.5); sys.argv = sys.argv[1:]; "
-                    "runpy.run_path(sys.argv[0], run_name='__main__')", *calc_server_config["args"]]
+    slow = {"command": "/bin/sh", "args": ["-c", 'sleep 1.5; exec "$@"', "sh", calc_server_config["command"],
+                                          *calc_server_config["args"]]}
     parent = Script([Call("calc_add", {"a": 1, "b": 1})],
                     [Call("task", {"prompt": "CHILD: job", "run_in_background": True}, id="t")], ["started"])
     child = Script([Call("calc_add", {"a": 2, "b": 3})], ["never"])
@@ -101,11 +98,9 @@ async def test_a_server_that_cannot_start_at_first_use_is_a_readable_tool_result
 ) -> None:
     """The tools were listed by the main agent's connection; the child's own start then fails."""
     flag = tmp_path / "refuse"
-    gate = dict(calc_server_config)
-    gate["command"] = sys.executable
-    gate["args"] = ["-c", f"import os, runpy, sys\nif os.path.exists({str(flag)!r}): sys.exit('refusing to start')\n"
-                    "sys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')",
-                    *calc_server_config["args"]]
+    refuse = f'if [ -e "{flag}" ]; then echo refusing to start >&2; exit 1; fi; exec "$@"'
+    server = [calc_server_config["command"], *calc_server_config["args"]]
+    gate = {"command": "/bin/sh", "args": ["-c", refuse, "sh", *server]}
     parent = Script([Call("task", {"prompt": "CHILD: job"}, id="t")], ["done"])
     child = Script([Call("calc_add", {"a": 2, "b": 3}, id="add")], ["noted"])
     model = Router({"PARENT": parent, "CHILD:": child}).model

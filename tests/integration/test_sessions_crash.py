@@ -16,7 +16,8 @@ from pathlib import Path
 import psutil
 
 from freeact_sub.sessions import INTERRUPTED_RESULT, list_sessions, open_session
-from tests.conftest import CALC_SERVER, ROOT
+from tests.conftest import ROOT
+from tests.servers import calc_server
 
 _HOST = """
 import asyncio, sys
@@ -29,7 +30,7 @@ async def main():
         Call("execute_ipython_cell", {"code": "import time\\nprint('long', flush=True)\\ntime.sleep(600)"}, id="long"),
     ], ["never"])
     config = AgentConfig(model=script.model, working_dir=sys.argv[1], auto_approve=True, enable_subagents=False,
-                         mcp_servers={"calc": {"command": sys.executable, "args": [sys.argv[2]]}}, mcp_pool_size=0)
+                         mcp_servers={"calc": {"command": sys.argv[2], "args": sys.argv[3:]}}, mcp_pool_size=0)
     async with Agent(config) as agent:
         async for event in agent.stream("add and wait"):
             if isinstance(event, ToolOutput) and event.tool_call_id == "quick":
@@ -40,8 +41,9 @@ asyncio.run(main())
 
 
 def test_a_call_that_finished_before_the_crash_keeps_its_result(workdir: Path) -> None:
+    calc = calc_server()
     host = subprocess.Popen(
-        [sys.executable, "-c", _HOST, str(workdir), str(CALC_SERVER)],
+        [sys.executable, "-c", _HOST, str(workdir), calc["command"], *calc["args"]],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:
@@ -122,7 +124,7 @@ async def test_a_finished_calls_result_is_saved_before_its_event_is_out(workdir:
         Call("execute_ipython_cell", {"code": "import time\ntime.sleep(60)"}, id="long"),
     ], ["never"])
     config = AgentConfig(model=script.model, working_dir=workdir, auto_approve=True, enable_subagents=False,
-                         mcp_servers={"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}},
+                         mcp_servers={"calc": calc_server()},
                          mcp_pool_size=0)
     seen_on_disk: object = None
     async with Agent(config) as agent:

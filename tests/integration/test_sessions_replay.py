@@ -9,7 +9,6 @@ recording console, its questions answered with keys; then the saved session prin
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -20,8 +19,7 @@ from freeact_sub.sessions import SavedDecision, open_session
 from freeact_sub.terminal.session import Session
 from freeact_sub.terminal.sessions_cmd import print_transcript
 from tests.scripting import Call, Router, Script
-
-CALC = {"command": sys.executable, "args": [str(Path(__file__).parents[1] / "servers" / "calc_server.py")]}
+from tests.servers import calc_server
 
 
 def cell(code: str, call_id: str) -> Call:
@@ -55,7 +53,7 @@ async def test_sessions_show_prints_what_the_live_terminal_printed(workdir: Path
     )
     child = Script([cell("print(7)", "child-cell")], ["the child's answer: 7"])
     config = AgentConfig(model=Router({"PARENT": parent, "CHILD:": child}).model, working_dir=workdir,
-                         kernel_pool_size=0, mcp_pool_size=0, mcp_servers={"calc": CALC}, mcp_tools="code",
+                         kernel_pool_size=0, mcp_pool_size=0, mcp_servers={"calc": calc_server()}, mcp_tools="code",
                          approvals={"reset_kernel": "deny"}, hooks={"PreToolUse": [hook]})
     keys = {"rejected": "nnot that\r", "always": "a"}
     console = Console(record=True, width=150, force_terminal=False)

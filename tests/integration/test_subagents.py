@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -442,7 +443,7 @@ def _counts():
             if process.status() == psutil.STATUS_ZOMBIE:
                 continue
             command = " ".join(process.cmdline())
-            if "calc_server.py" in command:
+            if "calc_server." in command:
                 servers += 1
             elif "ipykernel_launcher" in command or any(
                 KERNEL_SOCKET.search(c.laddr or "") is not None for c in process.net_connections(kind="unix")
@@ -464,7 +465,7 @@ KERNEL_STARTUP = PARTNER_COUNT + "_meet('kernel', lambda kernels, servers: serve
 SERVER_WRAPPER = (
     PARTNER_COUNT
     + "_meet('server', lambda kernels, servers: kernels >= servers)\n"
-    + "os.execv(sys.executable, [sys.executable, sys.argv[1]])\n"
+    + "os.execv(sys.argv[1], sys.argv[1:])\n"
 )
 
 
@@ -481,8 +482,8 @@ async def test_kernel_and_mcp_servers_of_an_agent_start_together(workdir: Path, 
     wrapper.write_text(SERVER_WRAPPER)
     env = {"FREEACT_TEST_HOST": str(os.getpid()), "FREEACT_TEST_MARKS": str(marks)}
     server = {
-        "command": calc_server_config["command"],
-        "args": [str(wrapper), *calc_server_config["args"]],
+        "command": sys.executable,
+        "args": [str(wrapper), calc_server_config["command"], *calc_server_config["args"]],
         "env": {**env, "PATH": os.environ["PATH"]},
     }
     script = Script([Call("calc_server_pid", {}), cell(PRINT_PID)], ["paired"])
