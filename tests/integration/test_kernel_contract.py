@@ -26,6 +26,7 @@ import pytest_asyncio
 from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.kernels.gateway import GatewayKernel
 from freeact_sub.kernels.local import Kernel
+from freeact_sub.kernels.zygote import process_zygote
 from tests.gateway_server import TOKEN_ENV, token_gateway
 from tests.processes import is_gone
 
@@ -49,11 +50,19 @@ class Backend:
 def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Each backend in turn; the gateway (a server process) is started only for its own tests."""
     if request.param == "local":
-        yield Backend("local", Kernel)
+        # forked by the process's zygote, as an agent tree's kernels are (a launch costs about ten times a fork's CPU;
+        # `test_kernel.py` covers launched kernels)
+        yield Backend("local", lambda **settings: Kernel(launcher=process_zygote(), **settings))
         return
     with token_gateway(tmp_path_factory.mktemp("gateway")) as server:
         config = KernelGatewayConfig.model_validate({"url": server.url, "token_env": TOKEN_ENV})
         yield Backend("gateway", lambda **settings: GatewayKernel(config, **settings))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", autouse=True)
+async def forking_zygote() -> None:
+    """The process's zygote, running, for the local backend's kernels."""
+    await process_zygote().start()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -15,6 +15,7 @@ import pytest
 from freeact_sub import Agent, AgentConfig, KernelError
 from freeact_sub.kernels.local import Kernel
 from freeact_sub.kernels.pool import KernelPool
+from freeact_sub.kernels.zygote import process_zygote
 from tests.processes import kernel_processes
 from tests.scripting import Call, Router, Script, until
 
@@ -24,9 +25,16 @@ FIRST_CELL_CHECK = (
 )
 
 
+@pytest.fixture(autouse=True)
+async def forking_zygote() -> None:
+    """The process's zygote, running: the pools here fork their kernels, as an agent tree's do (a launch costs about
+    ten times a fork's CPU; `test_kernel.py` covers launched kernels)."""
+    await process_zygote().start()
+
+
 def kernel_factory(workdir: Path, made: list[Kernel]) -> Callable[[], Kernel]:
     def new_kernel() -> Kernel:
-        kernel = Kernel(working_dir=workdir, label="pool-test")
+        kernel = Kernel(working_dir=workdir, label="pool-test", launcher=process_zygote())
         made.append(kernel)
         return kernel
 
@@ -122,7 +130,8 @@ async def test_a_failed_background_start_does_not_fail_a_later_caller(workdir: P
     made: list[Kernel] = []
 
     def new_kernel() -> Kernel:
-        kernel = Kernel(working_dir=not_a_folder if not made else workdir, label="pool-test")
+        kernel = Kernel(working_dir=not_a_folder if not made else workdir, label="pool-test",
+                        launcher=process_zygote())
         made.append(kernel)
         return kernel
 
