@@ -72,3 +72,44 @@ def test_the_command_loads_jsonschema_without_its_format_libraries_and_a_program
         "print(importlib.util.find_spec('isoduration') is None or 'isoduration' in sys.modules)\n"
     )
     assert _probe(program) == ["True"]
+
+
+_COUNT_PROBES = (
+    "import subprocess, sys, threading, time\n"
+    "probes = []\n"
+    "real_run = subprocess.run\n"
+    "def run(argv, *args, **kwargs):\n"
+    "    if any('run_confined' in str(part) for part in argv):\n"
+    "        probes.append(threading.current_thread().name)\n"
+    "        time.sleep(0.3)  # a slow machine's probe: long enough for a second caller to come meanwhile\n"
+    "    return real_run(argv, *args, **kwargs)\n"
+    "subprocess.run = run\n"
+)
+
+
+def test_the_sandbox_is_probed_once_however_many_ask_at_once() -> None:
+    code = _COUNT_PROBES + (
+        "import threading\n"
+        "from freeact_sub.sandbox import platform_problem\n"
+        "early = threading.Thread(target=platform_problem); early.start()\n"
+        "time.sleep(0.05)\n"
+        "answer = platform_problem(); early.join()\n"
+        "print(len(probes))\n"
+    )
+    assert _probe(code) == ["1"]
+
+
+def test_the_command_probes_the_sandbox_beside_its_start_not_on_the_event_loop(tmp_path: Path) -> None:
+    """The probe (a process) runs in a thread while the configuration loads; the agent's start finds its answer."""
+    code = _COUNT_PROBES + (
+        "import pathlib\n"
+        "from freeact_sub.sandbox import platform_problem\n"
+        "from freeact_sub.terminal.arguments import build_parser\n"
+        "from freeact_sub.terminal.runner import Runner\n"
+        "runner = Runner(build_parser().parse_args(['--demo', '-p', 'x', '--auto-approve']))\n"
+        f"runner._configure(pathlib.Path({str(tmp_path)!r}))\n"
+        "runner.demo.close()\n"
+        "platform_problem()\n"
+        "print(probes)\n"
+    )
+    assert _probe(code) == ["['freeact-sub-sandbox-probe']"]
