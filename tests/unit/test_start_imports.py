@@ -1,13 +1,17 @@
-"""What a start imports: each cut of the command's start (issue 38) stays cut.
+"""What a start imports and waits for: each cut of the command's start (issue 38) stays cut.
 
 Each probe runs in a fresh interpreter and reads `sys.modules`, so a module-level import that comes back fails here.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import freeact_sub
 
@@ -40,40 +44,6 @@ def test_an_agent_kernel_starts_without_debugpy_and_its_cells_may_still_import_i
     assert _probe(code) == ["False", "False", "importable"]
 
 
-FORMAT_LIBRARIES = ["isoduration", "arrow", "fqdn", "webcolors", "uri_template", "rfc3339_validator"]
-
-
-def test_the_command_loads_jsonschema_without_its_format_libraries_and_a_program_keeps_them(tmp_path: Path) -> None:
-    """The command's configuration (`launch.build_config`) makes jsonschema load lean (~0.09 s of CPU a start), and
-    its demo server loads no WebSocket protocol (~0.03 s); a program that imports `freeact_sub` and checks tool
-    arguments still gets jsonschema with its formats."""
-    command = (
-        "import pathlib, sys\n"
-        "from freeact_sub.terminal.arguments import build_parser\n"
-        "from freeact_sub.terminal.runner import Runner\n"
-        "from freeact_sub.tools import Toolbox, builtin_tool\n"
-        "runner = Runner(build_parser().parse_args(['--demo', '-p', 'x', '--auto-approve']))\n"
-        f"config = runner._configure(pathlib.Path({str(tmp_path)!r}))\n"
-        "runner.demo.close()\n"
-        "box = Toolbox([builtin_tool('execute_ipython_cell')])\n"
-        "print(box.check('execute_ipython_cell', {}) is not None, 'jsonschema' in sys.modules)\n"
-        "print(any(name.startswith('uvicorn.protocols.websockets') for name in sys.modules))\n"
-        f"print(sorted(set({FORMAT_LIBRARIES!r}) & set(sys.modules)) or 'none')\n"
-        "import importlib.util\n"
-        "if importlib.util.find_spec('isoduration') is not None:\n"
-        "    import isoduration\n"
-        "print('importable')\n"
-    )
-    assert _probe(command) == ["True", "True", "False", "none", "importable"]
-    program = (
-        "import importlib.util, sys\n"
-        "from freeact_sub.tools import Toolbox, builtin_tool\n"
-        "Toolbox([builtin_tool('execute_ipython_cell')])\n"
-        "print(importlib.util.find_spec('isoduration') is None or 'isoduration' in sys.modules)\n"
-    )
-    assert _probe(program) == ["True"]
-
-
 _COUNT_PROBES = (
     "import subprocess, sys, threading, time\n"
     "probes = []\n"
@@ -85,31 +55,70 @@ _COUNT_PROBES = (
     "    return real_run(argv, *args, **kwargs)\n"
     "subprocess.run = run\n"
 )
+FORMAT_LIBRARIES = ["isoduration", "arrow", "fqdn", "webcolors", "uri_template", "rfc3339_validator"]
+
+
+@pytest.fixture(scope="module")
+def command_start(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What the terminal command's start (`--demo -p`: its configuration, then an agent's toolbox and its sandbox
+    check) left in one fresh interpreter: one run, read by the tests below."""
+    folder = tmp_path_factory.mktemp("command")
+    code = _COUNT_PROBES + (
+        "import importlib.util, json, pathlib\n"
+        "from freeact_sub.sandbox import platform_problem\n"
+        "from freeact_sub.terminal.arguments import build_parser\n"
+        "from freeact_sub.terminal.runner import Runner\n"
+        "from freeact_sub.tools import Toolbox, builtin_tool\n"
+        "runner = Runner(build_parser().parse_args(['--demo', '-p', 'x', '--auto-approve']))\n"
+        f"runner._configure(pathlib.Path({str(folder)!r}))\n"
+        "runner.demo.close()\n"
+        "box = Toolbox([builtin_tool('execute_ipython_cell')])\n"
+        "platform_problem()\n"
+        "facts = {'checks': box.check('execute_ipython_cell', {}) is not None, 'probes': probes,\n"
+        "         'websockets': any(name.startswith('uvicorn.protocols.websockets') for name in sys.modules),\n"
+        f"         'formats': sorted(set({FORMAT_LIBRARIES!r}) & set(sys.modules))}}\n"
+        "if importlib.util.find_spec('isoduration') is not None:\n"
+        "    import isoduration\n"
+        "print(json.dumps(facts))\n"
+    )
+    facts: dict[str, Any] = json.loads(" ".join(_probe(code)))
+    return facts
+
+
+def test_the_command_loads_jsonschema_without_its_format_libraries(command_start: dict[str, Any]) -> None:
+    """The command's configuration (`launch.build_config`) makes jsonschema load lean (~0.09 s of CPU a start); the
+    arguments are checked all the same, and the libraries still import after."""
+    assert command_start["checks"] is True
+    assert command_start["formats"] == []
+
+
+def test_the_demo_server_loads_no_websocket_protocol(command_start: dict[str, Any]) -> None:
+    """uvicorn loads one unless told not to (~0.03 s of CPU a start); the demo server serves none."""
+    assert command_start["websockets"] is False
+
+
+def test_a_program_keeps_jsonschemas_formats() -> None:
+    """Only the command skips them: a program that imports `freeact_sub` gets jsonschema as it comes."""
+    program = (
+        "import importlib.util, sys\n"
+        "from freeact_sub.tools import Toolbox, builtin_tool\n"
+        "Toolbox([builtin_tool('execute_ipython_cell')])\n"
+        "print(importlib.util.find_spec('isoduration') is None or 'isoduration' in sys.modules)\n"
+    )
+    assert _probe(program) == ["True"]
+
+
+def test_the_command_probes_the_sandbox_beside_its_start_not_on_the_event_loop(command_start: dict[str, Any]) -> None:
+    """The probe (a process) runs in a thread while the configuration loads; the agent's check finds its answer."""
+    assert command_start["probes"] == ["freeact-sub-sandbox-probe"]
 
 
 def test_the_sandbox_is_probed_once_however_many_ask_at_once() -> None:
     code = _COUNT_PROBES + (
-        "import threading\n"
         "from freeact_sub.sandbox import platform_problem\n"
         "early = threading.Thread(target=platform_problem); early.start()\n"
         "time.sleep(0.05)\n"
-        "answer = platform_problem(); early.join()\n"
+        "platform_problem(); early.join()\n"
         "print(len(probes))\n"
     )
     assert _probe(code) == ["1"]
-
-
-def test_the_command_probes_the_sandbox_beside_its_start_not_on_the_event_loop(tmp_path: Path) -> None:
-    """The probe (a process) runs in a thread while the configuration loads; the agent's start finds its answer."""
-    code = _COUNT_PROBES + (
-        "import pathlib\n"
-        "from freeact_sub.sandbox import platform_problem\n"
-        "from freeact_sub.terminal.arguments import build_parser\n"
-        "from freeact_sub.terminal.runner import Runner\n"
-        "runner = Runner(build_parser().parse_args(['--demo', '-p', 'x', '--auto-approve']))\n"
-        f"runner._configure(pathlib.Path({str(tmp_path)!r}))\n"
-        "runner.demo.close()\n"
-        "platform_problem()\n"
-        "print(probes)\n"
-    )
-    assert _probe(code) == ["['freeact-sub-sandbox-probe']"]
