@@ -59,6 +59,26 @@ if __name__ == "__main__" and (_plan_text := os.environ.pop(SANDBOX_PLAN_VARIABL
 
 import socket  # noqa: E402
 
+
+def _debugger_without_debugpy() -> None:
+    """Import ipykernel's debugger module with debugpy hidden, so this kernel offers no visual debugger.
+
+    `IPythonKernel.__init__` imports `ipykernel.debugger`, which imports debugpy where it is installed (~0.12 s of
+    CPU, an eighth of a launched kernel's start; in the zygote, a part of every forked kernel's memory) to serve
+    JupyterLab's debugger. No one attaches one to an agent's kernel: its host is its only client. debugpy is hidden
+    only while that module imports, so a cell's own `import debugpy` still works.
+    """
+    if "ipykernel.debugger" in sys.modules or "debugpy" in sys.modules:
+        return
+    sys.modules["debugpy"] = None  # type: ignore[assignment]  # an ImportError there: `_is_debugpy_available` False
+    try:
+        import ipykernel.debugger  # noqa: F401
+    finally:
+        del sys.modules["debugpy"]
+
+
+_debugger_without_debugpy()
+
 import zmq  # noqa: E402 - after the sys.path fix and the sandbox above
 from ipykernel.kernelapp import IPKernelApp  # noqa: E402
 from traitlets.config import Config  # noqa: E402

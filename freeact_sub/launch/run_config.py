@@ -40,6 +40,9 @@ def start_demo() -> DemoServer:
 
 def build_config(args: argparse.Namespace, working_dir: Path, demo: DemoServer | None) -> AgentConfig:
     from freeact_sub import AgentConfig, load_mcp_config
+    from freeact_sub.tools import skip_format_checkers
+
+    skip_format_checkers()  # the command's process checks no string formats: jsonschema loads without their libraries
 
     overrides: dict[str, Any] = {
         "model": args.model,

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,9 +45,18 @@ ENFORCE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_c
 """Run as `python ENFORCE_SCRIPT PLAN_JSON -- COMMAND ARGS...` to start a command confined to a plan."""
 
 
-@functools.cache
+_probing = threading.Lock()
+
+
 def platform_problem() -> str | None:
-    """Why this machine cannot enforce a sandbox, or None if it can (checked once per process)."""
+    """Why this machine cannot enforce a sandbox, or None if it can (checked once per process: a caller that comes
+    while another's check runs waits for its answer)."""
+    with _probing:
+        return _platform_problem()
+
+
+@functools.cache
+def _platform_problem() -> str | None:
     if not sys.platform.startswith("linux"):
         return f"sandboxes need Linux (this is {sys.platform})"
     if landlock_abi() < 1:
