@@ -8,13 +8,17 @@ only this code. Each row prints, per code, the median wall time against the row'
 the waves), and the CPU a child (this process, kernels, zygote, servers; all of it on 2 cores is a floor too).
 Rows: `spawn` (the spawn p50, pool warm), `10` (10 x 1 s, bound 5), `50` (50 x 0.5 s, bound 10), `200`
 (200 x 0.5 s, bound 20), `http50` (50 x 0.5 s, bound 10, a scripted OpenAI-protocol provider over real HTTP),
-`mcp30` (30 x 0.5 s, bound 10, over HTTP, one stdio MCP server configured that no child calls).
+`mcp30` (30 x 0.5 s, bound 10, over HTTP, one stdio MCP server configured that no child calls). The HTTP rows'
+provider runs in a process of its own (`bench/servers/scripted_provider.py`), as a real provider does; its CPU is
+counted with the rest (`--provider thread`: in a thread of the host, as before, where it also holds the host's
+interpreter lock).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,8 @@ if "--root" in sys.argv:  # the `freeact_sub` measured: a baseline's, else this 
 __all__ = ["ROWS", "one_row"]
 
 SPAWNS = 30
+PROVIDER = "process"
+"""Where the HTTP rows' scripted provider runs (`--provider`)."""
 """Spawns a run of the `spawn` row (one child a parent turn, the pool warm before each)."""
 ROWS: dict[str, tuple[int, int, float, str]] = {  # children, bound, cell seconds, how
     "10": (10, 5, 1.0, "function"),
@@ -42,21 +49,47 @@ ROWS: dict[str, tuple[int, int, float, str]] = {  # children, bound, cell second
 }
 
 
-async def _over_http(children: int, bound: int, cell: float, mcp: bool) -> dict[str, float]:
+@contextlib.contextmanager
+def _provider(cell: float, where: str) -> Iterator[str]:
+    """The scripted provider's base URL: served by a process of its own (`process`, as a real provider is), or by
+    a thread of this one (`thread`: its CPU and its hold on the interpreter lock are then the host's)."""
+    if where == "thread":
+        from bench.retry_bench import _responder
+        from freeact_sub.demo import DemoServer
+
+        with DemoServer(responder=_responder(cell), chunk_delay=0.001).start() as server:
+            yield server.base_url_for("openai")
+        return
+    script = Path(__file__).resolve().parent / "servers" / "scripted_provider.py"
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(cell)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        if not url:
+            raise RuntimeError("the scripted provider did not start")
+        yield url
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def _over_http(children: int, bound: int, cell: float, mcp: bool, provider: str) -> dict[str, float]:
     from bench.fan_out_runs import cpu_seconds
-    from bench.retry_bench import _responder
     from bench.spawning import CALC_SERVER, wait_for_pool
     from freeact_sub import Agent, AgentConfig, SubagentFinished
-    from freeact_sub.demo import DemoServer
 
     servers: dict[str, Any] = {"calc": {"command": sys.executable, "args": [str(CALC_SERVER)]}} if mcp else {}
-    with (
-        DemoServer(responder=_responder(cell), chunk_delay=0.001).start() as server,
-        tempfile.TemporaryDirectory() as work,
-    ):
+    with _provider(cell, provider) as base_url, tempfile.TemporaryDirectory() as work:
         config = AgentConfig(
             model="openai:scripted",
-            base_url=server.base_url_for("openai"),
+            base_url=base_url,
             working_dir=Path(work),
             max_subagents=bound,
             auto_approve=True,
@@ -73,8 +106,9 @@ async def _over_http(children: int, bound: int, cell: float, mcp: bool) -> dict[
     return {"wall": wall, "cpu": cpu, "done": done}
 
 
-async def one_row(name: str) -> dict[str, float]:
-    """One run of the row `name` in this process, after a small fan-out that pays the process's one-time costs."""
+async def one_row(name: str, provider: str = "process") -> dict[str, float]:
+    """One run of the row `name` in this process, after a small fan-out that pays the process's one-time costs;
+    `provider`: where the HTTP rows' scripted provider runs (`process` or `thread`)."""
     from bench.fan_out_runs import fan_out_run
 
     await fan_out_run(3, 3, 0.0)
@@ -87,11 +121,11 @@ async def one_row(name: str) -> dict[str, float]:
     if how == "function":
         result = await fan_out_run(children, bound, cell)
         return {"wall": result.wall, "cpu": result.cpu, "done": result.done}
-    return await _over_http(children, bound, cell, mcp=how == "http+mcp")
+    return await _over_http(children, bound, cell, mcp=how == "http+mcp", provider=provider)
 
 
 def _run(name: str, root: str | None) -> dict[str, float]:
-    command = [sys.executable, __file__, "--one", name, *(["--root", root] if root else [])]
+    command = [sys.executable, __file__, "--one", name, "--provider", PROVIDER, *(["--root", root] if root else [])]
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=os.environ.copy())
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -138,11 +172,18 @@ if __name__ == "__main__":
         "--rows", default=",".join(["spawn", *ROWS]), help="comma-separated, of: spawn, " + ", ".join(ROWS)
     )
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--provider",
+        choices=("process", "thread"),
+        default="process",
+        help="where the HTTP rows' scripted provider runs: a process of its own (default), or a thread of the host",
+    )
     parser.add_argument("--baseline", metavar="DIR", help="also measure the freeact_sub in DIR, alternated")
     parser.add_argument("--root", metavar="DIR", help=argparse.SUPPRESS)  # read above, before the imports
     parser.add_argument("--one", metavar="ROW", help=argparse.SUPPRESS)  # one run, as JSON (what each process does)
     arguments = parser.parse_args()
+    PROVIDER = arguments.provider
     if arguments.one:
-        print(json.dumps(asyncio.run(one_row(arguments.one))))
+        print(json.dumps(asyncio.run(one_row(arguments.one, arguments.provider))))
     else:
         main(arguments.rows.split(","), arguments.runs, arguments.baseline)

@@ -339,6 +339,19 @@ async def test_shutdown_ends_the_process(tmp_path: Path) -> None:
     await kernel.shutdown()  # a second shutdown is harmless
 
 
+async def test_a_shutdown_makes_no_channel_the_kernel_never_used(zygote: KernelZygote, tmp_path: Path) -> None:
+    # jupyter_client's stop_channels looks at all five channels through properties that make each missing one
+    # (a socket connected only to be closed); a kernel here uses the shell and iopub channels alone
+    kernel = Kernel(working_dir=tmp_path, launcher=zygote)
+    await kernel.start()
+    client = kernel._client
+    assert (await kernel.execute("1 + 1")).text.strip() == "2"
+    await kernel.shutdown(now=True)
+    assert client._shell_channel is not None and client._iopub_channel is not None
+    assert (client._stdin_channel, client._hb_channel, client._control_channel) == (None, None, None)
+    assert not client.channels_running
+
+
 async def test_shutdown_ends_processes_the_kernel_started(tmp_path: Path) -> None:
     kernel = Kernel(working_dir=tmp_path)
     await kernel.start()
