@@ -309,7 +309,11 @@ class Proxy:
     def register(self, path: str, hosts: Iterable[str], profile: str) -> Registration:
         """A kernel's registration: the Unix socket at `path` (in the host's part of the kernel's folder) takes its
         listening socket, and its connections may reach `hosts`."""
-        channel = bind_channel(path)
+        return self.adopt(bind_channel(path), path, hosts, profile)
+
+    def adopt(self, channel: socket.socket, path: str, hosts: Iterable[str], profile: str) -> Registration:
+        """`register` with the Unix socket `channel`, bound at `path` already (the proxy's process could not take it:
+        `proxy_client`)."""
         with self._lock:
             if self._loop is None:
                 self._loop = Loop(on_stop=close_idle_pipes)

@@ -41,8 +41,8 @@ __all__ = ["PROXY_SCRIPT", "ProxyProcess", "ProxyRegistration", "ProxyUnavailabl
 
 PROXY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proxy_process.py")
 _MESSAGE_LIMIT = 64 * 1024
-_READY_TIMEOUT = 10.0
-_REPLY_TIMEOUT = 10.0
+_TIMEOUT = 10.0
+"""Seconds the host waits for the process to start, to take a message or to answer one."""
 _REFUSALS_KEPT = 100
 IN_PROCESS = "in-process"
 """`FREEACT_SUB_PROXY=in-process`: the proxy runs in a thread of the host's, not in a process of its own."""
@@ -68,9 +68,14 @@ class ProxyRegistration(Protocol):
 
 class _Session:
     """One life of the proxy's process: the process, the host's end of its control socket, and the thread that reads
-    what the process sends (refusals, answers, lookups) and reaps it at the end."""
+    what the process sends (its readiness, refusals, answers, lookups) and reaps it at the end.
 
-    def __init__(self, script: str) -> None:
+    Nothing waits for the process to start: messages wait in the socket until it reads them, and a kernel's hand-over
+    waits in its Unix socket's queue (the kernel takes longer to boot than the proxy). Until the process says it is
+    ready, the host keeps its own copy of each registration's Unix socket, for the in-process proxy to take over if
+    the process fails to start (`ProxyProcess.start_failed`)."""
+
+    def __init__(self, owner: ProxyProcess, script: str) -> None:
         host_end, proxy_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
@@ -83,40 +88,46 @@ class _Session:
             )
         except OSError as exc:
             host_end.close()
-            raise ProxyUnavailable(f"it could not be started: {exc}") from exc
+            raise ProxyUnavailable(f"the sandbox's proxy process could not be started: {exc}") from exc
         finally:
             proxy_end.close()
+        # a send to a process that takes nothing for this long fails; the reader's receive goes on waiting
+        host_end.settimeout(_TIMEOUT)
+        self._owner = owner
         self.control = host_end
         self.pid = self.process.pid
         self.registrations: dict[int, RemoteRegistration] = {}
+        self.ready = False
         self.ended = False
         self.stopping = False
+        self._kept: dict[int, socket.socket] = {}
+        self._lock = threading.Lock()
         self._keys = itertools.count(1)
         self._replies: dict[int, list[Any]] = {}
         self._send_lock = threading.Lock()
-        try:
-            host_end.settimeout(_READY_TIMEOUT)
-            first = marshal.loads(host_end.recv(_MESSAGE_LIMIT) or marshal.dumps(("failed", "it exited")))
-            host_end.settimeout(None)
-        except (OSError, ValueError, EOFError) as exc:
-            first = ("failed", f"no answer ({exc})")
-        if first[0] != "ready":
-            self._end_process()
-            raise ProxyUnavailable(f"its process did not start: {first[1]}")
         self._reader = threading.Thread(target=self._read, name="freeact-sub-proxy-control", daemon=True)
         self._reader.start()
 
     def next_key(self) -> int:
         return next(self._keys)
 
+    def keep(self, key: int, channel: socket.socket) -> bool:
+        """Keep the host's copy of a registration's Unix socket until the process is ready; False: it is (the caller
+        closes it)."""
+        with self._lock:
+            if self.ready or self.ended:
+                return False
+            self._kept[key] = channel
+            return True
+
     def send(self, message: tuple[Any, ...], fds: Iterable[int] = ()) -> None:
         if self.ended:
-            raise ProxyUnavailable("its process ended")
+            raise ProxyUnavailable("the sandbox's proxy process ended")
         try:
             with self._send_lock:
                 socket.send_fds(self.control, [marshal.dumps(message)], list(fds))
-        except OSError as exc:
-            raise ProxyUnavailable(f"its process ended ({exc})") from exc
+        except OSError as exc:  # ended, or it has taken nothing for `_TIMEOUT`
+            raise ProxyUnavailable(f"the sandbox's proxy process ended or is stuck ({exc})") from exc
 
     def request(self, *message: Any) -> Any:
         """Send `message` with a number and wait for the answer to it."""
@@ -125,8 +136,8 @@ class _Session:
         self._replies[number] = waiter
         try:
             self.send((*message, number))
-            if not waiter[0].wait(_REPLY_TIMEOUT):
-                raise ProxyUnavailable("its process did not answer")
+            if not waiter[0].wait(_TIMEOUT):
+                raise ProxyUnavailable("the sandbox's proxy process did not answer")
         finally:
             self._replies.pop(number, None)
         if isinstance(waiter[1], ProxyUnavailable):
@@ -145,25 +156,42 @@ class _Session:
             os.close(self.control.detach())
 
     def _read(self) -> None:
+        why = "it exited"
         try:
             while True:
                 try:
                     data = self.control.recv(_MESSAGE_LIMIT)
-                except OSError:
-                    data = b""
+                except TimeoutError:
+                    if self.ready:
+                        continue
+                    why = f"it did not answer in {_TIMEOUT:g} s"
+                    return
+                except OSError as exc:
+                    why, data = str(exc), b""
                 if not data:
                     return
                 try:
-                    self._handle(marshal.loads(data))
+                    message = marshal.loads(data)
+                    if message[0] == "failed":
+                        why = str(message[1])
+                        return
+                    self._handle(message)
                 except Exception as exc:  # one odd message never stops the others
                     log.debug("sandbox proxy: message not handled: %r", exc)
         finally:
-            self.ended = True
+            with self._lock:
+                self.ended = True
+                kept, self._kept = self._kept, {}
             for waiter in list(self._replies.values()):
-                waiter[1] = ProxyUnavailable("its process ended")
+                waiter[1] = ProxyUnavailable("the sandbox's proxy process ended")
                 waiter[0].set()
             status = self._end_process()
-            if not self.stopping:
+            if not self.ready and not self.stopping:
+                self._owner.start_failed(self, f"{why} (status {status})", kept)
+            elif not self.ready:
+                for channel in kept.values():
+                    channel.close()
+            elif not self.stopping:
                 log.warning(
                     "the sandbox's proxy process %s ended (status %s): its kernels have no network until they restart",
                     self.pid,
@@ -174,7 +202,13 @@ class _Session:
 
     def _handle(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
-        if kind == "done":
+        if kind == "ready":
+            with self._lock:
+                self.ready = True
+                kept, self._kept = self._kept, {}
+            for channel in kept.values():  # the process holds its own copies now
+                channel.close()
+        elif kind == "done":
             waiter = self._replies.get(message[1])
             if waiter is not None:
                 waiter[1] = message[2]
@@ -208,7 +242,8 @@ class _Session:
 
 
 class RemoteRegistration:
-    """A kernel's registration with the proxy's process: the same calls as `proxy.Registration`."""
+    """A kernel's registration with the proxy's process: the same calls as `proxy.Registration` (which it hands them
+    to if the process failed to start: `fall_back`)."""
 
     def __init__(self, owner: ProxyProcess, path: str, hosts: tuple[str, ...], profile: str) -> None:
         self._owner = owner
@@ -218,6 +253,9 @@ class RemoteRegistration:
         self.session: _Session | None = None
         self.key = 0
         self.closed = False
+        self.delegate: Registration | None = None
+        """The in-process proxy's registration that serves this kernel instead (the process failed to start)."""
+        self._armed = False
         self._refusals: dict[tuple[str, int], Refusal] = {}
         self._lock = threading.Lock()
         self._lost: int | bool | None = False
@@ -225,17 +263,32 @@ class RemoteRegistration:
     def arm(self) -> None:
         """Take the listening socket of the kernel's next start (one, and none after it); a kernel whose proxy
         process ended registers with a new one here (its restart hands its socket to that one)."""
+        with self._lock:
+            self._armed = True
+            delegate = self.delegate
+        if delegate is not None:
+            delegate.arm()
+            return
         session = self.session
         if session is None or session.ended:
             self._owner.renew(self)
+            if self.delegate is not None:
+                self.delegate.arm()
+                return
             session = self.session
         assert session is not None
-        try:
-            session.send(("arm", self.key))
-        except ProxyUnavailable:
-            self._owner.renew(self)
-            assert self.session is not None
-            self.session.send(("arm", self.key))
+        session.send(("arm", self.key))
+
+    def fall_back(self, channel: socket.socket) -> None:
+        """Serve this kernel with the in-process proxy through `channel` (its Unix socket, bound at `path`)."""
+        with self._lock:
+            if self.delegate is not None or self.closed or self.path is None:
+                channel.close()
+                return
+            self.delegate = in_process_proxy().adopt(channel, self.path, self.hosts, self.profile)
+            armed = self._armed
+        if armed:
+            self.delegate.arm()
 
     def refuse(self, refusal: Refusal) -> None:
         """A refusal the process reported (in the reader's thread)."""
@@ -255,7 +308,9 @@ class RemoteRegistration:
         with self._lock:
             taken, self._refusals = list(self._refusals.values()), {}
             lost, self._lost = self._lost, False
-        if taken and self.session is not None:
+        if self.delegate is not None:
+            taken += self.delegate.refusals()
+        elif taken and self.session is not None:
             with contextlib.suppress(ProxyUnavailable):
                 self.session.send(("taken", self.key))
         if lost is not False:
@@ -269,7 +324,9 @@ class RemoteRegistration:
         return taken
 
     def open_connections(self) -> int:
-        """How many of the kernel's connections the process serves now."""
+        """How many of the kernel's connections are served now."""
+        if self.delegate is not None:
+            return self.delegate.open_connections()
         if self.session is None:
             return 0
         return int(self.session.request("count", self.key))
@@ -277,11 +334,14 @@ class RemoteRegistration:
     def close(self) -> None:
         """Stop taking connections from this kernel: its listening socket and its connections close (when this
         returns), the Unix socket goes."""
-        if self.closed:
-            return
-        self.closed = True
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
         session = self.session
-        if session is not None:
+        if self.delegate is not None:
+            self.delegate.close()
+        elif session is not None:
             with contextlib.suppress(ProxyUnavailable):
                 session.request("close", self.key)
         if self.path is not None:
@@ -300,7 +360,7 @@ class ProxyProcess:
         self._lock = threading.Lock()
         self._session: _Session | None = None
         self._cpu = 0.0
-        self._problem: str | None = None
+        self.problem: str | None = None
         """Why the process could not start (from then on, registrations go to the in-process proxy)."""
         watch_resolver(self._resolver_changed)
         watch_mode(self._mode_changed)
@@ -314,19 +374,15 @@ class ProxyProcess:
 
     def register(self, path: str, hosts: Iterable[str], profile: str) -> RemoteRegistration | Registration:
         """A kernel's registration: the Unix socket at `path` (in the host's part of the kernel's folder) takes its
-        listening socket, and its connections may reach `hosts`. From any thread."""
-        if self._problem is not None:
+        listening socket, and its connections may reach `hosts`. From any thread; it does not wait for the process
+        to start."""
+        if self.problem is not None:
             return in_process_proxy().register(path, hosts, profile)
         registration = RemoteRegistration(self, path, tuple(hosts), profile)
         try:
             self.renew(registration)
         except ProxyUnavailable as exc:
-            self._problem = str(exc)
-            log.warning(
-                "the sandbox's proxy could not run in a process of its own (%s): it runs in a thread of "
-                "this process instead",
-                exc,
-            )
+            self._give_up(str(exc))
             return in_process_proxy().register(path, hosts, profile)
         return registration
 
@@ -334,24 +390,42 @@ class ProxyProcess:
         """Register `registration` with the running process (started if none runs, or the last one ended)."""
         assert registration.path is not None
         channel = bind_channel(registration.path)
-        try:
-            for attempt in range(2):
-                with self._lock:
-                    session = self._live_session()
-                    registration.session, registration.key = session, session.next_key()
-                    session.registrations[registration.key] = registration
-                try:
-                    session.send(
-                        ("register", registration.key, list(registration.hosts), registration.profile),
-                        [channel.fileno()],
-                    )
-                    return
-                except ProxyUnavailable:
-                    session.registrations.pop(registration.key, None)
-                    if attempt:
-                        raise
-        finally:
-            channel.close()  # the process holds it now (or nobody: a kernel's hand-over is refused at once)
+        if self.problem is not None:
+            registration.fall_back(channel)
+            return
+        for attempt in range(2):
+            with self._lock:
+                session = self._live_session()
+                registration.session, registration.key = session, session.next_key()
+                session.registrations[registration.key] = registration
+            try:
+                session.send(
+                    ("register", registration.key, list(registration.hosts), registration.profile), [channel.fileno()]
+                )
+            except ProxyUnavailable:
+                session.registrations.pop(registration.key, None)
+                session.ended = True  # the reader says why, as it sees the end
+                if attempt:
+                    channel.close()
+                    raise
+                continue
+            if not session.keep(registration.key, channel):
+                channel.close()  # the process holds it now
+            return
+
+    def start_failed(self, session: _Session, why: str, kept: dict[int, socket.socket]) -> None:
+        """The process ended before it was ready: its registrations go to the in-process proxy, and so do later ones
+        (in the reader's thread)."""
+        self._give_up(f"its process did not start: {why}")
+        with self._lock:
+            if self._session is session:
+                self._session = None
+        for key, channel in kept.items():
+            registration = session.registrations.get(key)
+            if registration is not None:
+                registration.fall_back(channel)
+            else:
+                channel.close()
 
     def released(self, session: _Session, registration: RemoteRegistration) -> None:
         """A registration closed: the process stops after the last."""
@@ -361,26 +435,33 @@ class ProxyProcess:
             if session.registrations or session is not self._session:
                 return
             self._session = None
-        with contextlib.suppress(ProxyUnavailable):
-            self._cpu += float(session.request("cpu"))
+        if session.ready:
+            with contextlib.suppress(ProxyUnavailable):
+                self._cpu += float(session.request("cpu"))
         session.stop()
 
     def cpu_seconds(self) -> float:
-        """The CPU time the proxy has used so far (its processes', and the in-process proxy's)."""
+        """The CPU time the proxy's processes have used so far (not the in-process proxy's: `Proxy.cpu_seconds`)."""
         session = self._session
         now = 0.0
         if session is not None:
             with contextlib.suppress(ProxyUnavailable):
                 now = float(session.request("cpu"))
-        return self._cpu + now + in_process_proxy().cpu_seconds()
+        return self._cpu + now
+
+    def _give_up(self, why: str) -> None:
+        if self.problem is None:
+            self.problem = why
+            log.warning("the sandbox's proxy runs in a thread of this process, not in a process of its own: %s", why)
 
     def _live_session(self) -> _Session:
         if self._session is None or self._session.ended:
-            self._session = _Session(self._script)
+            self._session = _Session(self, self._script)
+            # sent ahead of any registration, read in order by the process: nobody waits for the answers (0)
             if (mode := current_mode()) is not None:
-                self._session.request("mode", mode)
+                self._session.send(("mode", mode, 0))
             if resolver() is not None:
-                self._session.request("resolver", True)
+                self._session.send(("resolver", True, 0))
         return self._session
 
     def _resolver_changed(self) -> None:

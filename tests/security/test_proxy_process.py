@@ -177,14 +177,20 @@ def test_a_proxy_that_cannot_start_leaves_it_to_a_thread_and_says_so(
     tmp_path: Path, upstream: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     broken = tmp_path / "broken_proxy.py"
-    broken.write_text("raise SystemExit(3)\n")
+    broken.write_text("import time\ntime.sleep(0.3)\nraise SystemExit(3)\n")  # fails after the kernel handed over
     own = ProxyProcess(script=str(broken))
     with caplog.at_level(logging.WARNING, logger="freeact_sub.sandbox.proxy"):
         registration = own.register(str(tmp_path / "a.sock"), ("up.test", "127.0.0.1/32"), "a")
-    try:
-        assert isinstance(registration, Registration)  # the in-process proxy's
-        assert any("could not run in a process of its own" in record.getMessage() for record in caplog.records)
-        with _hand_over(registration) as listener:  # and the kernel has its network
-            assert _get(listener, "up.test", upstream).endswith(b"hello")
-    finally:
-        registration.close()
+        assert isinstance(registration, RemoteRegistration)  # nobody waits for the process to start
+        later: RemoteRegistration | Registration | None = None
+        try:
+            with _hand_over(registration) as listener:  # the kernel has its network, from the host's own thread
+                assert _get(listener, "up.test", upstream).endswith(b"hello")
+            assert registration.delegate is not None
+            assert any("not in a process of its own" in record.getMessage() for record in caplog.records)
+            later = own.register(str(tmp_path / "b.sock"), ("up.test", "127.0.0.1/32"), "b")
+            assert isinstance(later, Registration)  # from then on, no more attempts
+        finally:
+            registration.close()
+            if later is not None:
+                later.close()
