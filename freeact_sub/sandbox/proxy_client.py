@@ -38,6 +38,7 @@ from .relay import current_mode, watch_mode
 __all__ = ["PROXY_SCRIPT", "ProxyProcess", "ProxyRegistration", "ProxyUnavailable", "RemoteRegistration", "proxy"]
 
 _REFUSALS_KEPT = 100
+_FINAL_WAIT = 5.0
 IN_PROCESS = "in-process"
 """`FREEACT_SUB_PROXY=in-process`: the proxy runs in a thread of the host's, not in a process of its own."""
 
@@ -147,8 +148,8 @@ class RemoteRegistration:
         return int(self.session.request("count", self.key))
 
     def close(self) -> None:
-        """Stop taking connections from this kernel: its listening socket and its connections close (when this
-        returns), the Unix socket goes."""
+        """Stop taking connections from this kernel: its listening socket and its connections close (as the process
+        reads this, in order after everything sent before), the Unix socket goes."""
         with self._lock:
             if self.closed:
                 return
@@ -157,8 +158,9 @@ class RemoteRegistration:
         if self.delegate is not None:
             self.delegate.close()
         elif session is not None:
+            # nobody waits: the kernel is gone by now, the process closes what it served of it at once
             with contextlib.suppress(ProxyUnavailable):
-                session.request("close", self.key)
+                session.send(("close", self.key, 0))
         if self.path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
@@ -175,6 +177,8 @@ class ProxyProcess:
         self._lock = threading.Lock()
         self._session: Session | None = None
         self._cpu = 0.0
+        self._stopping: set[Session] = set()
+        """Processes stopped that have not ended yet (their CPU time is not counted yet)."""
         self.problem: str | None = None
         """Why the process could not start (from then on, registrations go to the in-process proxy)."""
         watch_resolver(self._resolver_changed)
@@ -250,19 +254,31 @@ class ProxyProcess:
             if session.registrations or session is not self._session:
                 return
             self._session = None
-        if session.ready:
-            with contextlib.suppress(ProxyUnavailable):
-                self._cpu += float(session.request("cpu"))
+            self._stopping.add(session)
         session.stop()
 
     def cpu_seconds(self) -> float:
         """The CPU time the proxy's processes have used so far (not the in-process proxy's: `Proxy.cpu_seconds`)."""
         session = self._session
         now = 0.0
-        if session is not None:
+        if session is not None and not session.ended:
             with contextlib.suppress(ProxyUnavailable):
                 now = float(session.request("cpu"))
+        for stopping in list(self._stopping):  # stopped a moment ago: its last word (its CPU) is on its way
+            stopping.finished.wait(_FINAL_WAIT)
         return self._cpu + now
+
+    def finished(self, session: Session) -> None:
+        """A process ended and was reaped (in its reader's thread)."""
+        with self._lock:
+            self._cpu += session.cpu
+            self._stopping.discard(session)
+
+    def wait_started(self, timeout: float = 10.0) -> bool:
+        """Wait until the running process said it is ready (for benchmarks and tests); False: none runs, or it ended
+        first."""
+        session = self._session
+        return session is not None and session.started.wait(timeout) and session.ready and not session.ended
 
     def _give_up(self, why: str) -> None:
         if self.problem is None:

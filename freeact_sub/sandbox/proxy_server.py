@@ -7,6 +7,7 @@ made as a pair and has no path). The host sends:
     ("register", key, hosts, profile)   with the Unix socket the kernel hands its listening socket through
     ("arm", key)                         the kernel's next start hands one over
     ("close", key, seq)                  its listening socket and connections close; answered ("done", seq, None)
+    ("bye",)                             the last registration closed: answered ("final", cpu seconds), then it ends
     ("taken", key)                       the host took its refusals: the next of each host and port is sent again
     ("count", key, seq)                  answered with the kernel's open connections
     ("mode", mode, seq)                  `relay.set_mode` (benchmarks, tests)
@@ -145,6 +146,9 @@ class Server:
             self.send(("done", message[2], None))
         elif kind == "cpu":
             self.send(("done", message[1], time.process_time()))
+        elif kind == "bye":  # the host's last registration closed: say what it cost, and end
+            self.send(("final", time.process_time()))
+            self.end()
         elif kind == "found":
             waiter = self._lookups.pop(message[1], None)
             if waiter is not None:

@@ -48,6 +48,8 @@ class Owner(Protocol):
 
     def start_failed(self, session: Session, why: str, kept: dict[int, socket.socket]) -> None: ...
 
+    def finished(self, session: Session) -> None: ...
+
 
 class Session:
     """One life of the proxy's process: the process, the host's end of its control socket, and the thread that reads
@@ -82,6 +84,12 @@ class Session:
         self.registrations: dict[int, Any] = {}
         """Its registrations by key (`Member`s)."""
         self.ready = False
+        self.started = threading.Event()
+        """Set when the process said it is ready, or ended."""
+        self.cpu = 0.0
+        """The process's CPU seconds, as it said when it ended (`bye`)."""
+        self.finished = threading.Event()
+        """Set once it ended and was reaped."""
         self.ended = False
         self.stopping = False
         self._kept: dict[int, socket.socket] = {}
@@ -129,10 +137,14 @@ class Session:
         return waiter[1]
 
     def stop(self) -> None:
-        """End the process (the end of its control stream); the reader reaps it."""
+        """End the process: it says what it cost and ends (the end of its control stream if it does not take the
+        message); the reader reaps it. Nobody waits."""
         self.stopping = True
-        with contextlib.suppress(OSError):
-            self.control.shutdown(socket.SHUT_RDWR)
+        try:
+            self.send(("bye",))
+        except ProxyUnavailable:
+            with contextlib.suppress(OSError):
+                self.control.shutdown(socket.SHUT_RDWR)
 
     def forget_in_child(self) -> None:
         """In a child the host forked: let go of the control socket, whose end must mean the host's."""
@@ -146,7 +158,7 @@ class Session:
                 try:
                     data = self.control.recv(_MESSAGE_LIMIT)
                 except TimeoutError:
-                    if self.ready:
+                    if self.ready and not self.stopping:
                         continue
                     why = f"it did not answer in {_TIMEOUT:g} s"
                     return
@@ -166,6 +178,7 @@ class Session:
             with self._lock:
                 self.ended = True
                 kept, self._kept = self._kept, {}
+            self.started.set()
             for waiter in list(self._replies.values()):
                 waiter[1] = ProxyUnavailable("the sandbox's proxy process ended")
                 waiter[0].set()
@@ -183,6 +196,8 @@ class Session:
                 )
                 for registration in list(self.registrations.values()):
                     registration.lost(status)
+            self._owner.finished(self)
+            self.finished.set()
 
     def _handle(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
@@ -190,8 +205,11 @@ class Session:
             with self._lock:
                 self.ready = True
                 kept, self._kept = self._kept, {}
+            self.started.set()
             for channel in kept.values():  # the process holds its own copies now
                 channel.close()
+        elif kind == "final":
+            self.cpu = float(message[1])
         elif kind == "done":
             waiter = self._replies.get(message[1])
             if waiter is not None:
