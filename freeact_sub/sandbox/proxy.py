@@ -3,7 +3,7 @@
 Such a kernel runs in a network namespace of its own with nothing but loopback. Before any of its code runs it
 listens on 127.0.0.1:`PROXY_PORT` there and hands that listening socket to the host (`enforce.apply`), through a
 Unix socket in the kernel's own folder that the host armed for this one start (`Proxy.register`). From then on the
-host accepts the kernel's connections itself, and for each (`proxy_request.Incoming`):
+proxy accepts the kernel's connections itself, and for each (`proxy_request.Incoming`):
 
 - reads one request head: `CONNECT host:port` (a tunnel, for HTTPS) or a plain-HTTP request in absolute form
   (`GET http://host/path`); anything else (SOCKS, a bare `GET /`, `https://` in absolute form) is refused;
@@ -16,10 +16,12 @@ host accepts the kernel's connections itself, and for each (`proxy_request.Incom
   at most `MAX_CONNECTIONS` at once per kernel). A plain-HTTP request goes out with its `Host` set to the checked
   host and `Connection: close`, so nothing else rides on that connection to another host.
 
-All of it, for every kernel, runs in one thread of the host's (`proxy_loop.Loop`, a selector loop), with a few
-threads for name lookups: an idle connection costs two sockets, no thread and no buffer.
+All of it, for every kernel, runs in one thread (`proxy_loop.Loop`, an epoll loop), with a few threads for name
+lookups: an idle connection costs two sockets, no thread and no buffer. That thread runs in the proxy's own process
+(`proxy_server`, whose host side is `proxy_client`); `Proxy` here runs it in a thread of the host's instead (where
+that process cannot start, `FREEACT_SUB_PROXY=in-process`, and in tests of the relay itself).
 
-Every refusal is logged (`freeact_sub.sandbox.proxy`) and kept for the kernel's agent, which adds one
+Every refusal is logged (`freeact_sub.sandbox.proxy`, by the host) and kept for the kernel's agent, which adds one
 `[sandbox] …` line naming the host and the profile to the cell's output. The kernel's proxy variables
 (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `PIP_PROXY`, lower-case too) point its programs here.
 """
