@@ -3,8 +3,8 @@
 Run by its path, like `kernels/_kernel_zygote.py`: it loads the proxy's modules of this folder (`proxy_server`,
 `proxy`, `proxy_loop`, `proxy_request`, `relay`, `hosts`: the standard library only) as a package of their own,
 never the `freeact_sub` package (the agent, pydantic, ...: hundreds of milliseconds and megabytes a proxy does not
-need). FD is its end of the host's control socket (`proxy_server`). Ctrl-C in the host's terminal is not for it
-(it ends with its host's stream).
+need). FD is its end of the host's control socket (`proxy_server`). It runs in the host's process group, but Ctrl-C
+in the host's terminal is not for it: it ignores `SIGINT` and ends with its host's stream.
 """
 
 from __future__ import annotations
