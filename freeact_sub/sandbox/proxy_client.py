@@ -120,11 +120,7 @@ class RemoteRegistration:
         self._lost = status
 
     def refusals(self) -> list[Refusal]:
-        """The refusals since the last call (each host and port once), and once, that the proxy's process ended.
-
-        Those the process reported before this call are in: it reports each before it answers the kernel."""
-        if self.delegate is None and self.session is not None:
-            self.session.settle()
+        """The refusals since the last call (each host and port once), and once, that the proxy's process ended."""
         with self._lock:
             taken, self._refusals = list(self._refusals.values()), {}
             lost, self._lost = self._lost, False

@@ -59,9 +59,6 @@ class Server:
         self._outbox: deque[bytes] = deque()
         self._lookups: dict[int, list[Any]] = {}
         self._numbers = itertools.count(1)
-        # "ready" first: the loop runs its calls in order, so the host hears it before the process takes any message
-        # (and so before it serves any kernel); a process that dies after serving one is "lost", not "never started"
-        self.loop.call(lambda: self.send(("ready", os.getpid())))
         self.loop.call(lambda: self.loop.watch(control, self, READ))
 
     # what a registration tells its owner
@@ -185,4 +182,5 @@ class Server:
 def main(fd: int) -> None:
     """Serve the host at the other end of the control socket `fd` until it ends."""
     server = Server(socket.socket(fileno=fd))
+    server.loop.call(lambda: server.send(("ready", os.getpid())))
     server.loop.join()

@@ -10,7 +10,6 @@ import itertools
 import logging
 import marshal
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -28,8 +27,6 @@ PROXY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proxy_p
 _MESSAGE_LIMIT = 64 * 1024
 _TIMEOUT = 10.0
 """Seconds the host waits for the process to start, to take a message or to answer one."""
-_SETTLE_WAIT = 1.0
-"""Seconds `settle()` waits at most for the reader (which may be answering a slow name lookup)."""
 
 log = logging.getLogger("freeact_sub.sandbox.proxy")
 
@@ -101,9 +98,6 @@ class Session:
         self._keys = itertools.count(1)
         self._replies: dict[int, list[Any]] = {}
         self._send_lock = threading.Lock()
-        self._handled = threading.Condition()
-        self._handling = False
-        """Whether the reader has taken a message from the socket and not yet handled it (under `_handled`)."""
         self._reader = threading.Thread(target=self._read, name="freeact-sub-proxy-control", daemon=True)
         self._reader.start()
 
@@ -158,58 +152,29 @@ class Session:
         with contextlib.suppress(OSError):
             os.close(self.control.detach())
 
-    def settle(self) -> None:
-        """Return once every message the process sent before this call has been handled (a refusal above all).
-
-        The process reports a refusal before it answers the kernel, so a cell that saw its connection refused ends
-        after the report is in the host's socket: a cell's `[sandbox]` lines ask here first. Costs a `select` when
-        nothing is pending; waits at most `_SETTLE_WAIT` seconds."""
-        with self._handled:
-            waited = 0.0
-            while not self.ended and waited < _SETTLE_WAIT and (self._handling or self._pending()):
-                self._handled.wait(0.05)
-                waited += 0.05
-
-    def _pending(self) -> bool:
-        with contextlib.suppress(OSError, ValueError):
-            return bool(select.select([self.control], [], [], 0)[0])
-        return False
-
     def _read(self) -> None:
         why = "it exited"
         try:
             while True:
                 try:
-                    readable = select.select([self.control], [], [], _TIMEOUT)[0]
-                except (OSError, ValueError) as exc:
-                    why = str(exc)
-                    return
-                if not readable:
+                    data = self.control.recv(_MESSAGE_LIMIT)
+                except TimeoutError:
                     if self.ready and not self.stopping:
                         continue
                     why = f"it did not answer in {_TIMEOUT:g} s"
                     return
-                with self._handled:
-                    self._handling = True  # before the message leaves the socket: `settle()` sees it either way
+                except OSError as exc:
+                    why, data = str(exc), b""
+                if not data:
+                    return
                 try:
-                    try:
-                        data = self.control.recv(_MESSAGE_LIMIT)
-                    except OSError as exc:
-                        why, data = str(exc), b""
-                    if not data:
+                    message = marshal.loads(data)
+                    if message[0] == "failed":
+                        why = str(message[1])
                         return
-                    try:
-                        message = marshal.loads(data)
-                        if message[0] == "failed":
-                            why = str(message[1])
-                            return
-                        self._handle(message)
-                    except Exception as exc:  # one odd message never stops the others
-                        log.debug("sandbox proxy: message not handled: %r", exc)
-                finally:
-                    with self._handled:
-                        self._handling = False
-                        self._handled.notify_all()
+                    self._handle(message)
+                except Exception as exc:  # one odd message never stops the others
+                    log.debug("sandbox proxy: message not handled: %r", exc)
         finally:
             with self._lock:
                 self.ended = True
