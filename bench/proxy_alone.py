@@ -9,18 +9,17 @@ downloads 50 MB from an HTTP server of its own process, on 127.0.0.1. It goes:
 - `floor`: through `bench/relay_floor.c` (compiled here if a C compiler is there), a relay with no parsing, no checks
   and no Python: what the extra hop alone costs on this machine (the second connection, two more passes through
   loopback, the wake-ups);
-- `<mode>`: through this checkout's proxy in a thread of a host process, serving a listening socket handed to it as a
-  kernel's is (`--modes`: `splice` or `copy`, `:<KiB>` the most a direction holds); `<mode>-proc`: the same host,
-  its proxy in the proxy's own process (`--proxies thread,process`, the default: both);
+- `<mode>`: through this checkout's proxy, in a process of its own serving a listening socket handed to it as a
+  kernel's is (`--modes`: `splice` or `copy`, `:<KiB>` the most a direction holds);
 - `base-<mode>` with `--baseline DIR`: the same with the proxy of the code checked out in DIR (`git archive`).
 
 Every round runs each in turns (the order rotates). Printed per variant, medians: a small request's round trip and
 the download against direct, the relay's CPU per request and per 50 MB, and the CPU of all three processes (client,
 server, relay): on 2 busy cores the download cannot be faster than that total allows. `--busy`: Python runs all the
-time in a thread of the host (`+lock`: as the host's own work does; a proxy in a thread of the host shares the
-interpreter lock with it, one in a process of its own does not) and, in turns, in a process of its own (`+apart`: the
-same competition for the cores, no lock shared); `--switch-intervals 0,0.5`: the host's process with Python's default
-switch interval (5 ms) and with 0.5 ms.
+time beside the proxy, in a thread of its process (`+lock`: as the host's own work does, sharing the interpreter
+lock with the proxy's thread) and, in turns, in a process of its own (`+apart`: the same competition for the
+cores, no lock shared: what a proxy in a process of its own would meet); `--switch-intervals 0,0.5`: the proxy's
+process with Python's default switch interval (5 ms) and with 0.5 ms.
 """
 
 from __future__ import annotations
@@ -47,11 +46,7 @@ from freeact_sub.sandbox.proxy import Proxy, set_resolver
 from freeact_sub.sandbox.relay import set_mode
 set_mode(sys.argv[1])
 set_resolver(lambda host, port: ["127.0.0.1"] if host == "bench.test" else [])
-if sys.argv[4] == "process":
-    from freeact_sub.sandbox.proxy_client import ProxyProcess
-    proxy = ProxyProcess()
-else:
-    proxy = Proxy()
+proxy = Proxy()
 folder = tempfile.mkdtemp()
 registration = proxy.register(os.path.join(folder, "proxy.sock"), ("bench.test", "127.0.0.1"), "bench")
 registration.arm()
@@ -80,9 +75,8 @@ finally:
     registration.close()
     os.rmdir(folder)
 """
-"""A host with its proxy (run with the checkout's `PYTHONPATH`): in a thread of the host's (`thread`) or in the
-proxy's own process (`process`, which a baseline before it does not have); prints the port it serves, then the
-proxy's CPU seconds (its threads', or its process's) for each line read; ends at the end of its input."""
+"""A proxy in a process of its own (run with the checkout's `PYTHONPATH`): prints the port it serves, then its
+threads' CPU seconds for each line read; ends at the end of its input."""
 
 CLIENT = r"""
 import json, sys, time, urllib.request
@@ -166,9 +160,9 @@ def _floor(folder: str, upstream: int) -> _Relay | None:
     return _start("floor", [binary, str(upstream)])
 
 
-def _proxy(name: str, checkout: Path, mode: str, busy: str, switch: float, kind: str = "thread") -> _Relay:
+def _proxy(name: str, checkout: Path, mode: str, busy: str, switch: float) -> _Relay:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    return _start(name, [sys.executable, "-c", SERVE, mode, busy, str(switch), kind], env, own_cpu=True)
+    return _start(name, [sys.executable, "-c", SERVE, mode, busy, str(switch)], env, own_cpu=True)
 
 
 def measure(
@@ -178,7 +172,6 @@ def measure(
     baseline: Path | None = None,
     busy: bool = False,
     switch: tuple[float, ...] = (0.0,),
-    kinds: tuple[str, ...] = ("thread",),
 ) -> dict[str, dict[str, float]]:
     """Medians per variant (`direct`, `floor`, each mode, `base-<mode>`): `small` and `big` (seconds), `relay_small`
     and `relay_big` (the relay's CPU seconds per request, per download), `all_big` (the CPU seconds of client,
@@ -199,11 +192,7 @@ def measure(
                         named = (
                             mode + (f"@{interval * 1000:g}ms" if interval else "") + (f"+{spinning}" if busy else "")
                         )
-                        for kind in kinds:
-                            relays.append(
-                                _proxy(named + ("-proc" if kind == "process" else ""), ROOT, mode, spinning,
-                                       interval, kind)
-                            )
+                        relays.append(_proxy(named, ROOT, mode, spinning, interval))
                         if baseline is not None:
                             relays.append(_proxy(f"base-{named}", baseline, mode, spinning, interval))
 
@@ -272,22 +261,11 @@ def main() -> None:
         default="0",
         help="the proxy's process's `sys.setswitchinterval`, in ms, each measured (0: Python's 5 ms)",
     )
-    parser.add_argument(
-        "--proxies",
-        default="thread,process",
-        help="where this checkout's proxy runs, each measured: `thread` (of the host's), `process` (its own)",
-    )
     options = parser.parse_args()
     began = time.perf_counter()
     intervals = tuple(float(ms) / 1000 for ms in options.switch_intervals.split(","))
     found = measure(
-        options.rounds,
-        options.requests,
-        tuple(options.modes.split(",")),
-        options.baseline,
-        options.busy,
-        intervals,
-        tuple(options.proxies.split(",")),
+        options.rounds, options.requests, tuple(options.modes.split(",")), options.baseline, options.busy, intervals
     )
     report(found, options.rounds, options.requests, options.busy)
     print(f"({time.perf_counter() - began:.0f} s)")

@@ -12,8 +12,7 @@ import re
 from typing import Any
 
 from .limits import KernelCgroup, format_bytes
-from .proxy import PROXY_PORT, proxy_environment
-from .proxy_client import ProxyRegistration, proxy
+from .proxy import PROXY_PORT, Registration, proxy, proxy_environment
 
 __all__ = ["KernelGuard"]
 
@@ -32,7 +31,7 @@ class KernelGuard:
         self.processes: int | None = limits.get("processes")
         self.cell_time: float | None = limits.get("cell_time")
         network = plan.get("network", True)
-        self.registration: ProxyRegistration | None = None
+        self.registration: Registration | None = None
         if isinstance(network, list):
             # in the host's part of the kernel's folder: the kernel sees it but can make no socket to reach it
             self.registration = proxy().register(os.path.join(folder, "proxy.sock"), network, self.profile)

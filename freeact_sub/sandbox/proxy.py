@@ -3,7 +3,7 @@
 Such a kernel runs in a network namespace of its own with nothing but loopback. Before any of its code runs it
 listens on 127.0.0.1:`PROXY_PORT` there and hands that listening socket to the host (`enforce.apply`), through a
 Unix socket in the kernel's own folder that the host armed for this one start (`Proxy.register`). From then on the
-proxy accepts the kernel's connections itself, and for each (`proxy_request.Incoming`):
+host accepts the kernel's connections itself, and for each (`proxy_request.Incoming`):
 
 - reads one request head: `CONNECT host:port` (a tunnel, for HTTPS) or a plain-HTTP request in absolute form
   (`GET http://host/path`); anything else (SOCKS, a bare `GET /`, `https://` in absolute form) is refused;
@@ -16,12 +16,10 @@ proxy accepts the kernel's connections itself, and for each (`proxy_request.Inco
   at most `MAX_CONNECTIONS` at once per kernel). A plain-HTTP request goes out with its `Host` set to the checked
   host and `Connection: close`, so nothing else rides on that connection to another host.
 
-All of it, for every kernel, runs in one thread (`proxy_loop.Loop`, an epoll loop), with a few threads for name
-lookups: an idle connection costs two sockets, no thread and no buffer. That thread runs in the proxy's own process
-(`proxy_server`, whose host side is `proxy_client`); `Proxy` here runs it in a thread of the host's instead (where
-that process cannot start, `FREEACT_SUB_PROXY=in-process`, and in tests of the relay itself).
+All of it, for every kernel, runs in one thread of the host's (`proxy_loop.Loop`, a selector loop), with a few
+threads for name lookups: an idle connection costs two sockets, no thread and no buffer.
 
-Every refusal is logged (`freeact_sub.sandbox.proxy`, by the host) and kept for the kernel's agent, which adds one
+Every refusal is logged (`freeact_sub.sandbox.proxy`) and kept for the kernel's agent, which adds one
 `[sandbox] …` line naming the host and the profile to the cell's output. The kernel's proxy variables
 (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `PIP_PROXY`, lower-case too) point its programs here.
 """
@@ -29,13 +27,14 @@ Every refusal is logged (`freeact_sub.sandbox.proxy`, by the host) and kept for 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any
 
 from .proxy_loop import READ, Loop, Timer
 from .proxy_request import Incoming, Refusal, set_resolver
@@ -44,13 +43,10 @@ from .relay import MAX_CONNECTIONS, Relay, close_idle_pipes
 __all__ = [
     "MAX_CONNECTIONS",
     "PROXY_PORT",
-    "Owner",
     "Proxy",
     "Refusal",
     "Registration",
-    "bind_channel",
-    "in_process_proxy",
-    "log_refusal",
+    "proxy",
     "proxy_environment",
     "set_resolver",
 ]
@@ -62,6 +58,7 @@ _REFUSALS_KEPT = 100
 _HANDOVER_TIMEOUT = 5.0
 _LOOKUPS_AT_ONCE = 2
 
+log = logging.getLogger("freeact_sub.sandbox.proxy")
 
 
 def proxy_environment(port: int = PROXY_PORT) -> dict[str, str]:
@@ -84,29 +81,15 @@ def proxy_environment(port: int = PROXY_PORT) -> dict[str, str]:
     return env
 
 
-class Owner(Protocol):
-    """Who a registration tells of its refusals and of its end."""
-
-    def refused(self, registration: Registration, refusal: Refusal) -> None: ...
-
-    def released(self, loop: Loop) -> None: ...
-
-    def catch_up(self) -> None:
-        """Take what the host sent so far (a registration's arming) before a hand-over is judged."""
-
-
 class Registration:
     """One kernel's way to the proxy: the Unix socket it hands its listening socket through, and its refusals.
 
     Everything but `arm`, `refusals` and `close` happens in the proxy's loop."""
 
-    def __init__(
-        self, owner: Owner, loop: Loop, channel: socket.socket, path: str | None, hosts: tuple[str, ...], profile: str
-    ) -> None:
+    def __init__(self, owner: Proxy, loop: Loop, path: str, hosts: tuple[str, ...], profile: str) -> None:
         self._owner = owner
         self.loop = loop
         self.path = path
-        """The Unix socket's path, which `close()` removes (None: its owner removes it, in another process)."""
         self.hosts = hosts
         self.profile = profile
         self._refusals: dict[tuple[str, int], Refusal] = {}
@@ -119,7 +102,12 @@ class Registration:
         self._looking = 0
         self._waiting: deque[tuple[Callable[[], Any], Callable[[Future[Any]], None]]] = deque()
         self.closed = False
-        self._channel = channel
+        self._channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        self._channel.bind(path)
+        os.chmod(path, 0o600)
+        self._channel.listen(4)
         self._channel.setblocking(False)
         loop.call(self._watch_channel)
 
@@ -143,12 +131,13 @@ class Registration:
             if key in self._refusals or len(self._refusals) >= _REFUSALS_KEPT:
                 return
             self._refusals[key] = refusal
-        self._owner.refused(self, refusal)
-
-    def forget_refusals(self) -> None:
-        """Keep none of the refusals so far (their owner took them): the next of each host and port counts again."""
-        with self._lock:
-            self._refusals = {}
+        log.warning(
+            "sandbox proxy refused %s:%s for the profile %r: %s",
+            refusal.host,
+            refusal.port,
+            self.profile,
+            refusal.reason,
+        )
 
     def close(self) -> None:
         """Stop taking connections from this kernel: its listening socket and its connections close, the Unix
@@ -157,9 +146,8 @@ class Registration:
             return
         self.closed = True
         self.loop.run(self._close_now)
-        if self.path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
         self._owner.released(self.loop)
 
     def _close_now(self) -> None:
@@ -184,8 +172,6 @@ class Registration:
             except OSError:
                 return
             if not self._armed:
-                self._owner.catch_up()  # the arming may be on its way still (a proxy in a process of its own)
-            if self.closed or not self._armed:
                 connection.close()
                 continue
             self._handovers.add(_Handover(self, connection))
@@ -311,24 +297,12 @@ class Proxy:
     def register(self, path: str, hosts: Iterable[str], profile: str) -> Registration:
         """A kernel's registration: the Unix socket at `path` (in the host's part of the kernel's folder) takes its
         listening socket, and its connections may reach `hosts`."""
-        return self.adopt(bind_channel(path), path, hosts, profile)
-
-    def adopt(self, channel: socket.socket, path: str, hosts: Iterable[str], profile: str) -> Registration:
-        """`register` with the Unix socket `channel`, bound at `path` already (the proxy's process could not take it:
-        `proxy_client`)."""
         with self._lock:
             if self._loop is None:
                 self._loop = Loop(on_stop=close_idle_pipes)
             self._registered += 1
             loop = self._loop
-        return Registration(self, loop, channel, path, tuple(hosts), profile)
-
-    def refused(self, registration: Registration, refusal: Refusal) -> None:
-        """A registration refused a connection (each host and port once until its refusals are taken)."""
-        log_refusal(registration.profile, refusal)
-
-    def catch_up(self) -> None:
-        """Nothing to catch up with: a registration is armed in the caller's thread before its kernel starts."""
+        return Registration(self, loop, path, tuple(hosts), profile)
 
     def released(self, loop: Loop) -> None:
         """A registration closed: the loop stops after the last."""
@@ -345,37 +319,12 @@ class Proxy:
             return self._cpu + (self._loop.cpu_seconds() if self._loop is not None else 0.0)
 
 
-def bind_channel(path: str) -> socket.socket:
-    """The Unix socket at `path` (made anew, for its owner only) a kernel hands its listening socket through."""
-    channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        channel.bind(path)
-        os.chmod(path, 0o600)
-        channel.listen(4)
-    except BaseException:
-        channel.close()
-        raise
-    return channel
-
-
-def log_refusal(profile: str, refusal: Refusal) -> None:
-    """Log a refusal for the host's log (`freeact_sub.sandbox.proxy`)."""
-    import logging  # not at the top: the proxy's own process never logs a refusal (its host does)
-
-    logging.getLogger("freeact_sub.sandbox.proxy").warning(
-        "sandbox proxy refused %s:%s for the profile %r: %s", refusal.host, refusal.port, profile, refusal.reason
-    )
-
-
 _shared: Proxy | None = None
 _shared_lock = threading.Lock()
 
 
-def in_process_proxy() -> Proxy:
-    """The proxy in this process's own thread (`proxy_client.proxy()` falls back to it; kernels register from
-    worker threads: `Kernel._prepare`)."""
+def proxy() -> Proxy:
+    """The process's proxy (kernels register from worker threads: `Kernel._prepare`)."""
     global _shared
     with _shared_lock:
         if _shared is None:

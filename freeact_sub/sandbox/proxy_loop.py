@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import logging
 import select
 import socket
 import threading
@@ -30,13 +31,7 @@ _FAILED = 0x008 | 0x010
 """EPOLLERR, EPOLLHUP: reported whatever was asked for; a handler learns which by reading or writing."""
 _LOOKUP_THREADS = 4
 
-
-
-def _debug(text: str, *args: object) -> None:
-    """Log at debug level (`logging` imported only then: the proxy's own process starts without it)."""
-    import logging
-
-    logging.getLogger("freeact_sub.sandbox.proxy").debug(text, *args)
+log = logging.getLogger("freeact_sub.sandbox.proxy")
 
 
 class Handler(Protocol):
@@ -110,10 +105,6 @@ class Loop:
         """End the thread once the calls made so far ran (the sockets still watched are the owners' to close)."""
         self._stopping = True
         self.call(lambda: None)
-
-    def join(self, timeout: float | None = None) -> None:
-        """Wait until the thread ended (`stop()`)."""
-        self._thread.join(timeout)
 
     def watch(self, sock: socket.socket, handler: Handler, events: int) -> None:
         """Call `handler.on_event` when `sock` is ready for `events` (0: not any more). In the loop's thread.
@@ -208,14 +199,14 @@ class Loop:
                     try:
                         handler.on_event(fd, mask)
                     except Exception as exc:  # one broken connection never stops the proxy, nor stays half-served
-                        _debug("sandbox proxy handler failed: %r", exc)
+                        log.debug("sandbox proxy handler failed: %r", exc)
                         with contextlib.suppress(Exception):
                             getattr(handler, "abort", lambda: None)()  # a connection's; a registration has none
                 while self._calls:
                     try:
                         self._calls.popleft()()
                     except Exception as exc:
-                        _debug("sandbox proxy call failed: %r", exc)
+                        log.debug("sandbox proxy call failed: %r", exc)
                 now = time.monotonic()
                 while self._timers and self._timers[0][0] <= now:
                     _, _, timer = heapq.heappop(self._timers)
@@ -223,7 +214,7 @@ class Loop:
                         try:
                             timer.action()
                         except Exception as exc:
-                            _debug("sandbox proxy timer failed: %r", exc)
+                            log.debug("sandbox proxy timer failed: %r", exc)
         finally:
             self._final = time.thread_time()
             if self._lookups is not None:

@@ -15,14 +15,15 @@ import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from .hosts import destination
 from .proxy_loop import READ, WRITE, Loop, Timer
 from .relay import Relay
 
-__all__ = ["Incoming", "Refusal", "Registration", "Resolver", "resolver", "set_resolver", "watch_resolver"]
+__all__ = ["Incoming", "Refusal", "Registration", "Resolver", "set_resolver"]
 
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0
@@ -31,8 +32,9 @@ _CONNECT_TIMEOUT = 15.0
 Resolver = Callable[[str, int], list[str]]
 
 
-class Refusal(NamedTuple):
-    """A connection the proxy refused (a tuple: no `dataclasses` to import in the proxy's own process)."""
+@dataclass(frozen=True)
+class Refusal:
+    """A connection the proxy refused."""
 
     host: str
     port: int
@@ -47,28 +49,12 @@ def _system_resolver(host: str, port: int) -> list[str]:
 _resolver: Resolver = _system_resolver
 
 
-_resolver_watchers: list[Callable[[], None]] = []
-
-
 def set_resolver(resolver: Resolver | None) -> None:
     """Resolve names with `resolver` (`(host, port) -> [addresses]`, called in a lookup thread) instead of the
-    system's; None: the system's again. For tests and benchmarks, which map names to servers on 127.0.0.1 (a proxy
-    in a process of its own asks this process: `proxy_client`)."""
+    system's; None: the system's again. For tests and benchmarks, which map names to servers on 127.0.0.1."""
     global _resolver
     _resolver = resolver or _system_resolver
     _looked_up.clear()
-    for watcher in list(_resolver_watchers):
-        watcher()
-
-
-def watch_resolver(watcher: Callable[[], None]) -> None:
-    """Call `watcher` after each `set_resolver`."""
-    _resolver_watchers.append(watcher)
-
-
-def resolver() -> Resolver | None:
-    """The resolver `set_resolver` set; None: the system's."""
-    return None if _resolver is _system_resolver else _resolver
 
 
 _LOOKUP_KEPT = 5.0
@@ -130,14 +116,15 @@ _HOP_HEADERS = frozenset(
 _REASONS = {400: "Bad Request", 403: "Forbidden", 405: "Method Not Allowed", 502: "Bad Gateway"}
 
 
+@dataclass
 class _Request:
-    __slots__ = ("host", "lines", "method", "path", "port", "rest", "version")
-
-    def __init__(
-        self, method: str, host: str, port: int, path: str, version: str, lines: list[str], rest: bytes
-    ) -> None:
-        self.method, self.host, self.port, self.path = method, host, port, path
-        self.version, self.lines, self.rest = version, lines, rest
+    method: str
+    host: str
+    port: int
+    path: str
+    version: str
+    lines: list[str]
+    rest: bytes
 
 
 class Incoming:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from .proxy_loop import READ, WRITE, Loop
 
-__all__ = ["DEFAULT_MODE", "MAX_CONNECTIONS", "Relay", "close_idle_pipes", "current_mode", "set_mode", "watch_mode"]
+__all__ = ["DEFAULT_MODE", "MAX_CONNECTIONS", "Relay", "close_idle_pipes", "set_mode"]
 
 MAX_CONNECTIONS = 256
 """Connections one kernel may have open through the proxy at once; one more waits until one ends."""
@@ -44,7 +44,6 @@ _DEFAULT_CHUNK = 1024 * 1024
 class _Settings:
     splice = DEFAULT_MODE == "splice"
     chunk = _DEFAULT_CHUNK
-    mode: str | None = None
 
 
 def set_mode(mode: str | None = None) -> None:
@@ -55,22 +54,6 @@ def set_mode(mode: str | None = None) -> None:
         raise ValueError(f"{mode!r}: a mode is `splice` or `copy`, with `:<KiB>` if it likes")
     _Settings.splice = kind == "splice"
     _Settings.chunk = int(size) * 1024 if size else _DEFAULT_CHUNK
-    _Settings.mode = mode
-    for watcher in list(_mode_watchers):
-        watcher()
-
-
-_mode_watchers: list[Callable[[], None]] = []
-
-
-def watch_mode(watcher: Callable[[], None]) -> None:
-    """Call `watcher` after each `set_mode`."""
-    _mode_watchers.append(watcher)
-
-
-def current_mode() -> str | None:
-    """What `set_mode` set last (None: the default)."""
-    return _Settings.mode
 
 
 class _Pipes:
