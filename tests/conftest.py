@@ -15,10 +15,14 @@ CALC_SERVER = ROOT / "tests" / "servers" / "calc_server.py"
 
 
 def shared_zygotes() -> set[int]:
-    """PIDs of this process's shared kernel zygotes: they live as long as the process, not a test (their kernels
-    are children of theirs, and still counted)."""
+    """PIDs of this process's shared kernel zygotes and of its `freeact-sub` fork server (`tests/cli_fork.py`): they
+    live as long as the process, not a test (the kernels and runs they fork are children of theirs, and still
+    counted)."""
     zygote = sys.modules.get("freeact_sub.kernels.zygote")
-    return zygote.process_zygote_pids() if zygote is not None else set()
+    forks = sys.modules.get("tests.cli_fork")
+    return (zygote.process_zygote_pids() if zygote is not None else set()) | (
+        forks.cli_fork_server_pids() if forks is not None else set()
+    )
 
 
 def _children() -> dict[int, str]:

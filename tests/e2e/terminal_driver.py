@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 import pexpect
 import psutil
+
+from tests.cli_fork import cli_command, run_of
 
 CONTROL = re.compile(
     r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\r"
@@ -41,9 +42,10 @@ class Terminal:
     """`freeact-sub` running in a pseudo-terminal of 200 columns (or `columns`)."""
 
     def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None, columns: int = 200) -> None:
+        command = cli_command(*args)
         self.child = pexpect.spawn(
-            sys.executable,
-            ["-m", "freeact_sub.terminal.cli", *args],
+            command[0],
+            command[1:],
             cwd=str(cwd),
             env=env or cli_env(COLUMNS=str(columns)),
             dimensions=(60, columns),
@@ -113,7 +115,7 @@ class Terminal:
 
     def descendants(self) -> list[psutil.Process]:
         try:
-            return psutil.Process(self.child.pid).children(recursive=True)
+            return psutil.Process(run_of(self.child.pid)).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
 

@@ -11,7 +11,6 @@ finish, the turn ends normally. A client without the capability sees none of thi
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.connection import StreamDirection, StreamEvent
 
+from tests.cli_fork import module_command
 from tests.e2e.terminal_driver import cli_env
 from tests.e2e.test_acp import TourClient
 
@@ -50,7 +50,7 @@ async def test_children_are_child_sessions_and_cancelling_one_stops_it_alone(tmp
         if event.direction == StreamDirection.INCOMING:
             wire.append(event.message)
 
-    command = [sys.executable, "-m", "freeact_sub.cli", "acp", "--demo"]
+    command = module_command("freeact_sub.cli", "acp", "--demo")
     async with spawn_agent_process(
         client, *command, cwd=tmp_path, env=cli_env(), transport_kwargs={"stderr": None, "shutdown_timeout": 30}
     ) as (conn, _):

@@ -8,7 +8,6 @@ runs a cell without asking, `plan` runs the prompt as the read-only `plan` type,
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 
+from tests.cli_fork import module_command
 from tests.e2e.terminal_driver import cli_env
 
 pytestmark = pytest.mark.timeout(180)
@@ -39,7 +39,7 @@ class Client:
 
 
 def _agent(client: Client, workdir: Path) -> Any:
-    return spawn_agent_process(client, sys.executable, "-m", "freeact_sub.cli", "acp", "--demo", cwd=workdir,
+    return spawn_agent_process(client, *module_command("freeact_sub.cli", "acp", "--demo"), cwd=workdir,
                                env=cli_env(), transport_kwargs={"stderr": None, "shutdown_timeout": 30})
 
 

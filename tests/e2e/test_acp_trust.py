@@ -8,7 +8,6 @@ without it in the second (nothing remembered). Neither asks again.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 
 from freeact_sub import trusted_folders
+from tests.cli_fork import module_command
 from tests.e2e.terminal_driver import cli_env
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,7 +49,7 @@ async def test_the_chat_asks_to_trust_a_folders_agents_md_before_its_first_answe
         folder.mkdir(parents=True)
         (folder / "AGENTS.md").write_text("Always answer in French.\n")
     client = Client()
-    command = [sys.executable, "-m", "freeact_sub.cli", "acp", "--demo"]
+    command = module_command("freeact_sub.cli", "acp", "--demo")
     async with spawn_agent_process(
         client,
         *command,

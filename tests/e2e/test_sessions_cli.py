@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ToolReturnPart, UserPromptPart
 
 from freeact_sub.sessions import INTERRUPTED_RESULT, RESUME_NOTE, SavedSession, list_sessions, open_session
+from tests.cli_fork import cli_command
 from tests.e2e.terminal_driver import cli_env
 
 RUN_LIMIT = 120.0
@@ -29,7 +29,7 @@ RUN_LIMIT = 120.0
 def cli(workdir: Path, *args: str, chunk_delay: float = 0.0) -> subprocess.Popen[str]:
     env = cli_env(FREEACT_SUB_DEMO_CHUNK_DELAY=str(chunk_delay))
     return subprocess.Popen(
-        [sys.executable, "-m", "freeact_sub.terminal.cli", "--demo", "--auto-approve", *args],
+        cli_command("--demo", "--auto-approve", *args),
         cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -155,12 +155,12 @@ def test_killed_while_subagents_run_leaves_every_transcript_readable(workdir: Pa
     assert sum(1 for m in before if m.kind == "response") == 3  # the image cell, the MCP-from-code cell, the tasks
     resume(workdir, saved.session_id, before)
 
-    listing = subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "sessions"], cwd=workdir,
+    listing = subprocess.run(cli_command("sessions"), cwd=workdir,
                              env=cli_env(), capture_output=True, text=True, timeout=RUN_LIMIT)
     assert saved.session_id in listing.stdout and "show me what you can do" in listing.stdout
     child = children[0].agent_id
     shown = subprocess.run(
-        [sys.executable, "-m", "freeact_sub.terminal.cli", "sessions", "show", saved.session_id, "--agent", child],
+        cli_command("sessions", "show", saved.session_id, "--agent", child),
         cwd=workdir, env=cli_env(), capture_output=True, text=True, timeout=RUN_LIMIT,
     )
     assert shown.returncode == 0, shown.stderr
@@ -168,7 +168,7 @@ def test_killed_while_subagents_run_leaves_every_transcript_readable(workdir: Pa
 
 
 def test_show_and_resume_refuse_unknown_sessions_clearly(workdir: Path) -> None:
-    shown = subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "sessions", "show", "nope"],
+    shown = subprocess.run(cli_command("sessions", "show", "nope"),
                            cwd=workdir, env=cli_env(), capture_output=True, text=True, timeout=RUN_LIMIT)
     assert shown.returncode == 2 and "no session 'nope'" in shown.stderr
     process = cli(workdir, "--resume", "-p", "one cell")
@@ -188,7 +188,7 @@ def test_the_session_list_at_80_columns_is_one_line_a_session_its_first_prompt_c
         process = cli(workdir, "-p", asked)
         _, err = process.communicate(timeout=RUN_LIMIT)
         assert process.returncode == 0, err
-    listed = subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "sessions"], cwd=workdir,
+    listed = subprocess.run(cli_command("sessions"), cwd=workdir,
                             env=cli_env(COLUMNS="80"), capture_output=True, text=True, timeout=RUN_LIMIT)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from terminal_driver import Terminal, cli_env, processes_in
 
+from tests.cli_fork import cli_command
+
 pytestmark = pytest.mark.timeout(300)
 
 CLAUDE_CODE_AGENT = """\
@@ -27,7 +29,7 @@ You review code.
 
 
 def _run(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", *args], cwd=cwd, env=env,
+    return subprocess.run(cli_command(*args), cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
 
 

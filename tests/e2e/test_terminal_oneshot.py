@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 from terminal_driver import AGENT, Terminal, cli_env, processes_in, strip_control
 
+from tests.cli_fork import cli_command
+
 pytestmark = pytest.mark.timeout(300)
 
 
 def _run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The command without a terminal: stdin, stdout and stderr are not ttys."""
     return subprocess.run(
-        [sys.executable, "-m", "freeact_sub.terminal.cli", *args],
+        cli_command(*args),
         cwd=cwd,
         env=env or cli_env(),
         stdin=subprocess.DEVNULL,

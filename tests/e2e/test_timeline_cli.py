@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from terminal_driver import cli_env, processes_in
 
 from freeact_sub.sessions import open_session
+from tests.cli_fork import cli_command
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "freeact_sub.terminal.cli", *args],
+        cli_command(*args),
         cwd=cwd,
         env=cli_env(),
         stdin=subprocess.DEVNULL,

@@ -8,7 +8,6 @@ import asyncio
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, RunCancelled, S
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
 from freeact_sub.kernels.zygote import process_zygote_pids
+from tests.cli_fork import cli_command
 from tests.gateway_server import TOKEN_ENV, GatewayServer, free_port, token_gateway
 from tests.scripting import Block, Call, Router, Script, configs, drive, until
 
@@ -157,7 +157,7 @@ def _cli(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str
     env = {k: v for k, v in os.environ.items() if not k.startswith("FREEACT_SUB_") and not k.endswith("_API_KEY")}
     env.update(extra)
     return subprocess.run(
-        [sys.executable, "-m", "freeact_sub.terminal.cli", *args],
+        cli_command(*args),
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
     )
 

@@ -17,7 +17,6 @@ import getpass
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from freeact_sub import Agent, AgentConfig, CodeExecutionOutput, SubagentFinishe
 from freeact_sub.config.agent_config import KernelGatewayConfig
 from freeact_sub.errors import KernelError
 from freeact_sub.kernels.gateway import GatewayKernel
+from tests.cli_fork import cli_command
 from tests.gateway_server import (
     EG_PYTHON_ENV,
     GatewayServer,
@@ -125,7 +125,7 @@ async def test_without_a_username_kernels_start_for_kernel_envs_user_or_the_one_
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FREEACT_SUB_") and not k.endswith("_API_KEY")}
     return subprocess.run(
-        [sys.executable, "-m", "freeact_sub.terminal.cli", *args],
+        cli_command(*args),
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
     )
 

@@ -125,18 +125,19 @@ async def test_post_tool_use_adds_a_note_to_what_the_model_gets(workdir: Path) -
 
 
 @pytest.mark.parametrize(
-    ("program", "expected"),
+    ("program", "timeout", "expected"),
     [
-        ("raise SystemExit(3)", "exited with 3"),
-        ("print('not json')", "not JSON"),
-        ("import time; time.sleep(5)", "timeout of 0.5 s"),
-        ("print(json.dumps({'decision': 'maybe'}))", "is not one of"),
+        # a Python's start can take more than half a second on a loaded machine: only the hook that sleeps times out
+        ("raise SystemExit(3)", 60, "exited with 3"),
+        ("print('not json')", 60, "not JSON"),
+        ("import time; time.sleep(5)", 0.5, "timeout of 0.5 s"),
+        ("print(json.dumps({'decision': 'maybe'}))", 60, "is not one of"),
     ],
 )
 async def test_a_failing_command_hook_is_reported_and_the_call_is_asked_as_if_it_did_not_exist(
-    workdir: Path, program: str, expected: str
+    workdir: Path, program: str, timeout: float, expected: str
 ) -> None:
-    hooks = {"PreToolUse": [{"command": command("import json, sys\n" + program), "timeout": 0.5}]}
+    hooks = {"PreToolUse": [{"command": command("import json, sys\n" + program), "timeout": timeout}]}
     script = Script([cell("print('ran')")], ["done"])
     async with Agent(config(script.model, workdir, hooks=hooks)) as agent:
         events = await drive(agent.stream("go"))

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from freeact_sub import AgentConfig
 from freeact_sub.launch import load_dotenv
 from freeact_sub.launch.env_file import DOTENV_REFUSED, DOTENV_SETTINGS, dotenv_may_set, load_project_env
 from freeact_sub.terminal.output import complain
+from tests.cli_fork import cli_command
 from tests.e2e.terminal_driver import cli_env
 
 pytestmark = pytest.mark.timeout(120)
@@ -113,7 +113,7 @@ def test_the_command_names_the_ignored_variables_in_one_line(
 def _command(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """The real command without a terminal; no kernel (`tools: task`) and no MCP server start."""
     return subprocess.run(
-        [sys.executable, "-m", "freeact_sub.terminal.cli", *args], cwd=cwd, stdin=subprocess.DEVNULL,
+        cli_command(*args), cwd=cwd, stdin=subprocess.DEVNULL,
         env=cli_env(HOME=str(cwd), FREEACT_SUB_TOOLS='["task"]', **env), capture_output=True, text=True, timeout=120,
     )
 

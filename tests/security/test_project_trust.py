@@ -14,7 +14,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +32,7 @@ from freeact_sub import (
 from freeact_sub.config.agent_types import load_agent_types, project_agent_types
 from freeact_sub.config.project_trust import powers_of, wider_than_default
 from freeact_sub.sandbox import profile_from
+from tests.cli_fork import cli_command
 from tests.scripting import Call, Router, Script, configs, drive
 
 pytestmark = pytest.mark.timeout(120)
@@ -461,7 +461,7 @@ def test_the_terminal_asks_once_remembers_and_asks_again_when_the_files_change(w
 
 def subprocess_run(workdir: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real command without a terminal."""
-    return subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "--demo", *args], cwd=workdir,
+    return subprocess.run(cli_command("--demo", *args), cwd=workdir,
                           env=terminal_env(home), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
 
@@ -483,7 +483,7 @@ def test_freeact_sub_trust_lists_and_forgets_trusted_folders(workdir: Path, home
     project.remember()
 
     def trust(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "freeact_sub.terminal.cli", "trust", *args], cwd=workdir,
+        return subprocess.run(cli_command("trust", *args), cwd=workdir,
                               env=terminal_env(home), capture_output=True, text=True, timeout=60)
 
     listed = trust()
