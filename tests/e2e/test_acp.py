@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
 from freeact_sub.demo import PI_TASK, PRIMES_TASK
+from tests.cli_fork import module_command, run_of
 from tests.e2e.terminal_driver import cli_env
 from tests.processes import is_gone, kernel_processes
 
@@ -212,7 +212,7 @@ async def _load(client: TourClient, conn: Any, session_id: str, workdir: Path) -
 
 async def test_an_acp_client_drives_the_demo_tour_cancels_and_loads_the_session(workdir: Path) -> None:
     client = TourClient()
-    command = [sys.executable, "-m", "freeact_sub.cli", "acp", "--demo"]
+    command = module_command("freeact_sub.cli", "acp", "--demo")
     transport = {"stderr": None, "shutdown_timeout": 30}
     async with spawn_agent_process(client, *command, cwd=workdir, env=cli_env(),
                                    transport_kwargs=transport) as (conn, process):
@@ -229,12 +229,12 @@ async def test_an_acp_client_drives_the_demo_tour_cancels_and_loads_the_session(
         assert not [p for p in sent if p.get("update", {}).get("sessionUpdate") == "subagent_update"]
         assert '"type": "session"' not in json.dumps(sent)
         await _cancel(client, conn, session.session_id)
-        started = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+        started = [p.pid for p in psutil.Process(run_of(process.pid)).children(recursive=True)]
         kernels = kernel_processes()
         await _load(client, conn, session.session_id, workdir)
         # loading a session this process runs kept it live (it was closed, its kernels stopped, and started anew)
         assert kernels and set(kernels) & set(kernel_processes())
-        started += [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+        started += [p.pid for p in psutil.Process(run_of(process.pid)).children(recursive=True)]
         assert started  # kernels and MCP servers ran under the agent process
         closing = time.monotonic()
     assert process.returncode == 0  # it ended on its own once stdin closed (a client waits 30 s here, then kills)
