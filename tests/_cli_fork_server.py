@@ -29,6 +29,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import termios
 import threading
 
@@ -214,6 +215,7 @@ def become(request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # found again from the run's TMPDIR, should an import have asked for it in the server
     sys.argv = ["-m", *request["argv"]]  # runpy puts the module's path first, as `python -m` does
     sys.path[0] = os.getcwd()  # `python -m` puts the working folder first on the path, not the script's folder
 
