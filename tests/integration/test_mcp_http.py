@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,33 +26,53 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _answers_as_our_server(port: int) -> bool:
+    """Whether our calc server answers on `port`: it refuses a request without the token, in its own words."""
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/mcp", timeout=2).close()
+    except urllib.error.HTTPError as refused:
+        return refused.code == 401 and b"missing or wrong token" in refused.read()
+    except OSError:
+        return False
+    return False
+
+
+def _start_http_calc_server() -> tuple[subprocess.Popen[bytes], int]:
+    """Our calc server on a free port. A free port is free only until someone binds it (a kernel's ZeroMQ sockets
+    take ports the same way): if another process took it first, our server cannot bind and ends, and we try again."""
+    for _ in range(5):
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, str(CALC_SERVER), "--http", str(port), "--token", TOKEN],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            if _answers_as_our_server(port):
+                return process, port
+            time.sleep(0.1)
+        _stop(process)
+    raise RuntimeError("the HTTP calc server did not start")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture
 def http_calc_server() -> Iterator[str]:
     """Our calc server over streamable HTTP on 127.0.0.1, requiring a bearer token; yields its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(CALC_SERVER), "--http", str(port), "--token", TOKEN],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process, port = _start_http_calc_server()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTP calc server did not start") from None
-                time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
 
 
 async def test_http_server_tools_are_offered_and_called_with_the_configured_headers(
