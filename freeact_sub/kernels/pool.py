@@ -14,9 +14,17 @@ _SHRINK_AFTER = 2.0
 """Seconds the pool holds more ready kernels than wanted before it shuts the surplus down: the count of callers
 expected dips for a moment while a batch's calls become children, and a kernel shut down then is booted again."""
 
-# Kernels booting at once. A forked kernel costs ~0.15 s of CPU to boot (a launched one ~0.4 s);
-# more at once than this only slows them all down on a small machine.
+
+# Kernels booting at once. A forked kernel costs ~0.1 s of CPU to boot (a launched one ~0.4 s); more at once than this
+# only slows them all down on a small machine. Fewer (one per core) made a fan-out of 50 children slower at a high
+# load (8.1 against 6.1 s, alternated): a boot also waits on the host's loop, and the pool then fell behind the waves.
 _CONCURRENT_STARTS = 4
+
+
+WARM_UP_CELL = "pass"
+"""Run on each kernel as it boots, out of IPython's history and execution count: a kernel's first cell costs
+10-40 ms more than its next ones (code paths run and pages written for the first time, none of it an import), which
+a child would otherwise wait for in its first cell. The kernel is as fresh for the model's code as before."""
 
 
 class KernelPool:
@@ -114,6 +122,7 @@ class KernelPool:
         try:
             async with self._start_slots:
                 await kernel.start()
+            await kernel.execute(WARM_UP_CELL, store_history=False)
         except asyncio.CancelledError:
             await self._drop(kernel)
             self.fill(demand=self._waiting)  # a caller that came while this boot was being stopped still gets one

@@ -200,6 +200,43 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
     assert pids[0] != pids[1] and parent_kernel not in pids
 
 
+class _WatchedKernel(Kernel):
+    """A real kernel that notes the cells it is given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cells: list[tuple[str, bool]] = []
+
+    async def run_cell(self, cell: Any) -> Any:
+        self.cells.append((cell.code, cell.store_history))
+        return await super().run_cell(cell)
+
+
+async def test_a_pooled_kernel_has_run_its_first_cell_out_of_history_before_it_is_handed_out(workdir: Path) -> None:
+    """A kernel's first cell is its slow one (code paths run and pages written for the first time): the pool runs a
+    warm-up cell as each kernel boots, out of history, so a child's first cell is not that one and still finds the
+    kernel fresh."""
+    made: list[_WatchedKernel] = []
+
+    def new_kernel() -> Kernel:
+        made.append(_WatchedKernel(working_dir=workdir, label="pool-test", launcher=process_zygote()))
+        return made[-1]
+
+    pool = KernelPool(new_kernel, size=1)
+    taken: list[Kernel] = []
+    try:
+        pool.fill()
+        await until(lambda: pool.ready == 1, "the pool should boot its kernel")
+        taken.append(await pool.acquire())
+        assert made[0].cells == [("pass", False)], "the kernel ran one warm-up cell, out of history, as it booted"
+        outcome = await taken[0].execute(FIRST_CELL_CHECK)
+        assert outcome.text.strip() == "1 []", "the model's first cell finds a kernel that never ran its code"
+    finally:
+        await pool.close()
+        await asyncio.gather(*(k.shutdown() for k in taken))
+    assert kernel_processes() == []
+
+
 async def test_the_pool_keeps_kernels_ready_for_the_callers_it_expects(workdir: Path) -> None:
     """Subagents queued for a slot are expected callers: their kernels boot before they ask (a pool that is on)."""
     made: list[Kernel] = []
