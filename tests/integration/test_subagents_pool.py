@@ -237,6 +237,46 @@ async def test_a_pooled_kernel_has_run_its_first_cell_out_of_history_before_it_i
     assert kernel_processes() == []
 
 
+async def test_boots_for_callers_to_come_wait_until_the_waiting_callers_have_their_kernels(workdir: Path) -> None:
+    """A fan-out's first wave waits for kernels while the pool also boots the next wave's: those boots start only once
+    the waiting callers have theirs, so they do not take the cores from them."""
+    import time
+
+    started: list[float] = []
+
+    class Timed(Kernel):
+        async def start(self, timeout: float = 60.0) -> None:
+            started.append(time.monotonic())
+            await super().start(timeout)
+
+    made: list[Kernel] = []
+
+    def new_kernel() -> Kernel:
+        made.append(Timed(working_dir=workdir, label="pool-test", launcher=process_zygote()))
+        return made[-1]
+
+    pool = KernelPool(new_kernel, size=1)
+    got: list[float] = []
+    taken: list[Kernel] = []
+
+    async def caller() -> None:
+        taken.append(await pool.acquire())
+        got.append(time.monotonic())
+
+    try:
+        callers = [asyncio.create_task(caller()) for _ in range(2)]
+        await asyncio.sleep(0)  # both wait, each with a boot of its own
+        pool.expect(4)  # two more callers to come
+        await asyncio.gather(*callers)
+        await until(lambda: pool.ready == 2, "the boots held back should start once the callers have their kernels")
+        assert len(made) == 4 and len(started) == 4
+        assert sorted(started)[2] > min(got), "a boot for a caller to come started while the callers waited"
+    finally:
+        await pool.close()
+        await asyncio.gather(*(k.shutdown() for k in taken))
+    assert kernel_processes() == []
+
+
 async def test_the_pool_keeps_kernels_ready_for_the_callers_it_expects(workdir: Path) -> None:
     """Subagents queued for a slot are expected callers: their kernels boot before they ask (a pool that is on)."""
     made: list[Kernel] = []
