@@ -310,29 +310,10 @@ async def traced_run(children: int, bound: int, cell: float) -> dict[str, Any]:
     return {"began": began, "ended": ended, "children": children_marks, "boots": list(pool_boots), "lags": list(lags)}
 
 
-PHASES = [
-    "task call",
-    "slot taken",
-    "start",
-    "kernel asked",
-    "prompt built",
-    "started",
-    "model 1",
-    "cell sent",
-    "kernel got",
-    "kernel began",
-    "kernel ended",
-    "cell done",
-    "model 2",
-    "answered",
-    "stop",
-    "kernel stop",
-    "process gone",
-    "release",
-    "kernel gone",
-    "stopped",
-    "slot freed",
-]
+PHASES = (
+    "task call|slot taken|start|kernel asked|prompt built|started|model 1|cell sent|kernel got|kernel began|"
+    "kernel ended|cell done|model 2|answered|stop|kernel stop|process gone|release|kernel gone|stopped|slot freed"
+).split("|")
 
 
 SPANS = {  # name: (from, to), each a child's own marks
@@ -344,7 +325,7 @@ SPANS = {  # name: (from, to), each a child's own marks
     "result -> answer": ("cell done", "answered"),
     "answer -> kernel killed": ("answered", "kernel stop"),
     "kernel killed -> process gone": ("kernel stop", "process gone"),
-    "process gone -> folder released": ("process gone", "kernel gone"),
+    "process gone -> shutdown returned": ("process gone", "kernel gone"),
     "kernel gone -> slot freed": ("kernel gone", "slot freed"),
     "in slot beyond the cell": ("slot taken", "slot freed"),
 }
