@@ -214,8 +214,8 @@ class _WatchedKernel(Kernel):
 
 async def test_a_pooled_kernel_has_run_its_first_cell_out_of_history_before_it_is_handed_out(workdir: Path) -> None:
     """A kernel's first cell is its slow one (code paths run and pages written for the first time): the pool runs a
-    warm-up cell as each kernel boots, out of history, so a child's first cell is not that one and still finds the
-    kernel fresh."""
+    warm-up cell on each kernel it boots ahead, out of history, so a child's first cell is not that one and still
+    finds the kernel fresh; a kernel a caller waits for is handed over at once."""
     made: list[_WatchedKernel] = []
 
     def new_kernel() -> Kernel:
@@ -231,6 +231,8 @@ async def test_a_pooled_kernel_has_run_its_first_cell_out_of_history_before_it_i
         assert made[0].cells == [("pass", False)], "the kernel ran one warm-up cell, out of history, as it booted"
         outcome = await taken[0].execute(FIRST_CELL_CHECK)
         assert outcome.text.strip() == "1 []", "the model's first cell finds a kernel that never ran its code"
+        taken.append(await pool.acquire())  # the pool is empty: this caller waits for its kernel's boot
+        assert made[1].cells == [], "a kernel a caller waits for goes to it at once, without the warm-up"
     finally:
         await pool.close()
         await asyncio.gather(*(k.shutdown() for k in taken))
