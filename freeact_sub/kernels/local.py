@@ -51,9 +51,12 @@ from .local_manager import (
     zmq_context,
 )
 
-__all__ = ["Kernel", "KernelError"]
+__all__ = ["Kernel", "KernelError", "released"]
 
 _STARTUP_TIMEOUT = 60.0
+
+_releasing: set[asyncio.Future[None]] = set()
+"""Releases of what killed kernels held (`shutdown(now=True)`) still under way, in worker threads."""
 
 
 class Kernel(RunsCells):
@@ -345,7 +348,28 @@ class Kernel(RunsCells):
                 # in a thread: the proxy's registration waits for the proxy's own thread to close it, the cgroups
                 # and the folder are removed from a busy disk: milliseconds the event loop (every other agent's
                 # events, a fan-out's next child) should not wait for. The kernel process is gone by now.
-                await asyncio.shield(asyncio.to_thread(_release, guard, folder))
+                release = asyncio.ensure_future(asyncio.to_thread(_release, guard, folder))
+                if now:
+                    # a killed kernel's caller (a child's end, which frees its slot; a pool's surplus) does not wait
+                    # for it either: under load the thread's turn came 15-90 ms later. `released()` waits for it.
+                    _releasing.add(release)
+                    release.add_done_callback(_released)
+                else:
+                    await asyncio.shield(release)
+
+
+async def released() -> None:
+    """Wait until the kernels this event loop killed (`shutdown(now=True)`) have released what they held: their way to
+    the sandbox's proxy, their cgroups, their private folders. An agent tree waits for it as it closes."""
+    loop = asyncio.get_running_loop()
+    while pending := [release for release in _releasing if release.get_loop() is loop]:
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _released(release: asyncio.Future[None]) -> None:
+    _releasing.discard(release)
+    if not release.cancelled() and (error := release.exception()) is not None:
+        log.warning("a killed kernel's folder or sandbox guard was not released: %s", error)
 
 
 def _release(guard: KernelGuard | None, folder: str | None) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..code_tools import PackageShelf
 from ..errors import ConfigError
 from ..kernels.backends import KernelBackend, new_kernel, uses_local_kernels
+from ..kernels.local import released
 from ..kernels.pool import KernelPool
 from ..kernels.zygote import KernelZygote, process_zygote
 from ..mcp.pool import McpPool, ToolListings
@@ -292,3 +293,4 @@ class Supplies:
             pool.close(), mcp_pool.close(), packages.close(), *(p.close() for p in others),
             *(v.close() for v in views), return_exceptions=True,
         )
+        await released()  # what the tree's killed kernels held (children's, pools' surplus) is let go by now

@@ -184,6 +184,39 @@ async def test_each_kernel_has_a_private_connection_folder_removed_at_shutdown(t
         assert not folder.exists()
 
 
+async def test_a_killed_kernels_folder_is_released_behind_its_shutdown(
+    zygote: KernelZygote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`shutdown(now=True)` (a child's end, which frees its slot) returns once the process is gone; what the kernel
+    held (its folder, a sandbox's guard) is released in a thread behind it, and `released()` waits for that."""
+    import threading
+
+    from freeact_sub.kernels.local import released
+    from freeact_sub.sandbox import kernel_folders
+
+    slow_disk = threading.Event()
+    remove = kernel_folders.remove
+
+    def remove_slowly(folder: str) -> None:
+        slow_disk.wait(5)
+        remove(folder)
+
+    monkeypatch.setattr(kernel_folders, "remove", remove_slowly)
+    kernel = Kernel(working_dir=tmp_path, launcher=zygote)
+    await kernel.start()
+    folder, pid = Path(kernel._connection_dir), kernel.pid  # type: ignore[arg-type]
+    try:
+        await asyncio.wait_for(kernel.shutdown(now=True), 2.5)
+        assert await is_gone(pid, wait=0.1) and await asyncio.to_thread(folder.exists)
+        releasing = asyncio.ensure_future(released())
+        await asyncio.sleep(0.05)
+        assert not releasing.done(), "released() waits for the folder's removal"
+    finally:
+        slow_disk.set()
+    await asyncio.wait_for(releasing, 5)
+    assert not await asyncio.to_thread(folder.exists)
+
+
 _HOST = """
 import asyncio, os, signal, sys
 from freeact_sub.kernels.local import Kernel

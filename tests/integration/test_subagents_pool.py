@@ -200,6 +200,85 @@ async def test_agent_pool_fills_serves_children_and_stops_with_the_agent(workdir
     assert pids[0] != pids[1] and parent_kernel not in pids
 
 
+class _WatchedKernel(Kernel):
+    """A real kernel that notes the cells it is given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cells: list[tuple[str, bool]] = []
+
+    async def run_cell(self, cell: Any) -> Any:
+        self.cells.append((cell.code, cell.store_history))
+        return await super().run_cell(cell)
+
+
+async def test_a_pooled_kernel_has_run_its_first_cell_out_of_history_before_it_is_handed_out(workdir: Path) -> None:
+    """A kernel's first cell is its slow one (code paths run and pages written for the first time): the pool runs a
+    warm-up cell on each kernel it boots ahead, out of history, so a child's first cell is not that one and still
+    finds the kernel fresh; a kernel a caller waits for is handed over at once."""
+    made: list[_WatchedKernel] = []
+
+    def new_kernel() -> Kernel:
+        made.append(_WatchedKernel(working_dir=workdir, label="pool-test", launcher=process_zygote()))
+        return made[-1]
+
+    pool = KernelPool(new_kernel, size=1)
+    taken: list[Kernel] = []
+    try:
+        pool.fill()
+        await until(lambda: pool.ready == 1, "the pool should boot its kernel")
+        taken.append(await pool.acquire())
+        assert made[0].cells == [("pass", False)], "the kernel ran one warm-up cell, out of history, as it booted"
+        outcome = await taken[0].execute(FIRST_CELL_CHECK)
+        assert outcome.text.strip() == "1 []", "the model's first cell finds a kernel that never ran its code"
+        taken.append(await pool.acquire())  # the pool is empty: this caller waits for its kernel's boot
+        assert made[1].cells == [], "a kernel a caller waits for goes to it at once, without the warm-up"
+    finally:
+        await pool.close()
+        await asyncio.gather(*(k.shutdown() for k in taken))
+    assert kernel_processes() == []
+
+
+async def test_boots_for_callers_to_come_wait_until_the_waiting_callers_have_their_kernels(workdir: Path) -> None:
+    """A fan-out's first wave waits for kernels while the pool also boots the next wave's: those boots start only once
+    the waiting callers have theirs, so they do not take the cores from them."""
+    import time
+
+    started: list[float] = []
+
+    class Timed(Kernel):
+        async def start(self, timeout: float = 60.0) -> None:
+            started.append(time.monotonic())
+            await super().start(timeout)
+
+    made: list[Kernel] = []
+
+    def new_kernel() -> Kernel:
+        made.append(Timed(working_dir=workdir, label="pool-test", launcher=process_zygote()))
+        return made[-1]
+
+    pool = KernelPool(new_kernel, size=1)
+    got: list[float] = []
+    taken: list[Kernel] = []
+
+    async def caller() -> None:
+        taken.append(await pool.acquire())
+        got.append(time.monotonic())
+
+    try:
+        callers = [asyncio.create_task(caller()) for _ in range(2)]
+        await asyncio.sleep(0)  # both wait, each with a boot of its own
+        pool.expect(4)  # two more callers to come
+        await asyncio.gather(*callers)
+        await until(lambda: pool.ready == 2, "the boots held back should start once the callers have their kernels")
+        assert len(made) == 4 and len(started) == 4
+        assert sorted(started)[2] > min(got), "a boot for a caller to come started while the callers waited"
+    finally:
+        await pool.close()
+        await asyncio.gather(*(k.shutdown() for k in taken))
+    assert kernel_processes() == []
+
+
 async def test_the_pool_keeps_kernels_ready_for_the_callers_it_expects(workdir: Path) -> None:
     """Subagents queued for a slot are expected callers: their kernels boot before they ask (a pool that is on)."""
     made: list[Kernel] = []
