@@ -100,8 +100,8 @@ SLOWEST_FIRST = (
     "tests/e2e/test_compaction_e2e.py",
 )
 """The files that take longest (seconds of worker time, measured), longest first (but for the browser's file).
-With `-n 2` each file runs whole on one worker (`--dist loadfile`), in the order the files are collected
-(`--no-loadscope-reorder`); the longest ones start first, so the short ones fill up the end and both workers
+With `-n 3` each file runs whole on one worker (`--dist loadfile`), in the order the files are collected
+(`--no-loadscope-reorder`); the longest ones start first, so the short ones fill up the end and all workers
 finish together."""
 
 
