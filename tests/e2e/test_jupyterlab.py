@@ -353,9 +353,15 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
 
     # scrolled down to the last subagent, the run header (Stop, pending count) stays in sight
     page.set_viewport_size({"width": 1400, "height": 800})
-    second.locator(".freeact-call").last.evaluate("element => element.scrollIntoView({block: 'end'})")
-    scroller = notebook.locator(".jp-WindowedPanel-outer").bounding_box()
-    header = run_header.bounding_box()
+    deadline = time.monotonic() + 60  # JupyterLab lays itself out again after the resize: later on a busy machine
+    while True:
+        second.locator(".freeact-call").last.evaluate("element => element.scrollIntoView({block: 'end'})")
+        scroller = notebook.locator(".jp-WindowedPanel-outer").bounding_box()
+        header = run_header.bounding_box()
+        settled = scroller and scroller["y"] >= 0 and scroller["y"] + scroller["height"] <= 801
+        if settled or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(200)
     clipping = run_header.evaluate(  # what would keep the header from sticking: a scrolling ancestor
         """element => { const found = []; for (let e = element.parentElement; e; e = e.parentElement) {
              const style = getComputedStyle(e);
