@@ -1,13 +1,15 @@
 """Stands in for a `freeact-sub` run in the tests: the run itself is forked by the tests' fork server.
 
     python -S tests/_cli_fork_launch.py SOCKET MODULE ARG...
+    python -S tests/_cli_fork_launch.py SOCKET SCRIPT.py ARG...
 
-It hands the server its standard streams, working folder, environment, MODULE and ARGs, then passes on every signal
-it gets to the run, and ends as the run ended: with its exit code, or killed by the same signal. So a test that starts
-it sees what it would see of `python -m MODULE ARG...`. On a terminal (pexpect's pseudo-terminal), the run becomes
-the session's leader on it, as the command would be, and this process gives it up. Where a fork could not be like a
-fresh interpreter (a terminal on some standard streams only, other PYTHON*, LD_* or locale variables) or the server is
-not there, it becomes exactly that command (`exec`). Standard library only, run with `-S`: it starts in milliseconds.
+It hands the server its standard streams, working folder, environment, MODULE (or SCRIPT) and ARGs, then passes on
+every signal it gets to the run, and ends as the run ended: with its exit code, or killed by the same signal. So a test
+that starts it sees what it would see of `python -m MODULE ARG...` (or `python SCRIPT.py ARG...`). On a terminal
+(pexpect's pseudo-terminal), the run becomes the session's leader on it, as the command would be, and this process
+gives it up. Where a fork could not be like a fresh interpreter (a terminal on some standard streams only, other
+PYTHON*, LD_* or locale variables) or the server is not there, it becomes exactly that command (`exec`). Standard
+library only, run with `-S`: it starts in milliseconds.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ _PASSED_ON = (
 
 def main(path: str, module: str, args: list[str]) -> None:
     def become_the_command() -> None:
-        os.execv(sys.executable, [sys.executable, "-m", module, *args])
+        run = [module] if module.endswith(".py") else ["-m", module]
+        os.execv(sys.executable, [sys.executable, *run, *args])
 
     terminal = os.isatty(0)
     if terminal:

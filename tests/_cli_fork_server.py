@@ -4,7 +4,8 @@ Run by path (`tests/cli_fork.py` starts it, one per pytest worker). A `freeact-s
 CPU importing pydantic-ai, the provider SDKs and `mcp` (about 3 s of CPU on CI's machine, and the suite runs the
 command some 90 times). Here they are imported once; each request forks a process that becomes the run: it takes the
 launcher's standard streams, working folder, environment and arguments, and runs `freeact_sub.terminal.cli` as
-`python -m` would (or `freeact_sub.cli`, the entry with `acp`). The command's modules are imported ahead as well (none
+`python -m` would (or `freeact_sub.cli`, the entry with `acp`, or `ipykernel_launcher`: a notebook's kernel, which
+imports freeact-sub and the same libraries). The command's modules are imported ahead as well (none
 reads a setting when it is imported), but its `main` and all it calls run in the run. What a start imports, and in
 which order, is checked in fresh interpreters (`tests/unit/test_start_imports.py`), not here.
 
@@ -40,7 +41,6 @@ LIBRARIES = (
     "pydantic_ai.models.anthropic",
     "pydantic_ai.providers.openai",
     "pydantic_ai.providers.anthropic",
-    "pydantic_ai.mcp",
     "openai",
     "anthropic",
     "mcp",
@@ -51,7 +51,6 @@ LIBRARIES = (
     "uvicorn",
     "starlette.applications",
     "sse_starlette",
-    "jsonschema",
     "jupyter_client",
     "zmq",
     "yaml",
@@ -63,6 +62,11 @@ LIBRARIES = (
     "prompt_toolkit",
     "psutil",
     "dateutil.parser",
+    # what a notebook's kernel imports (`ipykernel_launcher` runs: `kernel_spec_folder`)
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipywidgets",
     # and ours, whose modules read no setting when imported (the environment, the home folder: all when called)
     "freeact_sub.terminal.runner",
     "freeact_sub.terminal.session",
@@ -75,7 +79,12 @@ _MAX_MESSAGE = 4 << 20
 _START_VARIABLES = ("PYTHON", "LD_", "LC_", "LANG")
 """Variables a process takes on only when it starts (PYTHONPATH, PYTHONIOENCODING, LD_PRELOAD, its locale): a run
 whose environment differs from the server's in these is not forked (the launcher starts the command itself)."""
-_MODULES = ("freeact_sub.terminal.cli", "freeact_sub.cli")
+_MODULES = ("freeact_sub.terminal.cli", "freeact_sub.cli", "ipykernel_launcher")
+_SCRIPTS = (
+    # the kernel the tests' gateways start (`tests/gateway_server.py`), ours run by path as the product launches it
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "freeact_sub", "kernels",
+                 "_ipykernel_launcher.py"),
+)
 
 
 def preload() -> list[str]:
@@ -86,6 +95,8 @@ def preload() -> list[str]:
             importlib.import_module(name)
         except ImportError:
             missing.append(name)
+    # jsonschema as the command imports it: without the IRI grammar (its Lark parsers are ~2.5 s of CPU)
+    importlib.import_module("freeact_sub.tools").jsonschema_module()
     gc.collect()
     gc.freeze()  # what was imported is never walked again, in here or in a run (the command freezes its own start)
     return missing
@@ -149,8 +160,8 @@ def serve(path: str) -> tuple[dict, list[int]]:
             why = None
             if _start_settings(request["env"]) != started_with:
                 why = "its PYTHON*, LD_* or locale variables differ from the server's"
-            elif len(fds) != 3 or request.get("module") not in _MODULES:
-                why = "a module of freeact-sub and three standard streams expected"
+            elif len(fds) != 3 or request.get("module") not in (*_MODULES, *_SCRIPTS):
+                why = "a module or script of freeact-sub and three standard streams expected"
             if why:
                 connection.send(json.dumps({"fallback": why}).encode())
                 connection.close()
@@ -216,12 +227,19 @@ def become(request: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # found again from the run's TMPDIR, should an import have asked for it in the server
-    sys.argv = ["-m", *request["argv"]]  # runpy puts the module's path first, as `python -m` does
-    sys.path[0] = os.getcwd()  # `python -m` puts the working folder first on the path, not the script's folder
+    if request["module"] in _SCRIPTS:
+        sys.argv = [request["module"], *request["argv"]]
+        sys.path[0] = os.path.dirname(request["module"])  # as `python SCRIPT` does
+    else:
+        sys.argv = ["-m", *request["argv"]]  # runpy puts the module's path first, as `python -m` does
+        sys.path[0] = os.getcwd()  # `python -m` puts the working folder first on the path, not the script's folder
 
 
 if __name__ == "__main__":
     preload()
     run_request, run_fds = serve(sys.argv[1])
     become(run_request, run_fds)
-    runpy.run_module(run_request["module"], run_name="__main__", alter_sys=True)
+    if run_request["module"] in _SCRIPTS:
+        runpy.run_path(run_request["module"], run_name="__main__")
+    else:
+        runpy.run_module(run_request["module"], run_name="__main__", alter_sys=True)

@@ -8,12 +8,16 @@ in the fork server (`tests/_cli_fork_server.py`), not in each of the suite's ~90
 needs a fresh interpreter (what a start imports, a terminal) starts the command itself, or gets it from the launcher,
 which falls back to `exec` of the real command where a fork could not be the same (see `tests/_cli_fork_launch.py`).
 
-`FREEACT_SUB_TEST_CLI=exec` makes every run the real command.
+A notebook's kernel is forked the same way (`ForkedKernelManager`, `kernel_spec_folder`): it imports freeact-sub and
+the same libraries, 3-4 s of CPU in each of the notebook tests' kernels.
+
+`FREEACT_SUB_TEST_CLI=exec` makes every run, and every such kernel, the real command.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import subprocess
@@ -21,8 +25,20 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
-__all__ = ["cli_command", "cli_fork_server_pids", "module_command", "run_of"]
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+__all__ = [
+    "ForkedKernelManager",
+    "cli_command",
+    "cli_fork_server_pids",
+    "forked_kernel_specs",
+    "kernel_spec_folder",
+    "module_command",
+    "run_of",
+]
 
 _HERE = Path(__file__).resolve().parent
 _SERVER = _HERE / "_cli_fork_server.py"
@@ -31,6 +47,7 @@ _LAUNCHER = _HERE / "_cli_fork_launch.py"
 _lock = threading.Lock()
 _server: subprocess.Popen[bytes] | None = None
 _socket: str | None = None
+_kernel_specs: Path | None = None
 
 
 def _start() -> str | None:
@@ -41,8 +58,12 @@ def _start() -> str | None:
             return _socket
         folder = tempfile.mkdtemp(prefix="cf-")  # short: an AF_UNIX path has 108 bytes
         path = os.path.join(folder, "s")
+        # It starts with little of the worker's environment (each run gets its own): what a fork shows as its start-up
+        # environment (/proc/self/environ) holds no variable a test set, a key above all.
+        kept = {name: value for name, value in os.environ.items()
+                if name in ("PATH", "HOME", "USER", "TMPDIR") or name.startswith(("PYTHON", "LD_", "LC_", "LANG"))}
         server = subprocess.Popen(
-            [sys.executable, str(_SERVER), path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=folder,
+            [sys.executable, str(_SERVER), path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=folder, env=kept,
         )
         assert server.stdout is not None
         if server.stdout.readline() != b"ready\n":
@@ -62,24 +83,60 @@ def _stop() -> None:
         except subprocess.TimeoutExpired:
             _server.kill()
             _server.wait()
-    if _socket is not None:
-        shutil.rmtree(Path(_socket).parent, ignore_errors=True)
+    for folder in (Path(_socket).parent if _socket is not None else None, _kernel_specs):
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 atexit.register(_stop)
 
 
 def module_command(module: str, *args: str) -> list[str]:
-    """The command line of a run of `python -m MODULE ARGS`, MODULE `freeact_sub.terminal.cli` or `freeact_sub.cli`."""
+    """The command line of a run of `python -m MODULE ARGS`: MODULE `freeact_sub.terminal.cli`, `freeact_sub.cli` or
+    `ipykernel_launcher`; or of `python MODULE ARGS` where MODULE is the path of our kernel launcher script."""
     path = None if os.environ.get("FREEACT_SUB_TEST_CLI") == "exec" else _start()
     if path is None:
-        return [sys.executable, "-m", module, *args]
+        return [sys.executable, *([module] if module.endswith(".py") else ["-m", module]), *args]
     return [sys.executable, "-S", str(_LAUNCHER), path, module, *args]
 
 
 def cli_command(*args: str) -> list[str]:
     """The command line of a `freeact-sub ARGS` run (as `python -m freeact_sub.terminal.cli ARGS`)."""
     return module_command("freeact_sub.terminal.cli", *args)
+
+
+def kernel_spec_folder(folder: Path) -> Path:
+    """`folder/kernels/python3`: the `python3` kernel spec of a notebook's kernel forked by the fork server.
+
+    A notebook's kernel imports freeact-sub, pydantic-ai and the provider SDKs (3-4 s of CPU); forked, it starts with
+    them imported. Make `folder` a Jupyter server's `JUPYTER_DATA_DIR`, or see `forked_kernel_specs`. Under
+    `FREEACT_SUB_TEST_CLI=exec`, the spec starts the real kernel.
+    """
+    spec = folder / "kernels" / "python3"
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = module_command("ipykernel_launcher", "-f", "{connection_file}")
+    kernel = {"argv": argv, "display_name": "Python 3 (ipykernel)", "language": "python",
+              "metadata": {"debugger": True}, "kernel_protocol_version": "5.5"}  # as ipykernel's own spec
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    return spec
+
+
+class ForkedKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager whose `python3` kernel is forked (`NotebookClient(kernel_manager_class=...)`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("kernel_spec_manager", forked_kernel_specs())
+        super().__init__(**kwargs)
+
+
+def forked_kernel_specs() -> KernelSpecManager:
+    """Kernel specs for jupyter_client whose `python3` kernel is forked by the fork server."""
+    global _kernel_specs
+    with _lock:
+        if _kernel_specs is None:
+            _kernel_specs = Path(tempfile.mkdtemp(prefix="cf-kernels-"))
+    kernel_spec_folder(_kernel_specs)
+    return KernelSpecManager(kernel_dirs=[str(_kernel_specs / "kernels")])
 
 
 def cli_fork_server_pids() -> set[int]:

@@ -25,8 +25,10 @@ import psutil
 
 import freeact_sub
 from tests.ci_builds import wait_for_build
+from tests.cli_fork import module_command
 
 TOKEN_ENV = "FREEACT_SUB_TEST_GATEWAY_TOKEN"
+_START_SETTINGS = tuple(name for name in os.environ if name.startswith(("PYTHON", "LD_", "LC_", "LANG")))
 EG_PYTHON_ENV = "FREEACT_SUB_TEST_EG_PYTHON"
 EG_WAIT_ENV = "FREEACT_SUB_TEST_EG_WAIT"
 
@@ -103,6 +105,9 @@ def kernel_gateway(
         "--JupyterWebsocketPersonality.list_kernels=True",
         "--JupyterWebsocketPersonality.env_whitelist=GRANTED",
         f"--ZMQChannelsWebsocketConnection.limit_rate={rate_limit}",
+        # a kernel started with an `env` gets only PATH and these from the gateway: the interpreter's start settings
+        # (its locale, PYTHON*) as the tests' own, so that it can be forked by the fork server (`_kernel_spec_...`)
+        *(f"--KernelGatewayApp.env_process_whitelist={name}" for name in _START_SETTINGS if name in environment),
         *extra_args,
     ]  # fmt: skip
     with _gateway(workdir, "gateway.log", command, {**environment, "KG_AUTH_TOKEN": token}, token) as server:
@@ -183,7 +188,8 @@ def _kernel_spec_without_output_limit(data_dir: Path) -> None:
     """
     launcher = Path(freeact_sub.__file__).parent / "kernels" / "_ipykernel_launcher.py"
     spec = {
-        "argv": [sys.executable, str(launcher), "-f", "{connection_file}"],
+        # forked by the tests' fork server, ipykernel imported already (`python launcher -f ...` where it cannot be)
+        "argv": module_command(str(launcher), "-f", "{connection_file}"),
         "display_name": "Python 3 (ipykernel)",
         "language": "python",
         "metadata": {"debugger": False},

@@ -44,6 +44,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.cli_fork import ForkedKernelManager, kernel_spec_folder
 from tests.system_tools import require
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -103,6 +104,9 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]
         path = home / "settings" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
+    # the notebooks' kernels are forked, their libraries imported already (JUPYTER_PATH's specs come first: in a
+    # virtual environment, the environment's own come before JUPYTER_DATA_DIR's)
+    kernel_spec_folder(home / "specs")
     env = {k: v for k, v in os.environ.items() if k not in ("FREEACT_SUB_AUTO_APPROVE", "OPENAI_API_KEY")}
     env.update(
         JUPYTER_CONFIG_DIR=str(home / "config"),
@@ -110,6 +114,7 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
         JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
         JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+        JUPYTER_PATH=str(home / "specs"),
         FREEACT_SUB_ACP_ARGS="--demo",  # the freeact-sub persona's agent (with the jupyter-ai extra) on the demo
     )
     port, token = _free_port(), secrets.token_hex(16)
@@ -654,7 +659,7 @@ def run_headless(path: Path) -> None:
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["FREEACT_SUB_AUTO_APPROVE"] = "1"
-    NotebookClient(notebook, timeout=180, kernel_name="python3",
+    NotebookClient(notebook, timeout=180, kernel_name="python3", kernel_manager_class=ForkedKernelManager,
                    resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
     nbformat.write(notebook, path)
 

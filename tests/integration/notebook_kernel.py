@@ -16,15 +16,21 @@ from typing import Any
 
 from jupyter_client import AsyncKernelManager
 
+from tests.cli_fork import ForkedKernelManager
+
 
 class CellError(AssertionError):
     """A cell raised in the kernel."""
 
 
 class NotebookKernel:
-    """A real IPython kernel (the notebook's own), started in `cwd` with `env`."""
+    """A real IPython kernel (the notebook's own), started in `cwd` with `env`.
 
-    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None) -> None:
+    It is forked by the tests' fork server (`tests.cli_fork.kernel_spec_folder`), its libraries imported already;
+    `forked=False` starts a fresh interpreter (what a test of what the kernel imports, and from where, needs).
+    """
+
+    def __init__(self, cwd: Path, env: Mapping[str, str] | None = None, *, forked: bool = True) -> None:
         self.cwd = cwd
         self.env = dict(os.environ if env is None else env)
         self.models: dict[str, dict[str, Any]] = {}
@@ -37,7 +43,8 @@ class NotebookKernel:
         self.statuses: list[tuple[str, str]] = []
         """Every `status` message: (execution state, the request it is about)."""
         self._errors: dict[str, str] = {}
-        self._manager = AsyncKernelManager(kernel_name="python3")
+        manager = ForkedKernelManager if forked else AsyncKernelManager
+        self._manager = manager(kernel_name="python3")
         self._client: Any = None
 
     async def __aenter__(self) -> NotebookKernel:

@@ -6,6 +6,7 @@ real command wherever a fork could not be the same.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -74,3 +75,29 @@ def _run_pid(launcher: int, timeout: float = 60.0) -> int:
         assert time.monotonic() < deadline, "the server did not fork a run"
         time.sleep(0.02)
     return run
+
+
+async def test_a_forked_notebook_kernel_runs_cells_is_interrupted_and_ends_with_its_launcher(tmp_path: Path) -> None:
+    from tests.cli_fork import ForkedKernelManager
+
+    manager = ForkedKernelManager(kernel_name="python3")
+    await manager.start_kernel(cwd=str(tmp_path))
+    client = manager.client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        launcher = manager.provisioner.pid  # type: ignore[union-attr]
+        kernel = psutil.Process(run_of(launcher))
+        assert kernel.pid != launcher and kernel.ppid() in cli_fork_server_pids(), "forked by the server"
+        reply = await client.execute_interactive("import os; print(os.getcwd())", timeout=30)
+        assert reply["content"]["status"] == "ok"
+        sleeping = client.execute("import time; time.sleep(60)")
+        await asyncio.sleep(0.5)
+        await manager.interrupt_kernel()  # a signal to the launcher's process group, passed on to the kernel
+        while (message := await client.get_shell_msg(timeout=30))["parent_header"].get("msg_id") != sleeping:
+            pass
+        assert message["content"]["ename"] == "KeyboardInterrupt"
+    finally:
+        client.stop_channels()
+        await manager.shutdown_kernel(now=True)  # kills the launcher: the kernel dies with it
+    kernel.wait(30)

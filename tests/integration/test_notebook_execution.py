@@ -15,6 +15,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.cli_fork import ForkedKernelManager
 from tests.integration import widget_state as ws
 
 pytestmark = pytest.mark.timeout(240)
@@ -31,7 +32,8 @@ def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> nbfor
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     notebook = nbformat.read(copy, as_version=4)
     client = NotebookClient(
-        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        notebook, timeout=180, kernel_name="python3", kernel_manager_class=ForkedKernelManager,
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute(env=dict(os.environ))
     return notebook

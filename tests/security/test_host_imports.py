@@ -180,7 +180,7 @@ async def test_a_notebook_refuses_what_its_agent_wrote(tmp_path: Path) -> None:
     (tmp_path / "nb_person.py").write_text(PERSON)
     written = time.monotonic()
     env = {name: value for name, value in os.environ.items() if name != "FREEACT_SUB_AUTO_APPROVE"}
-    async with NotebookKernel(tmp_path, env) as notebook:
+    async with NotebookKernel(tmp_path, env, forked=False) as notebook:  # a fresh kernel: where it imports from
         await asyncio.sleep(max(0.0, written + 2.1 - time.monotonic()))  # older than the window's margin
         printed = await notebook.run(NOTEBOOK_AGENT)
     assert printed.startswith("GUARDED True\n"), printed
