@@ -304,13 +304,25 @@ def test_approve_parallel_subagents_in_any_order_in_jupyterlab(jupyterlab: Jupyt
 
     subagents = live.locator(".freeact-panel.freeact-subagent")
     expect(subagents).to_have_count(3, timeout=MINUTE)
-    first, second, reviewer = subagents.nth(0), subagents.nth(1), subagents.nth(2)
-    first_id = first.locator(".freeact-id").first.inner_text()
-    second_id = second.locator(".freeact-id").first.inner_text()
-    reviewer_id = reviewer.locator(".freeact-id").first.inner_text()
+    # which panel is whose by what it shows, not by place: a child that starts while task calls still wait goes
+    # below them, so the order of the panels is the order the children started in
+    found = {
+        "reviewer": subagents.filter(has=page.locator(".freeact-type", has_text="reviewer")),
+        "first": subagents.filter(has=page.locator(".freeact-call.freeact-pending .freeact-code",
+                                                   has_text="sieve = bytearray")),
+        "second": subagents.filter(has=page.locator(".freeact-call.freeact-pending .freeact-call-title",
+                                                    has_text="demo_constant")),
+    }
+    for panel in found.values():
+        expect(panel).to_have_count(1, timeout=MINUTE)
+    first_id, second_id, reviewer_id = (found[name].locator(".freeact-id").first.inner_text()
+                                        for name in ("first", "second", "reviewer"))
+    first, second, reviewer = (live.locator(f".freeact-panel-{agent_id}") for agent_id in (first_id, second_id,
+                                                                                            reviewer_id))
     assert len({main_id, first_id, second_id, reviewer_id}) == 4
     # the typed child on the Anthropic protocol: its header says type, title and model; its rule decides its call
     expect(first.locator(".freeact-type").first).to_have_text("general")
+    expect(second.locator(".freeact-type").first).to_have_text("general")
     expect(reviewer.locator(".freeact-type").first).to_have_text("reviewer")
     expect(reviewer.locator(".freeact-description").first).to_have_text("Review the summary")
     expect(reviewer.locator(".freeact-model").first).to_have_text("claude-demo")
