@@ -63,6 +63,8 @@ half a megabyte of lone ESCs is half a million matches)."""
 _SGR_ONLY = re.compile(_SGR)
 _SGR_PARTS = re.compile(f"({_SGR})")
 _SPACES = re.compile(" *")
+_BLANK_LINE = re.compile("(?:^|\n) +(?:\n|$)")
+"""A line of nothing but spaces (after `clean()` and `expandtabs`, the only blanks left)."""
 _EMPTY_SHOWN = 8
 """Empty lines in a row shown as such; a longer run is one line saying how many (each line costs the gutter)."""
 _RESET = "\x1b[0m"
@@ -99,9 +101,16 @@ def screen_lines(lines: list[str], width: int, *, colours: bool) -> list[str]:
     text = clean("\n".join(lines), keep_sgr=colours).expandtabs(8)
     if colours and "\x1b" in text:
         text = _only_known_colours(text)
+    split = text.split("\n")
+    if text.isascii() and "" not in split and not _BLANK_LINE.search(text) and max(map(len, split)) <= width:
+        # the common output, every line as it is (checked in C, not line by line: 100,000 one-character lines cost
+        # as much as 200 kB of log lines, not four times as much)
+        if colours and "\x1b" in text:
+            return [line + _RESET if "\x1b" in line else line for line in split]
+        return split
     shown: list[str] = []
     empty = 0  # empty lines in a row
-    for line in text.split("\n"):
+    for line in split:
         if not line or line.isspace():
             empty += 1
             continue

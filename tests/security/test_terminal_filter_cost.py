@@ -68,13 +68,15 @@ def _cost(text: str, piece: int = 4096) -> float:
 
 @pytest.fixture(scope="module")
 def plain() -> float:
-    return min(_cost(PLAIN) for _ in range(2))
+    return min(_cost(PLAIN) for _ in range(3))
 
 
 @pytest.mark.parametrize("kind", list(CRAFTED))
 def test_crafted_output_costs_at_most_three_times_plain_output(plain: float, kind: str) -> None:
     crafted = _cost(CRAFTED[kind])
-    if crafted > 3 * plain:  # once more, in case another process took the CPU's caches meanwhile
+    for _ in range(2):  # the least of three, in case other processes took the CPU's caches meanwhile (a full run)
+        if crafted <= 3 * plain:
+            break
         crafted = min(crafted, _cost(CRAFTED[kind]))
     assert crafted <= 3 * plain, f"{kind}: {crafted:.3f} s CPU against {plain:.3f} s for plain text"
 
