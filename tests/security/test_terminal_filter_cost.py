@@ -66,18 +66,16 @@ def _cost(text: str, piece: int = 4096) -> float:
         gc.enable()
 
 
-@pytest.fixture(scope="module")
-def plain() -> float:
-    return min(_cost(PLAIN) for _ in range(3))
-
-
 @pytest.mark.parametrize("kind", list(CRAFTED))
-def test_crafted_output_costs_at_most_three_times_plain_output(plain: float, kind: str) -> None:
-    crafted = _cost(CRAFTED[kind])
-    for _ in range(2):  # the least of three, in case other processes took the CPU's caches meanwhile (a full run)
+def test_crafted_output_costs_at_most_three_times_plain_output(kind: str) -> None:
+    # Plain and crafted are measured in turns, up to three pairs, and the least of each kind is compared: both are
+    # measured under the same load (in a full run, other workers' processes take the CPU's caches and its time).
+    plain = crafted = float("inf")
+    for _ in range(3):
+        plain = min(plain, _cost(PLAIN))
+        crafted = min(crafted, _cost(CRAFTED[kind]))
         if crafted <= 3 * plain:
             break
-        crafted = min(crafted, _cost(CRAFTED[kind]))
     assert crafted <= 3 * plain, f"{kind}: {crafted:.3f} s CPU against {plain:.3f} s for plain text"
 
 
