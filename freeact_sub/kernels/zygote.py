@@ -41,6 +41,8 @@ ZYGOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kerne
 """The zygote runs by path: it imports what a kernel needs, not the `freeact_sub` package."""
 
 _START_TIMEOUT = 60.0
+_CANCELLED_FORK_WAIT = 5.0
+"""Seconds a cancelled fork waits for the zygote's answer, to kill the kernel it names before the cancellation ends."""
 _INHERITED_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE")
 """Host variables a kernel may see; anything else (API keys above all) must be named in `kernel_env`."""
 
@@ -73,8 +75,10 @@ def _running(pid: int) -> bool:
 
 
 def _kill_group(pid: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
+    # the process itself too: a kernel just forked may not have made its own group yet (it does so first thing)
+    for kill in (os.kill, os.killpg):
+        with contextlib.suppress(OSError):
+            kill(pid, signal.SIGKILL)
 
 
 class ForkedProcess:
@@ -259,7 +263,19 @@ class KernelZygote:
             except (BrokenPipeError, ValueError, OSError) as exc:
                 del self._pending[self._next_id]
                 raise ConnectionError("the kernel zygote stopped") from exc
-        return ForkedProcess(await asyncio.wait_for(future, _START_TIMEOUT), self)
+        try:
+            pid = await asyncio.wait_for(asyncio.shield(future), _START_TIMEOUT)
+        except asyncio.CancelledError:
+            # The fork is under way: its answer comes within a fork's time. The kernel it names is killed before the
+            # cancellation goes on, so none outlives its caller (one that answers later still is, when it does).
+            with contextlib.suppress(BaseException):
+                await _kill_and_wait(await asyncio.wait_for(asyncio.shield(future), _CANCELLED_FORK_WAIT))
+            future.cancel()
+            raise
+        except TimeoutError:
+            future.cancel()  # a late answer's kernel is killed when it comes
+            raise
+        return ForkedProcess(pid, self)
 
     def exit_status(self, pid: int) -> int:
         """The exit code of a kernel the zygote reaped (-9 if it is not known yet)."""
@@ -303,6 +319,14 @@ class KernelZygote:
         """Stop the zygote; it kills any kernel it forked that is still running."""
         if self._process is not None:
             await asyncio.to_thread(self.close_now)
+
+
+async def _kill_and_wait(pid: int) -> None:
+    """Kill a forked kernel's process group and wait (up to `_CANCELLED_FORK_WAIT`) until its process has ended."""
+    _kill_group(pid)
+    deadline = time.monotonic() + _CANCELLED_FORK_WAIT
+    while _running(pid) and time.monotonic() < deadline:  # noqa: ASYNC110 - a process, not an event
+        await asyncio.sleep(0.002)
 
 
 def _answer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[int], pid: int) -> None:

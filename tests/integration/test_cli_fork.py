@@ -7,6 +7,7 @@ real command wherever a fork could not be the same.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -42,13 +43,22 @@ def test_a_forked_run_gets_its_launchers_signals_and_dies_with_it(tmp_path: Path
     waiting.wait(30)
     run.wait(30)  # a run dies with its launcher (psutil.TimeoutExpired if not)
 
-    terminated = subprocess.Popen(module_command("freeact_sub.cli", "acp", "--demo"), cwd=tmp_path,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    run = psutil.Process(_run_pid(terminated.pid))
-    os.kill(terminated.pid, signal.SIGTERM)
-    terminated.communicate(timeout=60)
-    run.wait(30)
-    assert terminated.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM), "the launcher ended as the run did"
+    # once the agent has answered `initialize` (its signal handlers are in place): SIGTERM is the agent's stop, it
+    # exits 0; SIGUSR1, which it does not handle, kills it. Either way the launcher ends as the run ended.
+    for signum, expected in ((signal.SIGTERM, 0), (signal.SIGUSR1, -signal.SIGUSR1)):
+        launcher = subprocess.Popen(module_command("freeact_sub.cli", "acp", "--demo"), cwd=tmp_path,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert launcher.stdin is not None and launcher.stdout is not None
+        run = psutil.Process(_run_pid(launcher.pid))
+        request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+        launcher.stdin.write(json.dumps(request).encode() + b"\n")
+        launcher.stdin.flush()
+        assert json.loads(launcher.stdout.readline())["id"] == 1, "the agent answered initialize"
+        os.kill(launcher.pid, signum)
+        launcher.communicate(timeout=60)
+        run.wait(30)
+        assert launcher.returncode == expected, f"the launcher ended as the run did after signal {signum}"
 
 
 def test_a_run_whose_start_settings_differ_is_the_real_command(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from jupyter_client import AsyncKernelClient
 
-from freeact_sub.kernels.launcher import KernelZygote
+from freeact_sub.kernels.launcher import KernelZygote, kernel_environment
 from freeact_sub.kernels.local import Kernel, KernelError
 from tests.processes import is_gone
 
@@ -74,6 +74,25 @@ async def test_a_forked_kernel_ends_when_its_zygote_is_killed(zygote: KernelZygo
         os.kill(pid, signal.SIGKILL)
     assert not outlived, "a forked kernel outlived its killed zygote"
     await forked.shutdown(now=True)
+
+
+async def test_a_fork_cancelled_before_the_zygote_answers_leaves_no_kernel(
+    zygote: KernelZygote, tmp_path: Path
+) -> None:
+    # a subagent cancelled while its kernel is forked: once the cancellation is through, no kernel of it runs
+    def running_kernels() -> list[int]:
+        assert zygote.pid is not None
+        return [child.pid for child in psutil.Process(zygote.pid).children()
+                if child.status() != psutil.STATUS_ZOMBIE]
+
+    for attempt in range(5):
+        connection = str(tmp_path / f"connection-{attempt}.json")
+        forking = asyncio.create_task(zygote.fork(["-f", connection], kernel_environment(), str(tmp_path), os.devnull))
+        await asyncio.sleep(0)  # the request is written; the zygote's answer has not come yet
+        forking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await forking
+        assert running_kernels() == [], f"a cancelled fork's kernel still runs (attempt {attempt + 1})"
 
 
 async def test_a_forked_kernel_is_fresh_and_takes_its_own_settings(zygote: KernelZygote, tmp_path: Path) -> None:
