@@ -31,6 +31,7 @@ from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
 __all__ = [
+    "START_VARIABLES",
     "ForkedKernelManager",
     "cli_command",
     "cli_fork_server_pids",
@@ -43,6 +44,10 @@ __all__ = [
 _HERE = Path(__file__).resolve().parent
 _SERVER = _HERE / "_cli_fork_server.py"
 _LAUNCHER = _HERE / "_cli_fork_launch.py"
+
+START_VARIABLES = ("PYTHON", "LD_", "LC_", "LANG")
+"""Prefixes of the variables a process takes on only as it starts: a run whose own differ is not forked (the same
+as `_START_VARIABLES` in `tests/_cli_fork_server.py`, which runs by path and imports nothing of the tests)."""
 
 _lock = threading.Lock()
 _server: subprocess.Popen[bytes] | None = None
@@ -61,7 +66,7 @@ def _start() -> str | None:
         # It starts with little of the worker's environment (each run gets its own): what a fork shows as its start-up
         # environment (/proc/self/environ) holds no variable a test set, a key above all.
         kept = {name: value for name, value in os.environ.items()
-                if name in ("PATH", "HOME", "USER", "TMPDIR") or name.startswith(("PYTHON", "LD_", "LC_", "LANG"))}
+                if name in ("PATH", "HOME", "USER", "TMPDIR") or name.startswith(START_VARIABLES)}
         server = subprocess.Popen(
             [sys.executable, str(_SERVER), path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=folder, env=kept,
         )

@@ -25,10 +25,10 @@ import psutil
 
 import freeact_sub
 from tests.ci_builds import wait_for_build
-from tests.cli_fork import module_command
+from tests.cli_fork import START_VARIABLES, module_command
 
 TOKEN_ENV = "FREEACT_SUB_TEST_GATEWAY_TOKEN"
-_START_SETTINGS = tuple(name for name in os.environ if name.startswith(("PYTHON", "LD_", "LC_", "LANG")))
+_START_SETTINGS = tuple(name for name in os.environ if name.startswith(START_VARIABLES))
 EG_PYTHON_ENV = "FREEACT_SUB_TEST_EG_PYTHON"
 EG_WAIT_ENV = "FREEACT_SUB_TEST_EG_WAIT"
 
